@@ -1,0 +1,241 @@
+"""A thin builder over `tosa_serializer` so lowering rules read like the math.
+
+`b.op(Op.ADD, [x, y], shape, DType.FP32)` adds the operator with its (possibly empty) attribute, creates
+the output tensor and records which torch node it came from (for `dump_debug_info`). The graph is
+stamped TOSA 1.0, not the serializer's 1.1 draft default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import MissingToolError
+
+try:
+    import tosa_serializer as ts
+except ImportError as exc:  # pragma: no cover - exercised only without tosa-tools
+    raise MissingToolError(
+        "tosa-tools is not installed: the TOSA serializer is needed to build TOSA flatbuffers. "
+        "Install it with `uv pip install tosa-tools==2026.8.0` (or `uv sync` in this workspace)."
+    ) from exc
+
+DType = ts.DType
+Op = ts.Op
+
+_TORCH_TO_TOSA = {
+    torch.float32: DType.FP32,
+    torch.float16: DType.FP16,
+    torch.bfloat16: DType.BF16,
+    torch.int8: DType.INT8,
+    torch.int16: DType.INT16,
+    torch.int32: DType.INT32,
+    torch.int64: DType.INT32,  # narrowed: TOSA 1.0 profiles have no 64-bit integers
+    torch.bool: DType.BOOL,
+}
+_NUMPY_FOR = {
+    DType.FP32: np.float32, DType.FP16: np.float16, DType.INT8: np.int8, DType.INT16: np.int16,
+    DType.INT32: np.int32, DType.BOOL: np.bool_, DType.INT48: np.int64,
+}
+# Attribute builder method for each op, found by name: Op.MATMUL -> "MatMulAttribute".
+_ATTRIBUTE_FOR = {
+    name[: -len("Attribute")].lower(): name
+    for name in dir(ts.TosaSerializerAttribute) if name.endswith("Attribute")
+}
+
+
+def tosa_dtype(dtype: torch.dtype) -> DType:
+    """The TOSA dtype that carries a torch dtype (int64 narrows to INT32)."""
+    try:
+        return _TORCH_TO_TOSA[dtype]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} has no TOSA equivalent; supported: "
+                        f"{sorted(str(d) for d in _TORCH_TO_TOSA)}") from None
+
+
+def numpy_dtype(dtype: DType) -> type:
+    return _NUMPY_FOR[dtype]
+
+
+def scalar_bytes(value: float, dtype: DType) -> list[int]:
+    """A scalar as the little-endian bytes TOSA attributes (e.g. CLAMP bounds) expect."""
+    if dtype == DType.BF16:
+        raw = np.float32(value).tobytes()[2:]
+    else:
+        raw = np.array(value).astype(_NUMPY_FOR[dtype]).tobytes()
+    return list(np.frombuffer(raw, dtype=np.uint8))
+
+
+@dataclass(frozen=True)
+class T:
+    """A tensor in the TOSA graph: name, physical shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+
+
+@dataclass
+class OpRecord:
+    """One emitted operator and the torch node that caused it (the debug map)."""
+
+    index: int
+    op: str
+    outputs: list[str]
+    node: str | None
+    target: str | None
+    stack_trace: str | None
+
+
+@dataclass
+class _PendingOp:
+    op: Op
+    inputs: list[T]
+    output: T
+    attr_args: tuple
+    node: torch.fx.Node | None
+
+
+class TosaGraphBuilder:
+    """Builds one TOSA 1.0 graph; see module docstring.
+
+    Operators are recorded and serialized at the end, so that chains of RESHAPE/TRANSPOSE fold into
+    one and operators whose results nobody uses are dropped.
+    """
+
+    def __init__(self) -> None:
+        self.current_node: torch.fx.Node | None = None
+        self.inputs: list[T] = []
+        self.outputs: list[T] = []
+        self.records: list[OpRecord] = []
+        self._ops: list[_PendingOp] = []
+        self._producer: dict[str, _PendingOp] = {}
+        self._consts: dict[str, np.ndarray] = {}
+        self._count = 0
+
+    # -- tensors -----------------------------------------------------------------------------
+    def input(self, shape: Sequence[int], dtype: DType, name: str) -> T:
+        t = T(name, tuple(int(d) for d in shape), dtype)
+        self.inputs.append(t)
+        return t
+
+    def const(self, values: np.ndarray | torch.Tensor, dtype: DType) -> T:
+        if isinstance(values, torch.Tensor):
+            values = values.detach().cpu().numpy()
+        arr = np.ascontiguousarray(np.asarray(values).astype(_NUMPY_FOR[dtype]))
+        t = T(self._fresh("const"), tuple(arr.shape), dtype)
+        self._consts[t.name] = (arr, dtype)
+        return t
+
+    def shape_const(self, values: Sequence[int]) -> T:
+        """A TOSA `shape` value (for RESHAPE, SLICE, PAD, TILE, RESIZE operands)."""
+        t = T(self._fresh("shape"), (len(values),), DType.SHAPE)
+        self._consts[t.name] = (np.array([int(v) for v in values], dtype=np.int64), DType.SHAPE)
+        return t
+
+    def const_value(self, t: T) -> np.ndarray | None:
+        """The data of a constant tensor (None for runtime tensors)."""
+        entry = self._consts.get(t.name)
+        return None if entry is None else entry[0]
+
+    def output(self, t: T) -> None:
+        self.outputs.append(t)
+
+    # -- operators ---------------------------------------------------------------------------
+    def op(self, op: Op, inputs: Sequence[T], shape: Sequence[int], dtype: DType, *attr_args) -> T:
+        """Record `op` with inputs and one output of `shape`/`dtype`; `attr_args` go to its attribute."""
+        out = T(self._fresh("t"), tuple(int(d) for d in shape), dtype)
+        pending = _PendingOp(op, list(inputs), out, attr_args, self.current_node)
+        self._ops.append(pending)
+        self._producer[out.name] = pending
+        return out
+
+    def producer(self, t: T) -> _PendingOp | None:
+        return self._producer.get(t.name)
+
+    # -- common shapes of operators ----------------------------------------------------------
+    def transpose(self, x: T, perm: Sequence[int]) -> T:
+        perm = tuple(perm)
+        if perm == tuple(range(len(perm))):
+            return x
+        src = self.producer(x)
+        if src is not None and src.op == Op.TRANSPOSE:  # fold transpose(transpose(y))
+            inner = src.attr_args[0]
+            return self.transpose(src.inputs[0], [inner[p] for p in perm])
+        return self.op(Op.TRANSPOSE, [x], [x.shape[p] for p in perm], x.dtype, list(perm))
+
+    def reshape(self, x: T, shape: Sequence[int]) -> T:
+        shape = [int(d) for d in shape]
+        src = self.producer(x)
+        if src is not None and src.op == Op.RESHAPE:  # fold reshape(reshape(y))
+            x = src.inputs[0]
+        if tuple(shape) == x.shape:
+            return x
+        return self.op(Op.RESHAPE, [x, self.shape_const(shape)], shape, x.dtype)
+
+    def zero_point(self, dtype: DType, value: int = 0) -> T:
+        """A one-element zero-point operand (TOSA 1.0 passes zero points as tensors)."""
+        return self.const(np.array([value]), dtype)
+
+    def identity(self, x: T) -> T:
+        return self.op(Op.IDENTITY, [x], x.shape, x.dtype)
+
+    # -- output ------------------------------------------------------------------------------
+    def _live_ops(self) -> list[_PendingOp]:
+        needed = {t.name for t in self.outputs}
+        live = []
+        for pending in reversed(self._ops):
+            if pending.output.name in needed:
+                live.append(pending)
+                needed.update(t.name for t in pending.inputs)
+        return live[::-1]
+
+    def serialize(self) -> bytes:
+        """The TOSA 1.0 flatbuffer of every operator that contributes to an output."""
+        ser = ts.TosaSerializer("", targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
+        names: dict[str, str] = {}
+        objects: dict[str, object] = {}
+        for t in self.inputs:
+            obj = ts.TosaSerializerTensor(t.name, list(t.shape), t.dtype)
+            ser.addInputTensor(obj)
+            names[t.name], objects[t.name] = t.name, obj
+        live = self._live_ops()
+        used = {t.name for p in live for t in p.inputs}
+        for name, (arr, dtype) in self._consts.items():
+            if name in used:
+                vals = arr.reshape(-1).tolist() if dtype == DType.INT48 else arr
+                objects[name] = ser.addConst(list(arr.shape), dtype, vals, name=name)
+                names[name] = name
+        self.records = []
+        for pending in live:
+            out = ser.addIntermediate(list(pending.output.shape), pending.output.dtype)
+            names[pending.output.name], objects[pending.output.name] = out.name, out
+            attr = ts.TosaSerializerAttribute()
+            method = _ATTRIBUTE_FOR.get(pending.op.name.replace("_", "").lower())
+            if method is not None:
+                getattr(attr, method)(*pending.attr_args)
+            ser.addOperator(pending.op, [names[t.name] for t in pending.inputs], [out.name], attr)
+            node = pending.node
+            self.records.append(OpRecord(
+                index=len(self.records), op=pending.op.name, outputs=[out.name],
+                node=None if node is None else node.name,
+                target=None if node is None else str(node.target),
+                stack_trace=None if node is None else node.meta.get("stack_trace"),
+            ))
+        for t in self.outputs:
+            ser.addOutputTensor(objects[t.name])
+        return bytes(ser.serialize())
+
+    def op_counts(self) -> dict[str, int]:
+        """Operator counts of the serialized graph (call after `serialize`)."""
+        counts: dict[str, int] = {}
+        for record in self.records:
+            counts[record.op] = counts.get(record.op, 0) + 1
+        return counts
+
+    def _fresh(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}_{self._count}"

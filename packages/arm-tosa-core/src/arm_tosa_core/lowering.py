@@ -1,0 +1,124 @@
+"""Lower one partition (an edge-dialect ExportedProgram) to a TOSA 1.0 flatbuffer.
+
+Assumes every call_function node passed `registry.unsupported_reason` for the spec (the partitioner
+guarantees it). Guarantees: graph inputs and outputs are in PyTorch's layout and order; int64 values
+cross the boundary as INT32; the result lists each operator's originating torch node.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch._export.utils import (
+    get_buffer,
+    get_lifted_tensor_constant,
+    get_param,
+    is_buffer,
+    is_lifted_tensor_constant,
+    is_param,
+)
+from torch.export import ExportedProgram
+from torch.fx import Node
+
+from . import layout, registry
+from .builder import Op, TosaGraphBuilder, tosa_dtype
+from .context import LoweringContext, Value
+from .errors import LoweringError
+from .specification import TosaSpecification
+
+
+@dataclass
+class TosaGraph:
+    """A lowered partition: the flatbuffer plus what a runtime and a report need to know."""
+
+    flatbuffer: bytes
+    inputs: list[dict]
+    outputs: list[dict]
+    op_counts: dict[str, int]
+    debug_map: list[dict]
+
+    def write(self, directory: str | Path, stem: str, debug: bool = False) -> Path:
+        """Write `<stem>.tosa` (and `<stem>.debug.json` when `debug`) into `directory`."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{stem}.tosa"
+        path.write_bytes(self.flatbuffer)
+        if debug:
+            (directory / f"{stem}.debug.json").write_text(json.dumps(
+                {"inputs": self.inputs, "outputs": self.outputs, "operators": self.debug_map}, indent=1))
+        return path
+
+
+def _constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:
+    for test, get in ((is_param, get_param), (is_buffer, get_buffer),
+                      (is_lifted_tensor_constant, get_lifted_tensor_constant)):
+        if test(ep, node):
+            return get(ep, node)
+    return None
+
+
+def lower_program(ep: ExportedProgram, spec: TosaSpecification) -> TosaGraph:
+    """Lower every node of `ep` to TOSA; see module docstring."""
+    builder = TosaGraphBuilder()
+    ctx = LoweringContext(spec, builder)
+    inputs: list[dict] = []
+    for node in ep.graph.nodes:
+        builder.current_node = node
+        if node.op == "placeholder":
+            const = _constant_of(ep, node)
+            if const is not None:
+                ctx.values[node] = ctx.constant(const)
+                continue
+            meta = ctx.meta(node)
+            t = builder.input(tuple(meta.shape), tosa_dtype(meta.dtype), node.name)
+            ctx.values[node] = ctx.from_tensor(t, tuple(meta.shape), meta.dtype)
+            inputs.append({"name": node.name, "shape": list(meta.shape), "dtype": str(meta.dtype),
+                           "tosa_dtype": t.dtype.name})
+        elif node.op == "call_function" and node.target is operator.getitem:
+            source, index = node.args
+            ctx.values[node] = ctx.values[source][index]
+        elif node.op == "call_function":
+            entry = registry.lookup(node.target)
+            if entry is None:
+                raise LoweringError(f"no lowering for {node.target} (node {node.name}); the partitioner "
+                                    "should have left it on the CPU")
+            try:
+                ctx.values[node] = entry.lower(ctx, node)
+            except LoweringError:
+                raise
+            except Exception as exc:
+                raise LoweringError(f"lowering {entry.name} failed on node {node.name} "
+                                    f"({node.format_node()}): {exc}") from exc
+        elif node.op == "output":
+            builder.current_node = None
+            outputs = _emit_outputs(ctx, node)
+        else:
+            raise LoweringError(f"unexpected node {node.format_node()} in a partition")
+    return TosaGraph(
+        flatbuffer=builder.serialize(),
+        inputs=inputs,
+        outputs=outputs,
+        op_counts=builder.op_counts(),
+        debug_map=[r.__dict__ for r in builder.records],
+    )
+
+
+def _emit_outputs(ctx: LoweringContext, node: Node) -> list[dict]:
+    b = ctx.b
+    outputs, used = [], set()
+    for arg in node.args[0]:
+        value: Value = ctx.val(arg)
+        t = ctx.tensor(value, layout.identity(value.rank), None if not value.is_const
+                       else tosa_dtype(value.dtype))
+        # A graph output must be produced by an operator and be distinct from inputs and other outputs.
+        if value.is_const or t.name in used or t in b.inputs:
+            t = b.op(Op.IDENTITY, [t], t.shape, t.dtype)
+        used.add(t.name)
+        b.output(t)
+        outputs.append({"name": arg.name, "shape": list(value.shape), "dtype": str(value.dtype),
+                        "tosa_dtype": t.dtype.name})
+    return outputs

@@ -1,0 +1,15 @@
+"""Operator families. Importing this package registers every lowering rule with the registry."""
+
+from . import (  # noqa: F401
+    activations,
+    attention,
+    conv,
+    elementwise,
+    indexing,
+    matmul,
+    normalization,
+    pooling,
+    reductions,
+    resize,
+    shape_ops,
+)

@@ -1,0 +1,1 @@
+"""Op family: attention (rules to come)."""

@@ -1,0 +1,136 @@
+"""Convolutions: conv1d/conv2d (incl. depthwise and grouped) and conv_transpose2d, run in NHWC.
+
+The rule decides the layout: input is asked for in NHWC (a TRANSPOSE only if it is not already there),
+weights are permuted at compile time, and the output stays NHWC for the next op to use.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from .. import layout
+from ..builder import DType, Op, T, tosa_dtype
+from ..context import LoweringContext, Value
+from ..registry import register_op
+
+aten = torch.ops.aten
+NHWC = layout.NCHW_TO_NHWC
+
+
+def _conv_support(node: Node, spec) -> str | None:
+    x, weight = node.args[0], node.args[1]
+    transposed, groups = node.args[6], node.args[8]
+    rank = x.meta["val"].dim()
+    if rank not in (3, 4):
+        return f"{rank - 2}-d convolution is not lowered (only 1-d and 2-d)"
+    if transposed:
+        if rank != 4:
+            return "only 2-d transposed convolution is lowered"
+        if groups != 1:
+            return "grouped transposed convolution is not lowered"
+        if any(d != 1 for d in node.args[5]):
+            return "dilated transposed convolution is not lowered (TOSA TRANSPOSE_CONV2D has no dilation)"
+    return None
+
+
+def acc_type(dtype: DType) -> DType:
+    return DType.INT32 if dtype in (DType.INT8,) else DType.INT48 if dtype == DType.INT16 else DType.FP32
+
+
+def fit_padding(size: int, kernel: int, stride: int, dilation: int, lo: int, hi: int) -> tuple[int, int, int]:
+    """TOSA wants (size-1+lo+hi-(k-1)d) divisible by stride; torch floors. Trim the unused bottom/right
+    padding, and report how many trailing input rows must be sliced off when padding is not enough.
+    Returns (lo, hi, rows_to_drop)."""
+    rem = (size - 1 + lo + hi - (kernel - 1) * dilation) % stride
+    trim = min(rem, hi)
+    return lo, hi - trim, rem - trim
+
+
+def _nhwc_input(ctx: LoweringContext, x: Value, drop_h: int, drop_w: int) -> T:
+    t = ctx.tensor(x, NHWC)
+    if drop_h or drop_w:
+        n, h, w, c = t.shape
+        size = [n, h - drop_h, w - drop_w, c]
+        t = ctx.b.op(Op.SLICE, [t, ctx.b.shape_const([0, 0, 0, 0]), ctx.b.shape_const(size)], size, t.dtype)
+    return t
+
+
+@register_op("convolution", [aten.convolution.default], support=_conv_support)
+def lower_convolution(ctx: LoweringContext, node: Node) -> Value:
+    x, w, bias = ctx.val(node.args[0]), ctx.val(node.args[1]), node.args[2]
+    stride, padding, dilation, transposed, out_pad, groups = node.args[3:9]
+    out_shape, dtype = ctx.out_meta(node)
+    conv1d = x.rank == 3
+    if conv1d:  # run as 2-d with H = 1
+        x = ctx.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+        w = ctx.reshape(w, (*w.shape[:2], 1, w.shape[2]))
+        stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
+        out_pad = [0, out_pad[0] if out_pad else 0]
+        out4 = (out_shape[0], out_shape[1], 1, out_shape[2])
+    else:
+        out4 = out_shape
+    out_channels = out4[1]
+    wdt = tosa_dtype(w.dtype) if w.is_const else w.tensor.dtype
+    xdt = x.tensor.dtype if not x.is_const else tosa_dtype(x.dtype)
+    bias_v = ctx.val(bias) if bias is not None else ctx.constant(torch.zeros(out_channels, dtype=dtype))
+    bdt = DType.INT32 if xdt == DType.INT8 else DType.INT48 if xdt == DType.INT16 else xdt
+    bias_t = ctx.tensor(bias_v, None, bdt)
+    zps = [ctx.b.zero_point(xdt, getattr(x.qparams, "zero_point", 0)), ctx.b.zero_point(wdt)]
+    out_dt = acc_type(xdt) if xdt in (DType.INT8, DType.INT16) else xdt
+
+    if transposed:
+        # torch weight [IC, OC, KH, KW] -> TOSA [OC, KH, KW, IC]; out_pad = -padding (+ output_padding)
+        wt = ctx.tensor(w, (1, 2, 3, 0), wdt)
+        pads = [-padding[0], -padding[0] + out_pad[0], -padding[1], -padding[1] + out_pad[1]]
+        y = ctx.b.op(Op.TRANSPOSE_CONV2D, [ctx.tensor(x, NHWC), wt, bias_t, *zps],
+                     layout.apply(out4, NHWC), out_dt, pads, list(stride), False, acc_type(xdt))
+        return _finish(ctx, node, y, out4, conv1d, dtype)
+
+    n, cin, h, wd = x.shape
+    kh, kw = w.shape[2], w.shape[3]
+    top, bottom, drop_h = fit_padding(h, kh, stride[0], dilation[0], padding[0], padding[0])
+    left, right, drop_w = fit_padding(wd, kw, stride[1], dilation[1], padding[1], padding[1])
+    pads = [top, bottom, left, right]
+    attr = (pads, list(stride), list(dilation), False, acc_type(xdt))
+    xt = _nhwc_input(ctx, x, drop_h, drop_w)
+    out_phys = layout.apply(out4, NHWC)
+    if groups == 1:
+        y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, NHWC, wdt), bias_t, *zps], out_phys, out_dt, *attr)
+    elif groups == cin:
+        # depthwise: torch [C*M, 1, KH, KW] -> TOSA [KH, KW, C, M]
+        mult = out_channels // cin
+        wc = w.const.reshape(cin, mult, kh, kw).permute(2, 3, 0, 1) if w.is_const else None
+        if wc is None:
+            raise ValueError("depthwise convolution needs constant weights")
+        y = ctx.b.op(Op.DEPTHWISE_CONV2D, [xt, ctx.b.const(wc, wdt), bias_t, *zps], out_phys, out_dt, *attr)
+    else:
+        y = _grouped(ctx, xt, w, bias_v, bdt, zps, groups, out_phys, out_dt, wdt, attr)
+    return _finish(ctx, node, y, out4, conv1d, dtype)
+
+
+def _grouped(ctx, xt: T, w: Value, bias: Value, bdt, zps, groups, out_phys, out_dt, wdt, attr) -> T:
+    """Grouped convolution as one CONV2D per group on channel slices, concatenated on C."""
+    cin_g = xt.shape[3] // groups
+    cout_g = out_phys[3] // groups
+    outs = []
+    for g in range(groups):
+        size = [*xt.shape[:3], cin_g]
+        xs = ctx.b.op(Op.SLICE, [xt, ctx.b.shape_const([0, 0, 0, g * cin_g]), ctx.b.shape_const(size)],
+                      size, xt.dtype)
+        wg = ctx.constant(w.const[g * cout_g:(g + 1) * cout_g])
+        bg = ctx.constant(bias.const[g * cout_g:(g + 1) * cout_g]) if bias.is_const else None
+        if bg is None:
+            raise ValueError("grouped convolution needs a constant bias")
+        outs.append(ctx.b.op(Op.CONV2D, [xs, ctx.tensor(wg, NHWC, wdt), ctx.tensor(bg, None, bdt), *zps],
+                             [*out_phys[:3], cout_g], out_dt, *attr))
+    return ctx.b.op(Op.CONCAT, outs, out_phys, out_dt, 3)
+
+
+def _finish(ctx: LoweringContext, node: Node, y: T, out4, conv1d: bool, dtype) -> Value:
+    value = Value(tuple(out4), dtype if y.dtype not in (DType.INT32, DType.INT48) else torch.int32,
+                  tensor=y, perm=NHWC)
+    if conv1d:
+        value = ctx.reshape(value, (out4[0], out4[1], out4[3]))
+    return value
+

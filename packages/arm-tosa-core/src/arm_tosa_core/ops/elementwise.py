@@ -1,0 +1,152 @@
+"""Elementwise arithmetic, min/max, pow and comparisons."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from ..builder import Op, tosa_dtype
+from ..context import LoweringContext, Value
+from ..registry import register_op
+from .common import arg, elementwise, mul_shift
+
+aten = torch.ops.aten
+
+
+def nan_propagate():
+    import tosa_serializer as ts
+
+    return ts.NanPropagationMode.PROPAGATE
+
+
+def _scaled(ctx: LoweringContext, value: Value, factor) -> Value:
+    """`value * factor` for add/sub's alpha (folded when the value is constant)."""
+    if factor in (None, 1):
+        return value
+    if value.is_const:
+        return ctx.constant(value.const * factor)
+    scale = ctx.scalar(factor, value.tensor.dtype, value.rank)
+    t = ctx.b.op(Op.MUL, [value.tensor, scale, mul_shift(ctx)], value.tensor.shape, value.tensor.dtype)
+    return ctx.from_tensor(t, value.shape, value.dtype, value.perm)
+
+
+@register_op("add", [aten.add.Tensor, aten.add.Scalar])
+def lower_add(ctx: LoweringContext, node: Node) -> Value:
+    a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
+    return elementwise(ctx, node, Op.ADD, [a, b])
+
+
+@register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar])
+def lower_sub(ctx: LoweringContext, node: Node) -> Value:
+    a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
+    if getattr(node.target, "_op", node.target) is aten.rsub.Scalar:
+        a, b = b, a
+    return elementwise(ctx, node, Op.SUB, [a, b])
+
+
+@register_op("mul", [aten.mul.Tensor, aten.mul.Scalar])
+def lower_mul(ctx: LoweringContext, node: Node) -> Value:
+    a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
+    return elementwise(ctx, node, Op.MUL, [a, b], extra=[mul_shift(ctx)])
+
+
+def _div_support(node: Node, spec) -> str | None:
+    if node.kwargs.get("rounding_mode") is not None:
+        return "division with a rounding mode is not lowered (only true division)"
+    if not node.meta["val"].dtype.is_floating_point:
+        return "integer division is not lowered; TOSA INTDIV truncates, torch floors"
+    return None
+
+
+@register_op("div", [aten.div.Tensor, aten.div.Scalar], support=_div_support, profiles=("FP",))
+def lower_div(ctx: LoweringContext, node: Node) -> Value:
+    a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
+    if b.is_const:  # x / c -> x * (1/c), exact enough and one op
+        return elementwise(ctx, node, Op.MUL, [a, ctx.constant(1.0 / b.const.float())],
+                           extra=[mul_shift(ctx)])
+    shape, dtype = ctx.out_meta(node)
+    b = ctx.with_rank(b, len(shape))
+    recip = ctx.emit(Op.RECIPROCAL, [ctx.tensor(b)], b.shape, dtype, b.perm)
+    return elementwise(ctx, node, Op.MUL, [a, recip], extra=[mul_shift(ctx)])
+
+
+@register_op("maximum", [aten.maximum.default])
+def lower_maximum(ctx: LoweringContext, node: Node) -> Value:
+    return elementwise(ctx, node, Op.MAXIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
+
+
+@register_op("minimum", [aten.minimum.default])
+def lower_minimum(ctx: LoweringContext, node: Node) -> Value:
+    return elementwise(ctx, node, Op.MINIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
+
+
+@register_op("pow", [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], profiles=("FP",))
+def lower_pow(ctx: LoweringContext, node: Node) -> Value:
+    base, exponent = ctx.val(node.args[0]), node.args[1]
+    if exponent == 2:  # exact and cheaper than POW
+        return elementwise(ctx, node, Op.MUL, [base, base], extra=[mul_shift(ctx)])
+    if exponent == 1:
+        return elementwise(ctx, node, Op.MAXIMUM, [base, base], nan_propagate())
+    return elementwise(ctx, node, Op.POW, [base, ctx.val(exponent)])
+
+
+_COMPARE = {
+    aten.eq.Tensor: (Op.EQUAL, False), aten.eq.Scalar: (Op.EQUAL, False),
+    aten.gt.Tensor: (Op.GREATER, False), aten.gt.Scalar: (Op.GREATER, False),
+    aten.ge.Tensor: (Op.GREATER_EQUAL, False), aten.ge.Scalar: (Op.GREATER_EQUAL, False),
+    aten.lt.Tensor: (Op.GREATER, True), aten.lt.Scalar: (Op.GREATER, True),
+    aten.le.Tensor: (Op.GREATER_EQUAL, True), aten.le.Scalar: (Op.GREATER_EQUAL, True),
+}
+
+
+def _promoted(node: Node) -> torch.dtype:
+    dtypes = [a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node)]
+    return dtypes[0] if len(set(dtypes)) == 1 else torch.result_type(*[a.meta["val"] for a in node.args[:2]
+                                                                        if isinstance(a, Node)])
+
+
+def _compare_support(node: Node, spec) -> str | None:
+    dtypes = {a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node)}
+    if len(dtypes) > 1:
+        return f"comparison of mixed dtypes {sorted(map(str, dtypes))} is not lowered"
+    return None
+
+
+@register_op("compare", list(_COMPARE), support=_compare_support)
+def lower_compare(ctx: LoweringContext, node: Node) -> Value:
+    op, swap = _COMPARE[getattr(node.target, "_op", node.target)]
+    a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
+    if swap:
+        a, b = b, a
+    return elementwise(ctx, node, op, [a, b], in_dtype=_promoted(node))
+
+
+@register_op("ne", [aten.ne.Tensor, aten.ne.Scalar], support=_compare_support)
+def lower_ne(ctx: LoweringContext, node: Node) -> Value:
+    eq = elementwise(ctx, node, Op.EQUAL, [ctx.val(a) for a in node.args[:2]], in_dtype=_promoted(node))
+    return ctx.emit(Op.LOGICAL_NOT, [eq.tensor], eq.shape, torch.bool, eq.perm)
+
+
+_LOGICAL = {aten.logical_and.default: Op.LOGICAL_AND, aten.logical_or.default: Op.LOGICAL_OR,
+            aten.logical_xor.default: Op.LOGICAL_XOR}
+
+
+@register_op("logical", list(_LOGICAL) + [aten.logical_not.default])
+def lower_logical(ctx: LoweringContext, node: Node) -> Value:
+    target = getattr(node.target, "_op", node.target)
+    if target is aten.logical_not.default:
+        v = ctx.val(node.args[0])
+        shape, _ = ctx.out_meta(node)
+        return ctx.emit(Op.LOGICAL_NOT, [ctx.tensor(v, None, tosa_dtype(torch.bool))], shape, torch.bool,
+                        None if v.is_const else v.perm)
+    return elementwise(ctx, node, _LOGICAL[target], [ctx.val(a) for a in node.args[:2]])
+
+
+@register_op("where", [aten.where.self])
+def lower_where(ctx: LoweringContext, node: Node) -> Value:
+    shape, dtype = ctx.out_meta(node)
+    cond, a, b = (ctx.with_rank(ctx.val(x), len(shape)) for x in node.args[:3])
+    perm = ctx.common_layout([cond, a, b], len(shape))
+    tensors = [ctx.tensor(cond, perm, tosa_dtype(torch.bool))]
+    tensors += [ctx.tensor(v, perm, tosa_dtype(dtype)) for v in (a, b)]
+    return ctx.emit(Op.SELECT, tensors, shape, dtype, perm)

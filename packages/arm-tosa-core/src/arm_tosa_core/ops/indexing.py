@@ -1,0 +1,1 @@
+"""Op family: indexing (rules to come)."""

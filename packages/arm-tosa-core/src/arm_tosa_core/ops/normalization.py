@@ -1,0 +1,1 @@
+"""Op family: normalization (rules to come)."""

@@ -1,0 +1,1 @@
+"""Op family: pooling (rules to come)."""

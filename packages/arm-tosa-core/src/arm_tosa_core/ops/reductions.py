@@ -1,0 +1,1 @@
+"""Op family: reductions (rules to come)."""

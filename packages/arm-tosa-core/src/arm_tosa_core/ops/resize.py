@@ -1,0 +1,1 @@
+"""Op family: resize (rules to come)."""

@@ -1,0 +1,190 @@
+"""Data movement: view/reshape, permute, squeeze/unsqueeze, expand/repeat, cat, split, slice, select, pad,
+clone and dtype casts. Permutes only change a value's layout (no operator until a rule needs another
+layout); views keep the layout when only size-1 dims move."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from .. import layout
+from ..builder import Op, tosa_dtype
+from ..context import LoweringContext, Value
+from ..registry import register_op
+from .common import arg
+
+aten = torch.ops.aten
+import executorch.exir.passes.dim_order_ops_registry  # noqa: E402,F401  (registers dim_order_ops)
+
+edge_dim_order = torch.ops.dim_order_ops
+
+
+@register_op("view", [aten.view_copy.default, aten.view.default, aten._unsafe_view.default,
+                      aten.reshape.default, aten.squeeze_copy.dims, aten.squeeze_copy.dim,
+                      aten.squeeze_copy.default, aten.unsqueeze_copy.default, aten.alias_copy.default])
+def lower_view(ctx: LoweringContext, node: Node) -> Value:
+    shape, _ = ctx.out_meta(node)
+    return ctx.reshape(ctx.val(node.args[0]), shape)
+
+
+@register_op("permute", [aten.permute_copy.default, aten.permute.default])
+def lower_permute(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    dims = [d % x.rank for d in node.args[1]]
+    shape, dtype = ctx.out_meta(node)
+    if x.is_const:
+        return ctx.constant(x.const.permute(*dims))
+    return Value(shape, dtype, tensor=x.tensor, perm=layout.after_permute(x.perm, dims), qparams=x.qparams)
+
+
+@register_op("transpose", [aten.transpose_copy.int, aten.t_copy.default])
+def lower_transpose(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    d0, d1 = (node.args[1] % x.rank, node.args[2] % x.rank) if len(node.args) > 2 else (0, 1)
+    dims = list(range(x.rank))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    shape, dtype = ctx.out_meta(node)
+    if x.is_const:
+        return ctx.constant(x.const.permute(*dims))
+    return Value(shape, dtype, tensor=x.tensor, perm=layout.after_permute(x.perm, dims), qparams=x.qparams)
+
+
+@register_op("clone_cast", [aten.clone.default, aten._to_copy.default, edge_dim_order._clone_dim_order.default,
+                            edge_dim_order._to_dim_order_copy.default])
+def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    if x.is_const:
+        return ctx.constant(x.const.to(dtype))
+    if tosa_dtype(dtype) == x.tensor.dtype:
+        return Value(shape, dtype, tensor=x.tensor, perm=x.perm, qparams=x.qparams)
+    return ctx.emit(Op.CAST, [x.tensor], shape, dtype, x.perm)
+
+
+@register_op("expand", [aten.expand_copy.default, aten.expand.default])
+def lower_expand(ctx: LoweringContext, node: Node) -> Value:
+    shape, dtype = ctx.out_meta(node)
+    x = ctx.with_rank(ctx.val(node.args[0]), len(shape))
+    if x.is_const:
+        return ctx.constant(x.const.expand(shape).contiguous())
+    multiples = [o // i for o, i in zip(layout.apply(shape, x.perm), x.tensor.shape, strict=True)]
+    if all(m == 1 for m in multiples):
+        return x
+    return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
+
+
+@register_op("repeat", [aten.repeat.default])
+def lower_repeat(ctx: LoweringContext, node: Node) -> Value:
+    shape, dtype = ctx.out_meta(node)
+    x = ctx.with_rank(ctx.val(node.args[0]), len(shape))
+    if x.is_const:
+        return ctx.constant(x.const.repeat(*node.args[1]))
+    reps = list(node.args[1])
+    multiples = [reps[p] for p in x.perm]
+    return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
+
+
+@register_op("cat", [aten.cat.default, aten.concat.default])
+def lower_cat(ctx: LoweringContext, node: Node) -> Value:
+    shape, dtype = ctx.out_meta(node)
+    parts = [ctx.val(v) for v in node.args[0] if v.meta["val"].numel() > 0]
+    dim = arg(node, 1, "dim", 0) % len(shape)
+    perm = ctx.common_layout(parts, len(shape))
+    tensors = [ctx.tensor(v, perm, tosa_dtype(dtype)) for v in parts]
+    if len(tensors) == 1:
+        return ctx.from_tensor(tensors[0], shape, dtype, perm)
+    return ctx.emit(Op.CONCAT, tensors, shape, dtype, perm, perm.index(dim))
+
+
+def _slice(ctx: LoweringContext, x: Value, starts: list[int], sizes: list[int], dtype) -> Value:
+    """SLICE in x's layout; `starts`/`sizes` are logical."""
+    if x.is_const:
+        index = tuple(slice(s, s + n) for s, n in zip(starts, sizes, strict=True))
+        return ctx.constant(x.const[index])
+    if list(sizes) == list(x.shape):
+        return x
+    t = ctx.b.op(Op.SLICE, [x.tensor, ctx.b.shape_const(layout.apply(starts, x.perm)),
+                            ctx.b.shape_const(layout.apply(sizes, x.perm))],
+                 layout.apply(sizes, x.perm), x.tensor.dtype)
+    return Value(tuple(sizes), dtype, tensor=t, perm=x.perm, qparams=x.qparams)
+
+
+def _slice_support(node: Node, spec) -> str | None:
+    step = arg(node, 4, "step", 1)
+    if step != 1:
+        return f"slice with step {step} is not lowered (only step 1)"
+    return None
+
+
+@register_op("slice", [aten.slice_copy.Tensor, aten.slice.Tensor], support=_slice_support)
+def lower_slice(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    dim = arg(node, 1, "dim", 0) % x.rank
+    start = arg(node, 2, "start", 0) or 0
+    start = max(0, min(start + x.shape[dim] if start < 0 else start, x.shape[dim]))
+    starts = [0] * x.rank
+    starts[dim] = start
+    return _slice(ctx, x, starts, list(shape), dtype)
+
+
+@register_op("select", [aten.select_copy.int, aten.select.int])
+def lower_select(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    dim, index = node.args[1] % x.rank, node.args[2] % x.shape[node.args[1] % x.rank]
+    starts = [0] * x.rank
+    starts[dim] = index
+    sizes = list(x.shape)
+    sizes[dim] = 1
+    return ctx.reshape(_slice(ctx, x, starts, sizes, dtype), shape)
+
+
+@register_op("split", [aten.split_with_sizes_copy.default, aten.split_copy.Tensor,
+                       aten.split_with_sizes.default, aten.split.Tensor])
+def lower_split(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
+    x = ctx.val(node.args[0])
+    dim = arg(node, 2, "dim", 0) % x.rank
+    outs, start = [], 0
+    for meta in node.meta["val"]:
+        starts = [0] * x.rank
+        starts[dim] = start
+        outs.append(_slice(ctx, x, starts, list(meta.shape), meta.dtype))
+        start += meta.shape[dim]
+    return tuple(outs)
+
+
+@register_op("unbind", [aten.unbind_copy.int, aten.unbind.int])
+def lower_unbind(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
+    x = ctx.val(node.args[0])
+    dim = arg(node, 1, "dim", 0) % x.rank
+    outs = []
+    for i, meta in enumerate(node.meta["val"]):
+        starts = [0] * x.rank
+        starts[dim] = i
+        sizes = list(x.shape)
+        sizes[dim] = 1
+        outs.append(ctx.reshape(_slice(ctx, x, starts, sizes, meta.dtype), tuple(meta.shape)))
+    return tuple(outs)
+
+
+def _pad_support(node: Node, spec) -> str | None:
+    pads = node.args[1]
+    if any(p < 0 for p in pads):
+        return "negative padding (cropping) is not lowered"
+    return None
+
+
+@register_op("constant_pad", [aten.constant_pad_nd.default], support=_pad_support)
+def lower_constant_pad(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    pads, value = node.args[1], arg(node, 2, "value", 0)
+    shape, dtype = ctx.out_meta(node)
+    logical = [[0, 0] for _ in range(x.rank)]
+    for i in range(len(pads) // 2):  # torch lists pads from the last dim backwards
+        logical[x.rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
+    if x.is_const:
+        return ctx.constant(torch.nn.functional.pad(x.const, pads, value=value))
+    physical = [p for d in x.perm for p in logical[d]]
+    pad_const = ctx.scalar(value, x.tensor.dtype, 1)
+    return ctx.emit(Op.PAD, [x.tensor, ctx.b.shape_const(physical), pad_const], shape, dtype, x.perm)

@@ -1,0 +1,123 @@
+"""TOSAPartitioner: tags what the spec supports for delegation; everything else stays on the CPU.
+
+Support comes from the op registry (`registry.unsupported_reason`) plus any user `additional_checks`
+(e.g. executorch's DontPartition). Each node left on the CPU gets its reason in
+`node.meta["arm_reason"]`, which `partition_report` shows.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+
+from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+from executorch.exir.backend.utils import tag_constant_data
+from torch._export.utils import is_buffer, is_lifted_tensor_constant, is_param
+from torch.export import ExportedProgram
+from torch.fx import Node
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from . import registry
+from .compile_spec import TosaCompileSpec
+
+REASON_KEY = "arm_reason"
+
+
+def mark_constants(ep: ExportedProgram) -> None:
+    """Flag placeholders that hold parameters, buffers or lifted constants (`meta["arm_constant"]`)."""
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            node.meta["arm_constant"] = bool(
+                is_param(ep, node) or is_buffer(ep, node) or is_lifted_tensor_constant(ep, node))
+
+
+class RegistrySupport(OperatorSupportBase):
+    """Operator support from the registry for one spec, plus the user's extra checks."""
+
+    def __init__(self, compile_spec: TosaCompileSpec, additional_checks: Sequence[OperatorSupportBase] = (),
+                 target_check: Callable[[Node], str | None] | None = None) -> None:
+        self.spec = compile_spec.tosa_spec
+        self.additional_checks = list(additional_checks)
+        self.target_check = target_check
+
+    def reason(self, node: Node) -> str | None:
+        if node.target is operator.getitem:
+            source = node.args[0]
+            return None if source.meta.get(REASON_KEY) is None else "its source node stays on the CPU"
+        reason = registry.unsupported_reason(node, self.spec)
+        if reason is None and self.target_check is not None:
+            reason = self.target_check(node)
+        if reason is None:
+            for check in self.additional_checks:
+                if not check.is_node_supported({}, node):
+                    reason = f"excluded by {type(check).__name__}"
+                    break
+        return reason
+
+    def is_node_supported(self, submodules, node: Node) -> bool:
+        if node.op != "call_function":
+            return False
+        reason = self.reason(node)
+        node.meta[REASON_KEY] = reason
+        return reason is None
+
+
+class TOSAPartitioner(Partitioner):
+    """An ExecuTorch partitioner delegating what `compile_spec` supports to TOSABackend.
+
+    `additional_checks` accepts `OperatorSupportBase` instances (DontPartition, DontPartitionModule,
+    DontPartitionName, or your own) that can only remove nodes from delegation.
+    """
+
+    backend_id = "TOSABackend"
+
+    def __init__(self, compile_spec: TosaCompileSpec,
+                 additional_checks: Sequence[OperatorSupportBase] | None = None) -> None:
+        if not isinstance(compile_spec, TosaCompileSpec):
+            raise TypeError(f"{type(self).__name__} needs a TosaCompileSpec (or a subclass), got "
+                            f"{type(compile_spec).__name__}")
+        self.compile_spec = compile_spec
+        self.additional_checks = list(additional_checks or [])
+        self.delegation_spec = DelegationSpec(self.backend_id, compile_spec.to_list())
+
+    def target_check(self, node: Node) -> str | None:
+        """Extra per-target constraints (subclasses override); None when the node is fine."""
+        return None
+
+    def support(self) -> RegistrySupport:
+        return RegistrySupport(self.compile_spec, self.additional_checks, self.target_check)
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        mark_constants(exported_program)
+        support = self.support()
+        partitioner = CapabilityBasedPartitioner(exported_program.graph_module, support,
+                                                 allows_single_node_partition=True)
+        tags = {}
+        for partition in partitioner.propose_partitions():
+            if not _has_compute(partition.nodes):
+                continue
+            tag = f"tag{partition.id}"
+            for node in partition.nodes:
+                node.meta["delegation_tag"] = tag
+            tags[tag] = self.delegation_spec
+        tag_constant_data(exported_program)
+        return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+    def ops_to_not_decompose(self, ep: ExportedProgram):
+        mark_constants(ep)
+        support = self.support()
+        ops = [t for entry in registry.entries() if entry.preserve for t in entry.targets]
+
+        def keep(node: Node) -> bool:
+            return support.reason(node) is None
+
+        return ops, keep
+
+
+def _has_compute(nodes) -> bool:
+    """A partition of only getitem nodes has nothing to run."""
+    return any(n.target is not operator.getitem for n in nodes)
+
+
+__all__ = ["TOSAPartitioner", "RegistrySupport", "mark_constants", "REASON_KEY"]
