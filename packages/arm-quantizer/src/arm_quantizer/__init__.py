@@ -1,1 +1,27 @@
-"""Placeholder: see the package README."""
+"""arm_quantizer: one PT2E quantizer shared by every Arm target.
+
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
+
+    quantizer = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT")).set_global(get_symmetric_quantization_config())
+    prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
+    prepared(*calibration_inputs)
+    quantized = convert_pt2e(prepared)
+"""
+
+from .config import (
+    QuantizationConfig,
+    get_symmetric_a16w8_quantization_config,
+    get_symmetric_quantization_config,
+)
+from .quantizer import TOSAQuantizer, default_quantizer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "QuantizationConfig",
+    "TOSAQuantizer",
+    "default_quantizer",
+    "get_symmetric_a16w8_quantization_config",
+    "get_symmetric_quantization_config",
+]

@@ -180,4 +180,5 @@ class LoweringContext:
     def out_meta(self, node: Node):
         """(shape, dtype) of a node's output."""
         meta = self.meta(node)
-        return tuple(int(d) for d in meta.shape), meta.dtype
+        # quantized nodes are float in torch but carried as integers: rules see the storage dtype
+        return tuple(int(d) for d in meta.shape), node.meta.get("arm_storage_dtype", meta.dtype)

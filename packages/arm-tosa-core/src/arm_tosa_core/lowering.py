@@ -28,6 +28,7 @@ from . import layout, registry
 from .builder import Op, TosaGraphBuilder, tosa_dtype
 from .context import LoweringContext, Value
 from .errors import LoweringError
+from .quantized import mark_quantized_region
 from .specification import TosaSpecification
 
 
@@ -66,6 +67,8 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification) -> TosaGraph:
     builder = TosaGraphBuilder()
     ctx = LoweringContext(spec, builder)
     inputs: list[dict] = []
+    if spec.support_integer():
+        mark_quantized_region(ep.graph)
     for node in ep.graph.nodes:
         builder.current_node = node
         if node.op == "placeholder":
@@ -87,7 +90,7 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification) -> TosaGraph:
                 raise LoweringError(f"no lowering for {node.target} (node {node.name}); the partitioner "
                                     "should have left it on the CPU")
             try:
-                ctx.values[node] = entry.lower(ctx, node)
+                ctx.values[node] = _rule_for(entry, node)(ctx, node)
             except LoweringError:
                 raise
             except Exception as exc:
@@ -105,6 +108,21 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification) -> TosaGraph:
         op_counts=builder.op_counts(),
         debug_map=[r.__dict__ for r in builder.records],
     )
+
+
+def _rule_for(entry: registry.OpEntry, node: Node):
+    """The FP rule, or for a node in the quantized region its INT rule (own or by quant kind)."""
+    if not node.meta.get("arm_quantized") or entry.name in ("quantize", "dequantize"):
+        return entry.lower
+    if entry.int_lower is not None:
+        return entry.int_lower
+    from .ops import quantize as q
+
+    if entry.quant == registry.Quant.SHARED:
+        return lambda ctx, n: q.lower_shared(ctx, n, entry.lower)
+    if entry.quant == registry.Quant.TABLE:
+        return q.lower_table
+    raise LoweringError(f"{entry.name}: no INT rule for quant kind {entry.quant!r}")
 
 
 def _emit_outputs(ctx: LoweringContext, node: Node) -> list[dict]:

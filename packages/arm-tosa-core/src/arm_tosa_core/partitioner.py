@@ -20,6 +20,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from . import registry
 from .compile_spec import TosaCompileSpec
+from .quantized import mark_quantized_region
 
 REASON_KEY = "arm_reason"
 
@@ -90,6 +91,8 @@ class TOSAPartitioner(Partitioner):
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         mark_constants(exported_program)
+        if self.compile_spec.tosa_spec.support_integer():
+            mark_quantized_region(exported_program.graph)
         support = self.support()
         partitioner = CapabilityBasedPartitioner(exported_program.graph_module, support,
                                                  allows_single_node_partition=True)
@@ -106,6 +109,8 @@ class TOSAPartitioner(Partitioner):
 
     def ops_to_not_decompose(self, ep: ExportedProgram):
         mark_constants(ep)
+        if self.compile_spec.tosa_spec.support_integer():
+            mark_quantized_region(ep.graph)
         support = self.support()
         ops = [t for entry in registry.entries() if entry.preserve for t in entry.targets]
 

@@ -34,7 +34,9 @@ class CompileSpecLike(Protocol):
     value: bytes
 
 
-DelegateRunner = Callable[[str, bytes, list[CompileSpecLike], list[torch.Tensor]], list[torch.Tensor]]
+DelegateRunner = Callable[
+    [str, bytes, list[CompileSpecLike], list[torch.Tensor]], list[torch.Tensor]
+]
 """(backend_id, processed_bytes, compile_specs, input tensors) -> output tensors."""
 
 
@@ -230,12 +232,18 @@ class _References:
         self.plan_outputs = set(plan.outputs)
         self.first: dict[int, int] = {}
         self.last: dict[int, int] = {}
+        self._split: dict[int, int] = {}  # DelegateCall pc -> number of inputs
         for pc, ins in enumerate(chain.instructions):
             for idx in _referenced(plan, ins.instr_args):
                 self.first.setdefault(idx, pc)
                 self.last[idx] = pc
 
     def delegate_input_count(self, pc: int, args: list[int], values: ValueTable) -> int:
+        if pc not in self._split:
+            self._split[pc] = self._input_count(pc, args, values)
+        return self._split[pc]
+
+    def _input_count(self, pc: int, args: list[int], values: ValueTable) -> int:
         def fresh(idx: int) -> bool:
             ev = values.evalues[idx].val
             return (

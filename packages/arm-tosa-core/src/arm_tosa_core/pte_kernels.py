@@ -125,8 +125,10 @@ def call_kernel(values: ValueTable, name: str, overload: str, args: list[int]) -
         raise ValueError(
             f"malformed .pte: {name}.{overload} takes {n_args} arguments, the call passes {len(args)}"
         )
-    named = {a.name: _convert(values, idx, a) for a, idx in zip(schema.arguments, args)}
-    outs = {a.name: idx for a, idx in zip(schema.arguments, args) if a.is_out}
+    named = {
+        a.name: _convert(values, idx, a) for a, idx in zip(schema.arguments, args, strict=False)
+    }
+    outs = {a.name: idx for a, idx in zip(schema.arguments, args, strict=False) if a.is_out}
     returns = args[n_args:]
     if not _registered(op):
         twin = _functional_twin(op)

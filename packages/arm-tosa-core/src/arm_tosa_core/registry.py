@@ -18,6 +18,26 @@ from torch.fx import Node
 from .specification import TosaSpecification
 
 SupportRule = Callable[[Node, TosaSpecification], "str | None"]
+
+
+class Quant:
+    """How the PT2E quantizer annotates a family (the `quant` field of an entry).
+
+    WEIGHTED: activation input, constant weight (per-channel), int32 bias, activation output.
+    BINARY: every tensor input and the output get their own activation qparams.
+    TABLE: one input, one output, each with qparams (INT lowers to a TABLE lookup).
+    REDUCE: like TABLE, for averages/sums (INT accumulates in int32 and rescales).
+    SHARED: output shares the input's qparams (data movement, max pooling): no requantization.
+    ACTIVATION: a clamp; fused into the producer's output range when it follows a WEIGHTED or
+    BINARY op, otherwise SHARED.
+    """
+
+    WEIGHTED = "weighted"
+    BINARY = "binary"
+    TABLE = "table"
+    REDUCE = "reduce"
+    SHARED = "shared"
+    ACTIVATION = "activation"
 LowerRule = Callable[[Any, Node], Any]
 
 MAX_RANK = 6  # TOSA level 8K
@@ -35,25 +55,55 @@ class OpEntry:
     preserve: bool = False
     quant: Any = None  # a QuantPattern (see arm_quantizer): how PT2E annotates this family
     u55: bool = True  # runs inside the Ethos-U55/U65 operator subset
+    quant_aliases: tuple[Any, ...] = ()  # ops the quantizer sees before exir decomposes them
+    weight_axis: Any = 0  # per-channel axis of the weight (or a function of the node) for WEIGHTED
     extra: dict = field(default_factory=dict)
+    int_lower: LowerRule | None = None  # the family's own INT rule (see register_int_rule)
+
+    def int_path(self) -> str | None:
+        """Why this family cannot lower quantized nodes, or None when it can."""
+        if self.int_lower is not None or self.quant in (Quant.SHARED, Quant.TABLE, Quant.ACTIVATION):
+            return None
+        if self.quant is None:
+            return f"{self.name} is not quantizable in this toolkit (it stays in float on the CPU)"
+        return f"{self.name} has no integer lowering yet"
 
 
 _ENTRIES: dict[Any, OpEntry] = {}
 _FAMILIES: dict[str, OpEntry] = {}
+_QUANT_ALIASES: dict[Any, OpEntry] = {}
 
 
 def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | None = None,
                 profiles: Iterable[str] = ("FP", "INT"), preserve: bool = False, quant: Any = None,
-                u55: bool = True, **extra: Any) -> Callable[[LowerRule], LowerRule]:
-    """Decorator: register the decorated lowering rule for `targets` (aten OpOverloads)."""
+                u55: bool = True, quant_aliases: Iterable[Any] = (), weight_axis: int = 0,
+                **extra: Any) -> Callable[[LowerRule], LowerRule]:
+    """Decorator: register the decorated lowering rule for `targets` (aten OpOverloads).
+
+    `quant_aliases` are the export-time overloads (e.g. aten.conv2d) that exir later decomposes into
+    `targets` (e.g. aten.convolution); the quantizer annotates them with this family's `quant` kind.
+    """
 
     def wrap(fn: LowerRule) -> LowerRule:
-        entry = OpEntry(name, tuple(targets), fn, support, frozenset(profiles), preserve, quant, u55, extra)
+        entry = OpEntry(name, tuple(targets), fn, support, frozenset(profiles), preserve, quant, u55,
+                        tuple(quant_aliases), weight_axis, extra)
         for target in entry.targets:
             if target in _ENTRIES:
                 raise RuntimeError(f"{target} registered twice ({_ENTRIES[target].name}, {name})")
             _ENTRIES[target] = entry
+        for alias in entry.quant_aliases:
+            _QUANT_ALIASES[alias] = entry
         _FAMILIES[name] = entry
+        return fn
+
+    return wrap
+
+
+def register_int_rule(name: str) -> Callable[[LowerRule], LowerRule]:
+    """Decorator: the INT-profile lowering of family `name` (defined next to its FP rule)."""
+
+    def wrap(fn: LowerRule) -> LowerRule:
+        _FAMILIES[name].int_lower = fn
         return fn
 
     return wrap
@@ -61,12 +111,21 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
 
 def aten_target(target: Any) -> Any:
     """The aten OpOverload behind an edge-dialect target (or the target itself)."""
-    return getattr(target, "_op", target)
+    from executorch.exir.dialects.edge._ops import EdgeOpOverload
+
+    return target._op if isinstance(target, EdgeOpOverload) else target
 
 
 def lookup(target: Any) -> OpEntry | None:
     _load_rules()
     return _ENTRIES.get(aten_target(target))
+
+
+def quant_lookup(target: Any) -> OpEntry | None:
+    """The family the quantizer uses for an export-time op (its own target or a quant alias)."""
+    _load_rules()
+    target = aten_target(target)
+    return _ENTRIES.get(target) or _QUANT_ALIASES.get(target)
 
 
 def entries() -> list[OpEntry]:
@@ -112,7 +171,18 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
                 f"not {str(spec)}")
     if spec.is_u55_subset and not entry.u55:
         return f"{entry.name} is outside the Ethos-U55/U65 operator subset"
+    if entry.name in ("quantize", "dequantize"):  # float on one side by definition
+        return entry.support(node, spec) if entry.support else None
+    quantized = bool(node.meta.get("arm_quantized"))
+    if quantized:
+        if not spec.support_integer():
+            return f"quantized {entry.name} needs the INT profile"
+        reason = entry.int_path()
+        if reason:
+            return reason
     legal = legal_dtypes(spec)
+    if quantized:
+        legal = legal | _FLOAT  # float in name only: these values are carried as integers
     for where, meta in _tensor_metas(node):
         if meta.dtype not in legal:
             hint = ""

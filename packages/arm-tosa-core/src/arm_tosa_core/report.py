@@ -12,6 +12,7 @@ from executorch.exir.lowered_backend_module import executorch_call_delegate
 from torch.export import ExportedProgram
 
 from .partitioner import REASON_KEY
+from .registry import aten_target
 
 _NOT_COMPUTE = {operator.getitem, executorch_call_delegate}
 
@@ -98,5 +99,5 @@ def partition_report(program: Any) -> PartitionReport:
                                                     else dict(Counter()), len(payload)))
         elif node.target not in _NOT_COMPUTE:
             reason = node.meta.get(REASON_KEY) or "not claimed by any partitioner"
-            report.cpu_nodes.append(CpuNode(node.name, str(getattr(node.target, "_op", node.target)), reason))
+            report.cpu_nodes.append(CpuNode(node.name, str(aten_target(node.target)), reason))
     return report

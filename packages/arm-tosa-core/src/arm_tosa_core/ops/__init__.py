@@ -9,7 +9,9 @@ from . import (  # noqa: F401
     matmul,
     normalization,
     pooling,
+    quantize,
     reductions,
     resize,
     shape_ops,
+    softmax,
 )

@@ -11,7 +11,7 @@ from torch.fx import Node
 
 from ..builder import Op, scalar_bytes, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import register_op
+from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg, mul_shift, unary
 from .elementwise import nan_propagate
 
@@ -26,12 +26,12 @@ _UNARY = {
 }
 
 
-@register_op("unary_math", list(_UNARY), profiles=("FP",))
+@register_op("unary_math", list(_UNARY), quant=Quant.TABLE)
 def lower_unary_math(ctx: LoweringContext, node: Node) -> Value:
-    return unary(ctx, node, _UNARY[getattr(node.target, "_op", node.target)], ctx.val(node.args[0]))
+    return unary(ctx, node, _UNARY[aten_target(node.target)], ctx.val(node.args[0]))
 
 
-@register_op("neg", [aten.neg.default], profiles=("FP",))
+@register_op("neg", [aten.neg.default], quant=Quant.TABLE)
 def lower_neg(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dt = tosa_dtype(ctx.out_meta(node)[1])
@@ -39,7 +39,7 @@ def lower_neg(ctx: LoweringContext, node: Node) -> Value:
     return unary(ctx, node, Op.NEGATE, x, extra=zp)
 
 
-@register_op("sqrt", [aten.sqrt.default], profiles=("FP",))
+@register_op("sqrt", [aten.sqrt.default], quant=Quant.TABLE)
 def lower_sqrt(ctx: LoweringContext, node: Node) -> Value:
     # TOSA 1.0 has no SQRT; POW with exponent 0.5 is exact to rounding on the reference model.
     x = ctx.val(node.args[0])
@@ -62,7 +62,7 @@ _CLAMPS = [aten.relu.default, aten.hardtanh.default, aten.clamp.default]
 
 
 def _clamp_bounds(node: Node) -> tuple[float | None, float | None]:
-    target = getattr(node.target, "_op", node.target)
+    target = aten_target(node.target)
     if target is aten.relu.default:
         return 0.0, None
     if target is aten.hardtanh.default:
@@ -70,7 +70,8 @@ def _clamp_bounds(node: Node) -> tuple[float | None, float | None]:
     return arg(node, 1, "min", None), arg(node, 2, "max", None)
 
 
-@register_op("clamp", _CLAMPS)
+@register_op("clamp", _CLAMPS, quant=Quant.ACTIVATION,
+             quant_aliases=[aten.relu_.default, aten.hardtanh_.default, aten.clamp_.default])
 def lower_clamp(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     lo, hi = _clamp_bounds(node)
@@ -98,7 +99,7 @@ def _same(ctx: LoweringContext, op: Op, x: Value, *attr, extra=()) -> Value:
     return ctx.emit(op, [ctx.tensor(x), *extra], x.shape, x.dtype, x.perm, *attr)
 
 
-@register_op("gelu", [aten.gelu.default], profiles=("FP",))
+@register_op("gelu", [aten.gelu.default], quant=Quant.TABLE)
 def lower_gelu(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if node.kwargs.get("approximate", "none") == "tanh":
@@ -112,13 +113,13 @@ def lower_gelu(ctx: LoweringContext, node: Node) -> Value:
     return _mul(ctx, half_x, _binary(ctx, Op.ADD, t, _const(ctx, 1.0, x)))
 
 
-@register_op("silu", [aten.silu.default], profiles=("FP",), preserve=True)
+@register_op("silu", [aten.silu.default], preserve=True, quant=Quant.TABLE)
 def lower_silu(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     return _mul(ctx, x, _same(ctx, Op.SIGMOID, x))
 
 
-@register_op("hardswish", [aten.hardswish.default], profiles=("FP",), preserve=True)
+@register_op("hardswish", [aten.hardswish.default], preserve=True, quant=Quant.TABLE)
 def lower_hardswish(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shifted = _binary(ctx, Op.ADD, x, _const(ctx, 3.0, x))
@@ -126,14 +127,14 @@ def lower_hardswish(ctx: LoweringContext, node: Node) -> Value:
     return _mul(ctx, x, _mul(ctx, gate, _const(ctx, 1 / 6, x)))
 
 
-@register_op("hardsigmoid", [aten.hardsigmoid.default], profiles=("FP",), preserve=True)
+@register_op("hardsigmoid", [aten.hardsigmoid.default], preserve=True, quant=Quant.TABLE)
 def lower_hardsigmoid(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     y = _binary(ctx, Op.ADD, _mul(ctx, x, _const(ctx, 1 / 6, x)), _const(ctx, 0.5, x))
     return clamp_value(ctx, y, 0.0, 1.0, x.shape, x.dtype)
 
 
-@register_op("leaky_relu", [aten.leaky_relu.default], profiles=("FP",))
+@register_op("leaky_relu", [aten.leaky_relu.default], quant=Quant.TABLE)
 def lower_leaky_relu(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     slope = arg(node, 1, "negative_slope", 0.01)
@@ -150,7 +151,7 @@ def _select(ctx: LoweringContext, cond: Value, a: Value, b: Value) -> Value:
     return ctx.emit(Op.SELECT, [ctx.tensor(cond, perm)] + tensors, a.shape, a.dtype, perm)
 
 
-@register_op("elu", [aten.elu.default], profiles=("FP",))
+@register_op("elu", [aten.elu.default], quant=Quant.TABLE)
 def lower_elu(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     alpha, scale, input_scale = (arg(node, i, n, 1.0) for i, n in
@@ -162,3 +163,12 @@ def lower_elu(ctx: LoweringContext, node: Node) -> Value:
     cond = ctx.emit(Op.GREATER, [ctx.tensor(x), ctx.tensor(_const(ctx, 0.0, x), x.perm)], x.shape,
                     torch.bool, x.perm)
     return _select(ctx, cond, positive, negative)
+
+
+@register_int_rule("clamp")
+def lower_clamp_int(ctx: LoweringContext, node: Node) -> Value:
+    """Clamp in the output's integer range; free when the quantized range already implies it."""
+    from .quantize import clamp_quantized
+
+    lo, hi = _clamp_bounds(node)
+    return clamp_quantized(ctx, node, lo, hi)

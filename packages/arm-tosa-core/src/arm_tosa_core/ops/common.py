@@ -29,6 +29,8 @@ def const_scalar(node_arg) -> float | None:
 def is_constant_input(node: Node, index: int) -> bool:
     """Whether argument `index` is a parameter/buffer/constant placeholder (decided at lowering time)."""
     a = node.args[index] if len(node.args) > index else None
+    if isinstance(a, Node) and "dequantize" in str(a.target):  # a quantized weight: look through
+        a = a.args[0]
     return isinstance(a, Node) and a.meta.get("arm_constant", False)
 
 

@@ -6,13 +6,14 @@ weights are permuted at compile time, and the output stays NHWC for the next op 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch.fx import Node
 
 from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import register_op
+from ..registry import Quant, aten_target, register_int_rule, register_op
 
 aten = torch.ops.aten
 NHWC = layout.NCHW_TO_NHWC
@@ -56,7 +57,17 @@ def _nhwc_input(ctx: LoweringContext, x: Value, drop_h: int, drop_w: int) -> T:
     return t
 
 
-@register_op("convolution", [aten.convolution.default], support=_conv_support)
+def _weight_axis(node: Node) -> int:
+    """Per-channel axis of the weight: output channels are dim 1 of a transposed conv's weight."""
+    target = aten_target(node.target)
+    transposed = target is aten.conv_transpose2d.input or (
+        target is aten.convolution.default and node.args[6])
+    return 1 if transposed else 0
+
+
+@register_op("convolution", [aten.convolution.default], support=_conv_support, quant=Quant.WEIGHTED,
+             quant_aliases=[aten.conv2d.default, aten.conv1d.default, aten.conv_transpose2d.input],
+             weight_axis=_weight_axis)
 def lower_convolution(ctx: LoweringContext, node: Node) -> Value:
     x, w, bias = ctx.val(node.args[0]), ctx.val(node.args[1]), node.args[2]
     stride, padding, dilation, transposed, out_pad, groups = node.args[3:9]
@@ -134,3 +145,16 @@ def _finish(ctx: LoweringContext, node: Node, y: T, out4, conv1d: bool, dtype) -
         value = ctx.reshape(value, (out4[0], out4[1], out4[3]))
     return value
 
+
+
+@register_int_rule("convolution")
+def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
+    """int8 x int8 -> int32 accumulator with scale in_scale * weight_scale (per output channel)."""
+    from .quantize import accumulator_value
+
+    x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
+    if x.qparams is None or w.qparams is None or not w.is_const:
+        raise ValueError("quantized convolution needs a quantized input and constant quantized weights")
+    scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
+    acc = lower_convolution(ctx, node)
+    return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=1)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch.fx import Node
 
-from ..builder import Op, tosa_dtype
+from .. import layout
+from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import register_op
+from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg, elementwise, mul_shift
 
 aten = torch.ops.aten
@@ -30,21 +31,21 @@ def _scaled(ctx: LoweringContext, value: Value, factor) -> Value:
     return ctx.from_tensor(t, value.shape, value.dtype, value.perm)
 
 
-@register_op("add", [aten.add.Tensor, aten.add.Scalar])
+@register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor])
 def lower_add(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.ADD, [a, b])
 
 
-@register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar])
+@register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY)
 def lower_sub(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
-    if getattr(node.target, "_op", node.target) is aten.rsub.Scalar:
+    if aten_target(node.target) is aten.rsub.Scalar:
         a, b = b, a
     return elementwise(ctx, node, Op.SUB, [a, b])
 
 
-@register_op("mul", [aten.mul.Tensor, aten.mul.Scalar])
+@register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor])
 def lower_mul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     return elementwise(ctx, node, Op.MUL, [a, b], extra=[mul_shift(ctx)])
@@ -114,7 +115,7 @@ def _compare_support(node: Node, spec) -> str | None:
 
 @register_op("compare", list(_COMPARE), support=_compare_support)
 def lower_compare(ctx: LoweringContext, node: Node) -> Value:
-    op, swap = _COMPARE[getattr(node.target, "_op", node.target)]
+    op, swap = _COMPARE[aten_target(node.target)]
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     if swap:
         a, b = b, a
@@ -133,7 +134,7 @@ _LOGICAL = {aten.logical_and.default: Op.LOGICAL_AND, aten.logical_or.default: O
 
 @register_op("logical", list(_LOGICAL) + [aten.logical_not.default])
 def lower_logical(ctx: LoweringContext, node: Node) -> Value:
-    target = getattr(node.target, "_op", node.target)
+    target = aten_target(node.target)
     if target is aten.logical_not.default:
         v = ctx.val(node.args[0])
         shape, _ = ctx.out_meta(node)
@@ -150,3 +151,56 @@ def lower_where(ctx: LoweringContext, node: Node) -> Value:
     tensors = [ctx.tensor(cond, perm, tosa_dtype(torch.bool))]
     tensors += [ctx.tensor(v, perm, tosa_dtype(dtype)) for v in (a, b)]
     return ctx.emit(Op.SELECT, tensors, shape, dtype, perm)
+
+
+# -- INT rules: inputs requantized to a shared int32 scale, the result is an int32 accumulator -------
+_ADD_HEADROOM = 2**20  # int32 units per input LSB: keeps fractional precision of the smaller scale
+
+
+def _int32_operands(ctx: LoweringContext, node: Node, unit_of) -> tuple[list[Value], float]:
+    from ..quantized import rescale
+
+    values = [ctx.val(a) for a in node.args[:2]]
+    if any(v.qparams is None for v in values):
+        raise ValueError(f"{node.name}: quantized arithmetic needs quantized operands")
+    unit = unit_of([float(v.qparams.scale) for v in values])
+    out = []
+    for v in values:
+        t = rescale(ctx.b, ctx.tensor(v), float(v.qparams.scale) / unit if unit_of is not _product_unit
+                    else 1.0, v.qparams.zero_point, 0, DType.INT32)
+        out.append(Value(v.shape, torch.int32, tensor=t, perm=v.perm if not v.is_const else
+                         tuple(range(v.rank))))
+    return out, unit
+
+
+def _product_unit(scales: list[float]) -> float:
+    return scales[0] * scales[1]
+
+
+@register_int_rule("add")
+@register_int_rule("sub")
+def lower_add_sub_int(ctx: LoweringContext, node: Node) -> Value:
+    """Both operands to int32 in units of max(scale) / 2^20, then ADD/SUB: an int32 accumulator."""
+    from .quantize import accumulator_value
+
+    target = aten_target(node.target)
+    if arg(node, 2, "alpha", 1) != 1 or target is aten.rsub.Scalar:
+        raise ValueError("quantized add/sub with alpha or rsub is not lowered")
+    (a, b), unit = _int32_operands(ctx, node, lambda s: max(s) / _ADD_HEADROOM)
+    shape, _ = ctx.out_meta(node)
+    (ta, tb), perm = ctx.broadcast([a, b], len(shape), DType.INT32)
+    op = Op.ADD if target in (aten.add.Tensor, aten.add.Scalar) else Op.SUB
+    t = ctx.b.op(op, [ta, tb], layout.apply(shape, perm), DType.INT32)
+    return accumulator_value(shape, torch.int32, t, perm, unit)
+
+
+@register_int_rule("mul")
+def lower_mul_int(ctx: LoweringContext, node: Node) -> Value:
+    """(qa - za) * (qb - zb) in int32: an accumulator with scale sa * sb."""
+    from .quantize import accumulator_value
+
+    (a, b), unit = _int32_operands(ctx, node, _product_unit)
+    shape, _ = ctx.out_meta(node)
+    (ta, tb), perm = ctx.broadcast([a, b], len(shape), DType.INT32)
+    t = ctx.b.op(Op.MUL, [ta, tb, mul_shift(ctx)], layout.apply(shape, perm), DType.INT32)
+    return accumulator_value(shape, torch.int32, t, perm, unit)

@@ -1,1 +1,198 @@
-"""Op family: indexing (rules to come)."""
+"""Indexing: embedding, index_select and single-tensor `aten.index` as TOSA GATHER, plus the tensor
+factories (full, zeros, arange, ...) that become compile-time constants.
+
+GATHER reads values [N, K, C] at indices [N, W] (int32) into [N, W, C]. Each rule reshapes its operand
+so that the indexed dim is K (in the operand's physical layout, so no TRANSPOSE is added), and the
+index tensor so that it is [N, W]. int64 indices: constants are narrowed to int32 here after a range
+check; runtime ones already cross the delegate boundary as INT32 (see lowering.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch.fx import Node
+
+from .. import layout
+from ..builder import DType, Op, T, tosa_dtype
+from ..context import LoweringContext, Value
+from ..errors import UnsupportedModelError
+from ..registry import aten_target, register_op
+
+aten = torch.ops.aten
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def _values_support(values: Node, spec) -> str | None:
+    """GATHER's value types: float needs the FP profile, int8/16/32 the INT profile."""
+    dtype = values.meta["val"].dtype
+    if dtype.is_floating_point and spec.support_float():
+        return None
+    if dtype in (torch.int8, torch.int16, torch.int32) and spec.support_integer():
+        return None
+    return f"gathering {dtype} values is not lowered for {spec} (TOSA GATHER takes float (FP) or int8/16/32 (INT))"
+
+
+def _index_support(index: Node) -> str | None:
+    dtype = index.meta["val"].dtype
+    if dtype not in _INDEX_DTYPES:
+        return f"indices of dtype {dtype} are not lowered (only int32/int64 index tensors)"
+    return None
+
+
+def _indices(ctx: LoweringContext, index: Value, size: int, rows: int, wrap_negative: bool = False) -> T:
+    """`index` flattened to the [rows, W] INT32 operand of GATHER (repeated over `rows`).
+
+    Constant indices are checked against `size` (and negative ones wrapped when `wrap_negative`)
+    at compile time: TOSA GATHER has no bounds checks and no 64-bit integers.
+    """
+    width = max(1, index.const.numel() if index.is_const else math.prod(index.shape))
+    if index.is_const:
+        data = index.const.to(torch.int64).reshape(-1)
+        if wrap_negative:
+            data = torch.where(data < 0, data + size, data)
+        bad = data[(data < 0) | (data >= size)]
+        if bad.numel():
+            raise UnsupportedModelError(f"index {int(bad[0])} is out of range for a dimension of size {size}; "
+                                        "fix the constant indices in the model")
+        return ctx.b.const(np.tile(data.numpy().astype(np.int32).reshape(1, width), (rows, 1)), DType.INT32)
+    flat = ctx.tensor(ctx.reshape(index, (1, width)), layout.identity(2))
+    if flat.dtype != DType.INT32:
+        flat = ctx.b.op(Op.CAST, [flat], flat.shape, DType.INT32)
+    if rows > 1:
+        flat = ctx.b.op(Op.TILE, [flat, ctx.b.shape_const([rows, 1])], [rows, width], DType.INT32)
+    return flat
+
+
+def gather_dim(ctx: LoweringContext, x: Value, dim: int, index: Value, wrap_negative: bool = False) -> Value:
+    """x with logical dim `dim` replaced by the entries `index` (flattened) picks: one GATHER.
+
+    Works in x's physical layout: the dims stored before `dim` become GATHER's N, those after it C.
+    """
+    count = index.const.numel() if index.is_const else math.prod(index.shape)
+    out_shape = list(x.shape)
+    out_shape[dim] = count
+    if x.is_const and index.is_const:
+        rows = _indices(ctx, index, x.shape[dim], 1, wrap_negative)  # range check
+        picks = torch.from_numpy(ctx.b.const_value(rows).reshape(-1).astype(np.int64))
+        return ctx.constant(torch.index_select(x.const, dim, picks))
+    perm = layout.identity(x.rank) if x.is_const else x.perm
+    xt = ctx.tensor(x, perm, tosa_dtype(x.dtype) if x.is_const else None)
+    axis = perm.index(dim)
+    physical = list(xt.shape)
+    n, k, c = math.prod(physical[:axis]), physical[axis], math.prod(physical[axis + 1:])
+    values = ctx.b.reshape(xt, [n, k, c])
+    picked = ctx.b.op(Op.GATHER, [values, _indices(ctx, index, k, n, wrap_negative)], [n, count, c], xt.dtype)
+    physical[axis] = count
+    return ctx.from_tensor(ctx.b.reshape(picked, physical), out_shape, x.dtype, perm)
+
+
+# -- embedding ----------------------------------------------------------------------------------
+def _embedding_support(node: Node, spec) -> str | None:
+    return _values_support(node.args[0], spec) or _index_support(node.args[1])
+
+
+@register_op("embedding", [aten.embedding.default], support=_embedding_support, profiles=("FP",))
+def lower_embedding(ctx: LoweringContext, node: Node) -> Value:
+    weight, index = ctx.val(node.args[0]), ctx.val(node.args[1])
+    shape, _ = ctx.out_meta(node)
+    rows = gather_dim(ctx, weight, 0, index)  # [W, D]
+    return ctx.reshape(rows, shape)
+
+
+# -- index_select -------------------------------------------------------------------------------
+def _index_select_support(node: Node, spec) -> str | None:
+    return _values_support(node.args[0], spec) or _index_support(node.args[2])
+
+
+@register_op("index_select", [aten.index_select.default], support=_index_select_support, profiles=("FP",))
+def lower_index_select(ctx: LoweringContext, node: Node) -> Value:
+    x, index = ctx.val(node.args[0]), ctx.val(node.args[2])
+    shape, _ = ctx.out_meta(node)
+    out = gather_dim(ctx, x, node.args[1] % max(x.rank, 1), index)
+    return ctx.reshape(out, shape)  # a 0-d index drops nothing for index_select; shapes already agree
+
+
+# -- aten.index.Tensor with one index tensor ----------------------------------------------------
+_PASS_THROUGH = {aten.clone.default, aten._to_copy.default, aten.view_copy.default, aten.alias_copy.default}
+
+
+def is_compile_time(node) -> bool:
+    """Whether `node` is a parameter/buffer/constant or a factory/copy of one (decided before lowering)."""
+    seen = 0
+    while isinstance(node, Node) and seen < 8:
+        if node.op == "placeholder":
+            return bool(node.meta.get("arm_constant", False))
+        target = aten_target(node.target)
+        if target in _FACTORIES:
+            return True
+        name = getattr(target, "__name__", str(target))
+        if target not in _PASS_THROUGH and "_clone_dim_order" not in name and "_to_dim_order_copy" not in name:
+            return False
+        node, seen = node.args[0], seen + 1
+    return False
+
+
+def _index_tensor_support(node: Node, spec) -> str | None:
+    indices = node.args[1]
+    given = [i for i in indices if i is not None]
+    if len(given) != 1:
+        return f"indexing with {len(given)} index tensors is not lowered (only one, e.g. x[:, idx])"
+    index = given[0]
+    if index.meta["val"].dtype == torch.bool:
+        return "boolean-mask indexing is not lowered (its output shape depends on the data)"
+    if not is_compile_time(index):
+        return ("indexing with a runtime index tensor is not lowered (negative indices would need wrapping); "
+                "use torch.index_select")
+    return _values_support(node.args[0], spec) or _index_support(index)
+
+
+@register_op("index_tensor", [aten.index.Tensor], support=_index_tensor_support, profiles=("FP",))
+def lower_index_tensor(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    dim = next(i for i, idx in enumerate(node.args[1]) if idx is not None)
+    shape, _ = ctx.out_meta(node)
+    out = gather_dim(ctx, x, dim, ctx.val(node.args[1][dim]), wrap_negative=True)
+    return ctx.reshape(out, shape)
+
+
+# -- tensor factories: compile-time constants ---------------------------------------------------
+_FACTORIES = {
+    aten.full.default, aten.full_like.default, aten.zeros.default, aten.ones.default,
+    aten.zeros_like.default, aten.ones_like.default, aten.scalar_tensor.default, aten.arange.default,
+    aten.arange.start, aten.arange.start_step,
+}
+
+
+def _factory_support(node: Node, spec) -> str | None:
+    for a in list(node.args) + list(node.kwargs.values()):
+        if isinstance(a, (list, tuple)) and any(isinstance(x, Node) for x in a):
+            return "a tensor factory with a data-dependent size is not lowered"
+    dtype = node.meta["val"].dtype
+    if dtype == torch.int64:
+        values = _evaluate(node)
+        if values.numel() and (values.max() > torch.iinfo(torch.int32).max
+                               or values.min() < torch.iinfo(torch.int32).min):
+            return "int64 constant does not fit in int32, which TOSA uses for it"
+    return None
+
+
+def _evaluate(node: Node) -> torch.Tensor:
+    """Run the factory eagerly; tensor inputs of *_like ops only give their shape and dtype."""
+    def concrete(a):
+        if isinstance(a, Node):
+            meta = a.meta["val"]
+            return torch.zeros(tuple(int(d) for d in meta.shape), dtype=meta.dtype)
+        return a
+
+    kwargs = {k: v for k, v in node.kwargs.items() if k not in ("device", "pin_memory")}
+    return aten_target(node.target)(*[concrete(a) for a in node.args], **kwargs)
+
+
+@register_op("tensor_factory", sorted(_FACTORIES, key=str), support=_factory_support, profiles=("FP",))
+def lower_tensor_factory(ctx: LoweringContext, node: Node) -> Value:
+    shape, dtype = ctx.out_meta(node)
+    return ctx.constant(_evaluate(node).to(dtype).reshape(shape))

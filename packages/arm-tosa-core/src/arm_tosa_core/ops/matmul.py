@@ -3,13 +3,14 @@ runs best), everything else as TOSA MATMUL on rank-3 operands."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import Op, tosa_dtype
+from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import register_op
+from ..registry import Quant, register_int_rule, register_op
 from .common import arg, is_constant_input
 from .conv import acc_type
 
@@ -17,19 +18,26 @@ aten = torch.ops.aten
 
 
 def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | None, out_shape, dtype) -> Value:
-    """y[M,N] = x[M,K] @ W[K,N] + b as CONV2D on [M,1,1,K] with weight [N,1,1,K]."""
+    """y[M,N] = x[M,K] @ W[K,N] + b as CONV2D on [M,1,1,K] with weight [N,1,1,K].
+
+    With an int8 input the result is the int32 accumulator (bias int32, input zero point applied)."""
     m, k = x.shape
     n = weight_kn.shape[1]
     xt = ctx.b.reshape(ctx.tensor(x, layout.identity(2)), [m, 1, 1, k])
     xdt = xt.dtype
     w = ctx.constant(weight_kn.t().reshape(n, 1, 1, k))
     wdt = tosa_dtype(weight_kn.dtype)
-    bias = bias if bias is not None else ctx.constant(torch.zeros(n, dtype=weight_kn.dtype))
-    bias_t = ctx.tensor(ctx.reshape(bias, (n,)) if bias.rank != 1 else bias, None, xdt)
-    zps = [ctx.b.zero_point(xdt), ctx.b.zero_point(wdt)]
-    y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, None, wdt), bias_t, *zps], [m, 1, 1, n], xdt,
+    out_dt = acc_type(xdt) if xdt in (DType.INT8, DType.INT16) else xdt
+    bias_dt = DType.INT48 if xdt == DType.INT16 else out_dt
+    bias = bias if bias is not None else ctx.constant(torch.zeros(n, dtype=torch.int32 if out_dt != xdt
+                                                                  else weight_kn.dtype))
+    bias_t = ctx.tensor(ctx.reshape(bias, (n,)) if bias.rank != 1 else bias, None, bias_dt)
+    in_zp = x.qparams.zero_point if x.qparams is not None else 0
+    zps = [ctx.b.zero_point(xdt, in_zp), ctx.b.zero_point(wdt)]
+    y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, None, wdt), bias_t, *zps], [m, 1, 1, n], out_dt,
                  [0, 0, 0, 0], [1, 1], [1, 1], False, acc_type(xdt))
-    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, dtype)
+    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape,
+                           torch.int32 if out_dt != xdt else dtype)
 
 
 def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> Value:
@@ -42,14 +50,17 @@ def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> Valu
     n = b.shape[-1]
     a3 = ctx.reshape(a, (int(torch.Size(a.shape[:-2]).numel()), m, k))
     b3 = ctx.reshape(b, (int(torch.Size(b.shape[:-2]).numel()), k, n))
-    ta, tb = ctx.tensor(a3, layout.identity(3)), ctx.tensor(b3, layout.identity(3), tosa_dtype(dtype))
+    ta = ctx.tensor(a3, layout.identity(3))
+    tb = ctx.tensor(b3, layout.identity(3), None if not b3.is_const else ta.dtype)
     if b3.shape[0] != bsz:  # broadcast a shared right operand over the batch
         tb = ctx.b.op(Op.TILE, [tb, ctx.b.shape_const([bsz, 1, 1])], [bsz, k, n], tb.dtype)
     if a3.shape[0] != bsz:
         ta = ctx.b.op(Op.TILE, [ta, ctx.b.shape_const([bsz, 1, 1])], [bsz, m, k], ta.dtype)
-    zps = [ctx.b.zero_point(ta.dtype), ctx.b.zero_point(tb.dtype)]
+    zps = [ctx.b.zero_point(ta.dtype, a.qparams.zero_point if a.qparams else 0),
+           ctx.b.zero_point(tb.dtype, b.qparams.zero_point if b.qparams else 0)]
     y = ctx.b.op(Op.MATMUL, [ta, tb, *zps], [bsz, m, n], acc_type(ta.dtype))
-    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, dtype)
+    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape,
+                           torch.int32 if y.dtype != ta.dtype else dtype)
 
 
 def _matmul_support(node: Node, spec) -> str | None:
@@ -61,7 +72,8 @@ def _matmul_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("matmul", [aten.mm.default, aten.bmm.default, aten.matmul.default], support=_matmul_support)
+@register_op("matmul", [aten.mm.default, aten.bmm.default, aten.matmul.default], support=_matmul_support,
+             quant=Quant.BINARY)
 def lower_matmul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, dtype = ctx.out_meta(node)
@@ -88,7 +100,7 @@ def _linear_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("linear", [aten.linear.default], support=_linear_support, preserve=True)
+@register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED)
 def lower_linear(ctx: LoweringContext, node: Node) -> Value:
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
@@ -98,3 +110,28 @@ def lower_linear(ctx: LoweringContext, node: Node) -> Value:
     return ctx.reshape(y, shape)
 
 
+
+
+@register_int_rule("linear")
+def lower_linear_int(ctx: LoweringContext, node: Node) -> Value:
+    """int8 linear -> int32 accumulator, scale in_scale * weight_scale per output feature."""
+    from .quantize import accumulator_value
+
+    x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
+    if x.qparams is None or w.qparams is None:
+        raise ValueError("quantized linear needs a quantized input and weight")
+    acc = lower_linear(ctx, node)
+    scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
+    return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=len(acc.shape) - 1)
+
+
+@register_int_rule("matmul")
+def lower_matmul_int(ctx: LoweringContext, node: Node) -> Value:
+    """int8 @ int8 -> int32 accumulator with scale a_scale * b_scale."""
+    from .quantize import accumulator_value
+
+    a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
+    shape, _ = ctx.out_meta(node)
+    acc = _matmul3(ctx, a, b, shape, torch.int32)
+    return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm,
+                             float(a.qparams.scale) * float(b.qparams.scale))

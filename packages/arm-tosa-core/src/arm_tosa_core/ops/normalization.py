@@ -1,1 +1,136 @@
-"""Op family: normalization (rules to come)."""
+"""Normalization (FP): inference batch norm, batch/instance norm with batch statistics, layer norm,
+group norm. Each works in its input's layout (no TRANSPOSE after an NHWC convolution).
+
+Inference batch norm with constant statistics folds at compile time to y = x * scale + shift with
+per-channel constants (one MUL and one ADD). The others compute statistics in the graph:
+mean = REDUCE_SUM * 1/N, var = REDUCE_SUM((x - mean)^2) * 1/N, y = (x - mean) * RSQRT(var + eps),
+then the optional affine weight and bias.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from .. import layout
+from ..builder import Op
+from ..context import LoweringContext, Value
+from ..registry import register_op
+from .common import arg, is_constant_input, mul_shift
+from .reductions import as_runtime, binary, centered_variance, float_only, unary, values_only
+
+aten = torch.ops.aten
+
+
+def normalize(ctx: LoweringContext, x: Value, dims: list[int], eps: float) -> Value:
+    """(x - mean) / sqrt(var + eps) over logical `dims` (biased variance), in x's layout."""
+    centered, _, var = centered_variance(ctx, x, dims)
+    eps_c = ctx.constant(torch.full([1] * var.rank, eps, dtype=var.dtype))
+    inv_std = unary(ctx, Op.RSQRT, binary(ctx, Op.ADD, var, eps_c))
+    return binary(ctx, Op.MUL, centered, inv_std, mul_shift(ctx))
+
+
+def _channel_view(ctx: LoweringContext, param: Value, rank: int) -> Value:
+    """A per-channel [C] parameter viewed as [C, 1, ...] so it broadcasts over dim 1 of a rank-`rank` x."""
+    return ctx.reshape(param, (param.shape[0],) + (1,) * (rank - 2)) if rank > 2 else param
+
+
+def _affine(ctx: LoweringContext, y: Value, weight, bias, view) -> Value:
+    """y * weight + bias for optional node arguments; `view` shapes each parameter for broadcasting."""
+    if weight is not None:
+        y = binary(ctx, Op.MUL, y, view(ctx.val(weight)), mul_shift(ctx))
+    if bias is not None:
+        y = binary(ctx, Op.ADD, y, view(ctx.val(bias)))
+    return y
+
+
+# -- inference batch norm ------------------------------------------------------------------------
+def _bn_inference_support(node: Node, spec) -> str | None:
+    reason = float_only(node, "batch_norm") or values_only(node)
+    if reason:
+        return reason
+    for index, name in ((1, "weight"), (2, "bias"), (3, "running_mean"), (4, "running_var")):
+        if node.args[index] is not None and not is_constant_input(node, index):
+            return (f"batch_norm {name} is computed at runtime; only constant parameters and running "
+                    "statistics are folded")
+    return None
+
+
+@register_op("batch_norm_inference", [aten._native_batch_norm_legit_no_training.default],
+             support=_bn_inference_support, profiles=("FP",))
+def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
+    x = ctx.val(node.args[0])
+    weight, bias, mean, var = (ctx.val(a).const.double() if a is not None else None for a in node.args[1:5])
+    eps = node.args[6]
+    channels = x.shape[1]
+    scale = torch.rsqrt(var + eps) * (weight if weight is not None else 1.0)
+    shift = (bias if bias is not None else torch.zeros(channels, dtype=torch.float64)) - mean * scale
+    shape = (channels,) + (1,) * (x.rank - 2)
+    y = binary(ctx, Op.MUL, x, ctx.constant(scale.to(x.dtype).reshape(shape)), mul_shift(ctx))
+    if bool(shift.abs().max() > 0):
+        y = binary(ctx, Op.ADD, y, ctx.constant(shift.to(x.dtype).reshape(shape)))
+    return (y, None, None)  # the saved statistics are refused by the support rule
+
+
+# -- batch norm with batch statistics (training mode / instance norm) -------------------------------
+def _bn_stats_support(node: Node, spec) -> str | None:
+    return float_only(node, "batch_norm") or values_only(node)
+
+
+@register_op("batch_norm_batch_stats", [aten._native_batch_norm_legit.no_stats], support=_bn_stats_support,
+             profiles=("FP",))
+def lower_batch_norm_batch_stats(ctx: LoweringContext, node: Node):
+    x = as_runtime(ctx, ctx.val(node.args[0]))
+    eps = arg(node, 5, "eps", 1e-5)
+    y = normalize(ctx, x, [d for d in range(x.rank) if d != 1], eps)
+    y = _affine(ctx, y, node.args[1], node.args[2], lambda p: _channel_view(ctx, p, x.rank))
+    return (y, None, None)
+
+
+# -- layer norm ------------------------------------------------------------------------------------
+def _layer_norm_support(node: Node, spec) -> str | None:
+    return float_only(node, "layer_norm") or values_only(node)
+
+
+@register_op("layer_norm", [aten.native_layer_norm.default], support=_layer_norm_support, profiles=("FP",))
+def lower_layer_norm(ctx: LoweringContext, node: Node):
+    x = as_runtime(ctx, ctx.val(node.args[0]))
+    dims = list(range(x.rank - len(node.args[1]), x.rank))
+    y = normalize(ctx, x, dims, node.args[4])
+    y = _affine(ctx, y, node.args[2], node.args[3], lambda p: p)  # [*normalized_shape] broadcasts as is
+    return (y, None, None)
+
+
+# -- group norm ------------------------------------------------------------------------------------
+def split_dim(ctx: LoweringContext, x: Value, dim: int, sizes: tuple[int, ...]) -> Value:
+    """View logical dim `dim` as `sizes`: splitting a dim in place is a RESHAPE in any layout."""
+    shape = x.shape[:dim] + tuple(sizes) + x.shape[dim + 1:]
+    extra = len(sizes) - 1
+    perm: list[int] = []
+    for p in x.perm:
+        if p < dim:
+            perm.append(p)
+        elif p == dim:
+            perm.extend(range(dim, dim + len(sizes)))
+        else:
+            perm.append(p + extra)
+    t = ctx.b.reshape(x.tensor, layout.apply(shape, perm))
+    return Value(shape, x.dtype, tensor=t, perm=tuple(perm))
+
+
+def _group_norm_support(node: Node, spec) -> str | None:
+    return float_only(node, "group_norm") or values_only(node)
+
+
+@register_op("group_norm", [aten.native_group_norm.default], support=_group_norm_support, profiles=("FP",))
+def lower_group_norm(ctx: LoweringContext, node: Node):
+    x = as_runtime(ctx, ctx.val(node.args[0]))
+    groups, eps = node.args[6], node.args[7]
+    channels = x.shape[1]
+    grouped = split_dim(ctx, x, 1, (groups, channels // groups))
+    y = normalize(ctx, grouped, list(range(2, grouped.rank)), eps)
+    # merge (G, C/G) back into C: the inverse RESHAPE, again in place
+    merged = ctx.b.reshape(ctx.tensor(y, grouped.perm), layout.apply(x.shape, x.perm))
+    y = Value(x.shape, x.dtype, tensor=merged, perm=x.perm)
+    y = _affine(ctx, y, node.args[1], node.args[2], lambda p: _channel_view(ctx, p, x.rank))
+    return (y, None, None)

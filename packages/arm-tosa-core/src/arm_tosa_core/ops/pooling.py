@@ -1,1 +1,192 @@
-"""Op family: pooling (rules to come)."""
+"""Pooling (FP), run in NHWC like convolution: max_pool2d, avg_pool2d, and adaptive avg/max pooling
+when the input divides evenly into the output (exir already turns a 1x1 adaptive average into mean.dim).
+
+TOSA pools take the padding as an attribute and leave padded positions out of both the max and the
+average divisor, and need `(size + pad_lo + pad_hi - kernel) % stride == 0`. The rule works out, per
+spatial axis, how PyTorch's padding, ceil_mode and count_include_pad map onto that: which padding is
+TOSA's (excluded), which must be an explicit zero PAD (counted), and how many trailing rows no window
+reaches (sliced off). The output size always comes from the node's recorded shape.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch.fx import Node
+
+from .. import layout
+from ..builder import DType, Op, T
+from ..context import LoweringContext, Value
+from ..registry import aten_target, register_op
+from .common import arg
+from .elementwise import nan_propagate
+from .reductions import float_only, scale, values_only
+
+aten = torch.ops.aten
+NHWC = layout.NCHW_TO_NHWC
+MAX_KERNEL = 8192  # TOSA level 8K: kernel and stride limits
+
+
+def _pair(value, default) -> list[int]:
+    if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
+        return list(default)
+    value = list(value) if isinstance(value, (list, tuple)) else [value]
+    return value * 2 if len(value) == 1 else value
+
+
+class AxisPlan(NamedTuple):
+    """How one spatial axis is padded: explicit zero PAD (counted), TOSA pad (excluded), rows dropped."""
+
+    pad_lo: int
+    pad_hi: int
+    tosa_lo: int
+    tosa_hi: int
+    drop: int
+
+
+def plan_axis(size: int, kernel: int, stride: int, padding: int, out: int, mode: str) -> AxisPlan:
+    """Padding plan for one axis producing `out` windows.
+
+    mode "exclude": padding never counts (max pool, count_include_pad=False);
+    "include": torch's `padding` counts, the ceil_mode overhang past it does not (count_include_pad=True);
+    "sum": everything is zero-padded so the TOSA average times kernel area is the window sum.
+    """
+    needed_hi = (out - 1) * stride + kernel - size - padding  # padding after the input, < kernel
+    drop = max(0, -needed_hi)
+    hi = max(0, needed_hi)
+    if mode == "exclude":
+        return AxisPlan(0, 0, padding, hi, drop)
+    if mode == "include":
+        counted = min(padding, hi)
+        return AxisPlan(padding, counted, 0, hi - counted, drop)
+    return AxisPlan(padding, hi, 0, 0, drop)
+
+
+def _prepare_input(ctx: LoweringContext, x: Value, plans: list[AxisPlan]) -> T:
+    """x in NHWC with unreachable trailing rows/columns sliced off and explicit zero padding added."""
+    t = ctx.tensor(x, NHWC)
+    n, h, w, c = t.shape
+    if plans[0].drop or plans[1].drop:
+        size = [n, h - plans[0].drop, w - plans[1].drop, c]
+        t = ctx.b.op(Op.SLICE, [t, ctx.b.shape_const([0, 0, 0, 0]), ctx.b.shape_const(size)], size, t.dtype)
+    pads = [0, 0, plans[0].pad_lo, plans[0].pad_hi, plans[1].pad_lo, plans[1].pad_hi, 0, 0]
+    if any(pads):
+        n, h, w, c = t.shape
+        shape = [n, h + pads[2] + pads[3], w + pads[4] + pads[5], c]
+        t = ctx.b.op(Op.PAD, [t, ctx.b.shape_const(pads), ctx.scalar(0.0, t.dtype, 1)], shape, t.dtype)
+    return t
+
+
+def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode: str) -> Value:
+    """MAX_POOL2D / AVG_POOL2D of node.args[0] (rank 3 or 4) producing the node's output shape, in NHWC."""
+    x = ctx.val(node.args[0])
+    out_shape, dtype = ctx.out_meta(node)
+    batched = x.rank == 4
+    if not batched:
+        x = ctx.reshape(x, (1, *x.shape))
+    out4 = out_shape if batched else (1, *out_shape)
+    plans = [plan_axis(x.shape[2 + i], kernel[i], stride[i], padding[i], out4[2 + i], mode) for i in range(2)]
+    t = _prepare_input(ctx, x, plans)
+    pads = [plans[0].tosa_lo, plans[0].tosa_hi, plans[1].tosa_lo, plans[1].tosa_hi]
+    if op == Op.AVG_POOL2D:
+        zp = ctx.b.zero_point(t.dtype)
+        y = ctx.b.op(op, [t, zp, zp], layout.apply(out4, NHWC), t.dtype, list(kernel), list(stride), pads,
+                     DType.FP32)
+    else:
+        y = ctx.b.op(op, [t], layout.apply(out4, NHWC), t.dtype, list(kernel), list(stride), pads,
+                     nan_propagate())
+    value = Value(tuple(out4), dtype, tensor=y, perm=NHWC)
+    return value if batched else ctx.reshape(value, out_shape)
+
+
+def _window_reason(node: Node, kernel, stride) -> str | None:
+    rank = node.args[0].meta["val"].dim()
+    if rank not in (3, 4):
+        return f"pooling a rank-{rank} tensor is not lowered (only [N,]C,H,W)"
+    if max(kernel) > MAX_KERNEL or max(stride) > MAX_KERNEL:
+        return f"pooling kernel {kernel} / stride {stride} exceed the TOSA 8K level limit {MAX_KERNEL}"
+    return None
+
+
+# -- max_pool2d --------------------------------------------------------------------------------
+def _max_window(node: Node):
+    kernel = _pair(arg(node, 1, "kernel_size"), [1, 1])
+    return kernel, _pair(arg(node, 2, "stride"), kernel), _pair(arg(node, 3, "padding"), [0, 0])
+
+
+def _max_pool_support(node: Node, spec) -> str | None:
+    kernel, stride, _ = _max_window(node)
+    dilation = _pair(arg(node, 4, "dilation"), [1, 1])
+    if any(d != 1 for d in dilation):
+        return f"max_pool2d with dilation {dilation} is not lowered (TOSA MAX_POOL2D has no dilation)"
+    reason = float_only(node, "max_pool2d") or _window_reason(node, kernel, stride)
+    if reason is None and aten_target(node.target) is aten.max_pool2d_with_indices.default:
+        reason = values_only(node)
+    return reason
+
+
+@register_op("max_pool2d", [aten.max_pool2d_with_indices.default, aten.max_pool2d.default],
+             support=_max_pool_support, profiles=("FP",))
+def lower_max_pool2d(ctx: LoweringContext, node: Node):
+    kernel, stride, padding = _max_window(node)
+    y = pool(ctx, node, Op.MAX_POOL2D, kernel, stride, padding, "exclude")
+    if aten_target(node.target) is aten.max_pool2d_with_indices.default:
+        return (y, None)  # the indices are refused by the support rule
+    return y
+
+
+# -- avg_pool2d --------------------------------------------------------------------------------
+def _avg_window(node: Node):
+    kernel = _pair(arg(node, 1, "kernel_size"), [1, 1])
+    return kernel, _pair(arg(node, 2, "stride"), kernel), _pair(arg(node, 3, "padding"), [0, 0])
+
+
+def _avg_pool_support(node: Node, spec) -> str | None:
+    kernel, stride, _ = _avg_window(node)
+    divisor = arg(node, 6, "divisor_override")
+    if divisor is not None and divisor <= 0:
+        return f"avg_pool2d divisor_override={divisor} must be positive"
+    return float_only(node, "avg_pool2d") or _window_reason(node, kernel, stride)
+
+
+@register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, profiles=("FP",))
+def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
+    kernel, stride, padding = _avg_window(node)
+    divisor = arg(node, 6, "divisor_override")
+    if divisor is not None:
+        # every window position then holds data or a zero: average * area / divisor = sum / divisor
+        y = pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, "sum")
+        return scale(ctx, y, kernel[0] * kernel[1] / divisor)
+    mode = "include" if arg(node, 5, "count_include_pad", True) else "exclude"
+    return pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, mode)
+
+
+# -- adaptive pooling --------------------------------------------------------------------------
+def _adaptive_window(node: Node) -> tuple[list[int], list[int]]:
+    """(input H, W), (output H, W) of an adaptive pool (output 0's shape when it returns indices too)."""
+    out = node.meta["val"]
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    return list(node.args[0].meta["val"].shape[-2:]), list(out.shape[-2:])
+
+
+def _adaptive_support(node: Node, spec) -> str | None:
+    in_hw, out_hw = _adaptive_window(node)
+    if any(o == 0 or i % o for i, o in zip(in_hw, out_hw, strict=True)):
+        return (f"adaptive pooling from {in_hw[0]}x{in_hw[1]} to {out_hw[0]}x{out_hw[1]} is not lowered: "
+                "the input does not divide evenly into the output, so windows differ in size")
+    kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
+    reason = float_only(node, "adaptive pooling") or _window_reason(node, kernel, kernel)
+    if reason is None and aten_target(node.target) is aten.adaptive_max_pool2d.default:
+        reason = values_only(node)
+    return reason
+
+
+@register_op("adaptive_pool2d", [aten._adaptive_avg_pool2d.default, aten.adaptive_max_pool2d.default],
+             support=_adaptive_support, profiles=("FP",))
+def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
+    in_hw, out_hw = _adaptive_window(node)
+    kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
+    if aten_target(node.target) is aten.adaptive_max_pool2d.default:
+        return (pool(ctx, node, Op.MAX_POOL2D, kernel, kernel, [0, 0], "exclude"), None)
+    return pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "exclude")

@@ -1,1 +1,244 @@
-"""Op family: reductions (rules to come)."""
+"""Reductions (FP): mean, sum, amax/amin (and max/min values), var/var_mean, any.
+
+Every rule works in the layout its input already has: a logical dim `d` is physical axis
+`perm.index(d)`, TOSA REDUCE_* keep the reduced axis (size 1), and dropping it (keepdim=False) is a
+RESHAPE of unit dims, so a reduction after an NHWC convolution adds no TRANSPOSE. TOSA reduces one
+axis per operator, so several dims are reduced one after the other; mean is REDUCE_SUM times 1/N.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch.fx import Node
+
+from .. import layout
+from ..builder import DType, Op, tosa_dtype
+from ..context import LoweringContext, Value
+from ..registry import aten_target, register_op
+from .common import arg, mul_shift
+from .elementwise import nan_propagate
+
+aten = torch.ops.aten
+
+
+# -- helpers shared with normalization and softmax ------------------------------------------------
+def reduce_dims(dims, rank: int) -> list[int]:
+    """Normalised, sorted, unique dims; None or [] means every dim (torch's convention)."""
+    if rank == 0:
+        return []
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % rank for d in dims})
+
+
+def as_runtime(ctx: LoweringContext, x: Value, dtype: DType | None = None) -> Value:
+    """`x` as a graph tensor (constants are materialised in PyTorch's layout)."""
+    if not x.is_const:
+        return x
+    t = ctx.tensor(x, None, dtype or tosa_dtype(x.dtype))
+    return ctx.from_tensor(t, x.shape, x.dtype)
+
+
+def reduce(ctx: LoweringContext, x: Value, op: Op, dims: Sequence[int], *attr) -> Value:
+    """REDUCE_`op` over logical `dims` (keepdim) in x's layout; size-1 dims cost nothing.
+
+    `attr` follows the axis in the attribute (e.g. the NaN mode of REDUCE_MAX/MIN).
+    """
+    x = as_runtime(ctx, x)
+    for d in dims:
+        if x.shape[d] == 1:
+            continue
+        shape = list(x.shape)
+        shape[d] = 1
+        t = ctx.b.op(op, [x.tensor], layout.apply(shape, x.perm), x.tensor.dtype, x.perm.index(d), *attr)
+        x = Value(tuple(shape), x.dtype, tensor=t, perm=x.perm)
+    return x
+
+
+def drop_dims(ctx: LoweringContext, x: Value, dims: Sequence[int]) -> Value:
+    """Remove size-1 logical `dims` (keepdim=False): a RESHAPE, never a TRANSPOSE."""
+    if not dims:
+        return x
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in set(dims))
+    if x.is_const:
+        return ctx.constant(x.const.reshape(shape))
+    perm = layout.drop_dims(x.perm, dims)
+    t = ctx.b.reshape(x.tensor, layout.apply(shape, perm))
+    return Value(shape, x.dtype, tensor=t, perm=perm, qparams=x.qparams)
+
+
+def binary(ctx: LoweringContext, op: Op, a: Value, b: Value, *extra) -> Value:
+    """An elementwise TOSA op over broadcast values, in the layout of the first runtime operand."""
+    rank = max(a.rank, b.rank)
+    (ta, tb), perm = ctx.broadcast([a, b], rank, tosa_dtype(a.dtype))
+    return ctx.emit(op, [ta, tb, *extra], torch.broadcast_shapes(a.shape, b.shape), a.dtype, perm)
+
+
+def scale(ctx: LoweringContext, x: Value, factor: float) -> Value:
+    """x * factor (a MUL by a broadcast constant; nothing when factor is 1)."""
+    if factor == 1:
+        return x
+    c = ctx.constant(torch.full([1] * x.rank, factor, dtype=x.dtype))
+    return binary(ctx, Op.MUL, x, c, mul_shift(ctx))
+
+
+def unary(ctx: LoweringContext, op: Op, x: Value) -> Value:
+    x = as_runtime(ctx, x)
+    return ctx.emit(op, [x.tensor], x.shape, x.dtype, x.perm)
+
+
+def count(shape: Sequence[int], dims: Sequence[int]) -> int:
+    return math.prod(shape[d] for d in dims)
+
+
+def mean_keepdim(ctx: LoweringContext, x: Value, dims: Sequence[int]) -> Value:
+    """Mean over `dims`, keeping them (size 1)."""
+    return scale(ctx, reduce(ctx, x, Op.REDUCE_SUM, dims), 1.0 / count(x.shape, dims))
+
+
+def centered_variance(ctx: LoweringContext, x: Value, dims: Sequence[int], correction: float = 0.0):
+    """(x - mean, mean, variance) over `dims` (all keepdim); variance divides by N - correction."""
+    mean = mean_keepdim(ctx, x, dims)
+    centered = binary(ctx, Op.SUB, x, mean)
+    squares = binary(ctx, Op.MUL, centered, centered, mul_shift(ctx))
+    total = reduce(ctx, squares, Op.REDUCE_SUM, dims)
+    return centered, mean, scale(ctx, total, 1.0 / (count(x.shape, dims) - correction))
+
+
+def values_only(node: Node) -> str | None:
+    """Reason when anything but output 0 of a multi-output op (e.g. the indices) is used."""
+    import operator
+
+    for user in node.users:
+        if user.target is not operator.getitem or user.args[1] != 0:
+            return (f"{node.name}: output {user.args[1] if user.target is operator.getitem else 'tuple'} "
+                    "(indices or statistics) is used; only the first output is lowered")
+    return None
+
+
+def float_only(node: Node, what: str) -> str | None:
+    dtype = node.args[0].meta["val"].dtype
+    if not dtype.is_floating_point:
+        return (f"{what} of {dtype} tensors is not lowered (FP profile; cast to float first, or "
+                "quantize the model for the INT profile)")
+    return None
+
+
+# -- sum / mean --------------------------------------------------------------------------------
+def _sum_mean_support(node: Node, spec) -> str | None:
+    reason = float_only(node, "sum/mean")
+    if reason:
+        return reason
+    out = node.meta["val"].dtype
+    if out != node.args[0].meta["val"].dtype:
+        return f"sum/mean with an output dtype ({out}) other than the input's is not lowered"
+    return None
+
+
+@register_op("sum_mean", [aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.sum.default],
+             support=_sum_mean_support, profiles=("FP",))
+def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    target = aten_target(node.target)
+    dims = reduce_dims(arg(node, 1, "dim") if target in (aten.sum.dim_IntList, aten.mean.dim) else None,
+                       x.rank)
+    keepdim = arg(node, 2, "keepdim", False) if target in (aten.sum.dim_IntList, aten.mean.dim) else False
+    if target in (aten.mean.dim, aten.mean.default):
+        y = mean_keepdim(ctx, x, dims)
+    else:
+        y = reduce(ctx, x, Op.REDUCE_SUM, dims)
+    return y if keepdim else drop_dims(ctx, y, dims)
+
+
+# -- amax / amin / max / min -------------------------------------------------------------------
+_EXTREMA = {
+    aten.amax.default: Op.REDUCE_MAX, aten.max.default: Op.REDUCE_MAX, aten.max.dim: Op.REDUCE_MAX,
+    aten.amin.default: Op.REDUCE_MIN, aten.min.default: Op.REDUCE_MIN, aten.min.dim: Op.REDUCE_MIN,
+}
+
+
+def _extrema_support(node: Node, spec) -> str | None:
+    target = aten_target(node.target)
+    if target in (aten.max.dim, aten.min.dim):
+        reason = values_only(node)
+        if reason:
+            return reason
+    dtype = node.args[0].meta["val"].dtype
+    if dtype == torch.bool or (not dtype.is_floating_point and not spec.support_integer()):
+        return f"max/min of {dtype} tensors is not lowered for {spec} (integer REDUCE_MAX needs the INT profile)"
+    return None
+
+
+@register_op("amax_amin", list(_EXTREMA), support=_extrema_support, profiles=("FP",))
+def lower_extrema(ctx: LoweringContext, node: Node):
+    x = ctx.val(node.args[0])
+    target = aten_target(node.target)
+    op = _EXTREMA[target]
+    if target in (aten.max.default, aten.min.default):
+        dims, keepdim = list(range(x.rank)), False
+    else:
+        dims = reduce_dims(arg(node, 1, "dim"), x.rank)
+        keepdim = arg(node, 2, "keepdim", False)
+    y = reduce(ctx, x, op, dims, nan_propagate())
+    y = y if keepdim else drop_dims(ctx, y, dims)
+    if target in (aten.max.dim, aten.min.dim):
+        return (y, None)  # the indices are refused by the support rule
+    return y
+
+
+# -- var / var_mean ----------------------------------------------------------------------------
+def _var_support(node: Node, spec) -> str | None:
+    reason = float_only(node, "var")
+    if reason:
+        return reason
+    x = node.args[0].meta["val"]
+    dims = reduce_dims(arg(node, 1, "dim"), x.dim())
+    correction = node.kwargs.get("correction")
+    correction = 1 if correction is None else correction
+    if count(x.shape, dims) - correction <= 0:
+        return f"variance over {count(x.shape, dims)} element(s) with correction {correction} is undefined"
+    return None
+
+
+@register_op("var", [aten.var.correction, aten.var_mean.correction], support=_var_support, profiles=("FP",))
+def lower_var(ctx: LoweringContext, node: Node):
+    x = ctx.val(node.args[0])
+    dims = reduce_dims(arg(node, 1, "dim"), x.rank)
+    correction = node.kwargs.get("correction")
+    correction = 1 if correction is None else correction
+    _, mean, var = centered_variance(ctx, x, dims, correction)
+    if not node.kwargs.get("keepdim", False):
+        mean, var = drop_dims(ctx, mean, dims), drop_dims(ctx, var, dims)
+    if aten_target(node.target) is aten.var_mean.correction:
+        return (var, mean)
+    return var
+
+
+# -- any ---------------------------------------------------------------------------------------
+def _any_support(node: Node, spec) -> str | None:
+    dtype = node.args[0].meta["val"].dtype
+    if dtype != torch.bool:
+        return f"any/all of {dtype} tensors is not lowered (only bool; compare with 0 first)"
+    return None
+
+
+_ANY_ALL = {aten.any.dim: Op.REDUCE_ANY, aten.any.dims: Op.REDUCE_ANY, aten.any.default: Op.REDUCE_ANY,
+            aten.all.dim: Op.REDUCE_ALL, aten.all.dims: Op.REDUCE_ALL, aten.all.default: Op.REDUCE_ALL}
+
+
+@register_op("any_all", list(_ANY_ALL), support=_any_support)
+def lower_any_all(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    target = aten_target(node.target)
+    if target in (aten.any.default, aten.all.default):
+        dims, keepdim = list(range(x.rank)), False
+    else:
+        dims = reduce_dims(arg(node, 1, "dim"), x.rank)
+        keepdim = arg(node, 2, "keepdim", False)
+    y = reduce(ctx, as_runtime(ctx, x, DType.BOOL), _ANY_ALL[target], dims)
+    return y if keepdim else drop_dims(ctx, y, dims)

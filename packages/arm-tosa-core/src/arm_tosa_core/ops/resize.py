@@ -1,1 +1,175 @@
-"""Op family: resize (rules to come)."""
+"""Resize: upsample_nearest2d, _upsample_nearest_exact2d and upsample_bilinear2d as one TOSA RESIZE in NHWC.
+
+TOSA 1.0 RESIZE samples output row `oy` at input position (oy * d + offset) / n, per axis, with the
+scale n/d, an offset and a border that fixes the output size:
+    OH = ((IH - 1) * n - offset + border) / d + 1   (exact division)
+NEAREST rounds that position half up, BILINEAR interpolates (clamping at the edges). Torch's modes map
+onto it as follows (p/q = output/input ratio as a reduced fraction):
+    nearest (floor(oy * q / p))                -> n = 2p, d = 2q, offset = -p
+    nearest-exact, bilinear (half-pixel)       -> n = 2p, d = 2q, offset = q - p
+    bilinear, align_corners=True               -> n/d = (OH-1)/(IH-1), offset = 0
+Rather than trusting that algebra for every size and float scale factor, the support rule computes each
+axis' sampling weights both ways (torch's, by running the op on a one-hot basis; TOSA's, from the
+pseudocode) and only claims the node when they agree and the parameters are within the spec's limits.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+import torch
+from torch.fx import Node
+
+from .. import layout
+from ..builder import Op
+from ..context import LoweringContext, Value
+from ..registry import aten_target, register_op
+
+aten = torch.ops.aten
+NHWC = layout.NCHW_TO_NHWC
+
+_NEAREST = {aten.upsample_nearest2d.vec, aten.upsample_nearest2d.default,
+            aten._upsample_nearest_exact2d.vec, aten._upsample_nearest_exact2d.default}
+_BILINEAR = {aten.upsample_bilinear2d.vec, aten.upsample_bilinear2d.default}
+_MAX_SIZE = 16384  # TOSA: max(OH, OW, IH, IW) < 16384
+_MAX_SCALE = 256  # TOSA level 8K: the reduced ratio n/d
+
+
+def _args(node: Node) -> tuple[tuple[int, int] | None, bool, tuple[float, float] | None]:
+    """(output_size, align_corners, scale_factors) of any overload."""
+    target = aten_target(node.target)
+    bilinear = target in _BILINEAR
+    rest = list(node.args[1:])
+    align = False
+    if bilinear:
+        align = bool(rest.pop(1) if len(rest) > 1 else node.kwargs.get("align_corners", False))
+    size = rest[0] if rest else node.kwargs.get("output_size")
+    if target._overloadname == "vec":
+        scales = rest[1] if len(rest) > 1 else node.kwargs.get("scale_factors")
+    else:  # .default: output_size is given; scales_h/scales_w may refine torch's index arithmetic
+        sh = rest[1] if len(rest) > 1 else node.kwargs.get("scales_h")
+        sw = rest[2] if len(rest) > 2 else node.kwargs.get("scales_w")
+        scales = None if sh is None and sw is None else (sh, sw)
+    return (None if size is None else tuple(size)), align, (None if scales is None else tuple(scales))
+
+
+def _torch_weights(target, in_size: int, out_size: int, scale: float | None, align: bool) -> np.ndarray:
+    """Torch's [out, in] sampling weights along one axis, from running the op on a one-hot basis."""
+    basis = torch.eye(in_size, dtype=torch.float32).reshape(1, in_size, in_size, 1)
+    if target._overloadname == "vec":
+        args = [[out_size, 1], None] if scale is None else [None, [scale, 1.0]]
+    else:
+        args = [[out_size, 1], scale, None]
+    if target in _BILINEAR:
+        args.insert(1, align)
+    out = target(basis, *args)
+    return out[0, :, :, 0].T.double().numpy()
+
+
+def _tosa_weights(in_size: int, out_size: int, n: int, d: int, offset: int, bilinear: bool) -> np.ndarray | None:
+    """TOSA RESIZE's [out, in] weights along one axis (pseudocode of the spec); None if it would read
+    outside the input."""
+    weights = np.zeros((out_size, in_size))
+    for oy in range(out_size):
+        y = oy * d + offset
+        iy = y // n
+        dy = (y - iy * n) / n
+        if iy < -1 or iy >= in_size:
+            return None
+        iy0, iy1 = max(iy, 0), min(iy + 1, in_size - 1)
+        if bilinear:
+            weights[oy, iy0] += 1 - dy
+            weights[oy, iy1] += dy
+        else:
+            weights[oy, iy1 if dy >= 0.5 else iy0] = 1.0
+    return weights
+
+
+def _candidates(mode: str, in_size: int, out_size: int, scale: float | None, align: bool):
+    """(n, d, offset) triples worth trying for one axis."""
+    ratios = []
+    if align and in_size > 1 and out_size > 1:
+        ratios.append(Fraction(out_size - 1, in_size - 1))
+    elif not align:
+        if scale is not None and scale > 0:
+            ratios.append(Fraction(scale).limit_denominator(1 << 10))
+        ratios.append(Fraction(out_size, in_size))
+    for r in ratios:
+        p, q = r.numerator, r.denominator
+        if mode == "nearest":
+            yield 2 * p, 2 * q, -p
+        elif align:
+            yield p, q, 0
+        else:
+            yield 2 * p, 2 * q, q - p
+    yield out_size, 1, 0  # replicate (right when in_size == 1)
+    yield 1, 1, 0  # first row only (right when out_size == 1 with align_corners)
+
+
+def _within_limits(n: int, d: int, offset: int, border: int) -> bool:
+    reduced = Fraction(n, d)
+    return (0 < n <= 2048 and 0 < d < 16 * n and -n <= offset < 16 * n and -16 * n <= border < n
+            and reduced <= _MAX_SCALE)
+
+
+@lru_cache(maxsize=256)
+def axis_params(target, in_size: int, out_size: int, scale: float | None, align: bool):
+    """TOSA (n, d, offset, border) reproducing torch along one axis, or None when none does."""
+    bilinear = target in _BILINEAR
+    mode = "bilinear" if bilinear else "nearest" if "exact" not in str(target) else "exact"
+    expected = _torch_weights(target, in_size, out_size, scale, align)
+    for n, d, offset in _candidates(mode, in_size, out_size, scale, align):
+        border = (out_size - 1) * d - (in_size - 1) * n + offset
+        if not _within_limits(n, d, offset, border):
+            continue
+        got = _tosa_weights(in_size, out_size, n, d, offset, bilinear)
+        if got is not None and np.abs(got - expected).max() <= 1e-5:
+            return n, d, offset, border
+    return None
+
+
+def _plan(node: Node):
+    """Per-axis parameters [(n, d, offset, border)] for H and W, or a reason string."""
+    x = node.args[0].meta["val"]
+    out = node.meta["val"]
+    if x.dim() != 4:
+        return f"resize of a rank-{x.dim()} tensor is not lowered (only 4-d NCHW)"
+    if not x.dtype.is_floating_point:
+        return f"resize of {x.dtype} is not lowered in the FP profile"
+    _, align, scales = _args(node)
+    target = aten_target(node.target)
+    plans = []
+    for axis in (0, 1):
+        i, o = int(x.shape[2 + axis]), int(out.shape[2 + axis])
+        if max(i, o) >= _MAX_SIZE:
+            return f"resize size {max(i, o)} exceeds TOSA's limit of {_MAX_SIZE - 1}"
+        scale = None if scales is None or scales[axis] is None else float(scales[axis])
+        params = axis_params(target, i, o, scale, align)
+        if params is None:
+            which = "HW"[axis]
+            return (f"{target.__name__} (align_corners={align}) from {which}={i} "
+                    f"to {o} has no exact TOSA RESIZE parameters (TOSA needs scale numerator <= 2048, "
+                    "a downscale of less than 16x and bounded offset/border)")
+        plans.append(params)
+    return plans
+
+
+def _resize_support(node: Node, spec) -> str | None:
+    plan = _plan(node)
+    return plan if isinstance(plan, str) else None
+
+
+@register_op("resize", sorted(_NEAREST | _BILINEAR, key=str), support=_resize_support, profiles=("FP",))
+def lower_resize(ctx: LoweringContext, node: Node) -> Value:
+    import tosa_serializer as ts
+
+    (ny, dy, oy, by), (nx, dx, ox, bx) = _plan(node)
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    mode = ts.ResizeMode.BILINEAR if aten_target(node.target) in _BILINEAR else ts.ResizeMode.NEAREST
+    b = ctx.b
+    operands = [ctx.tensor(x, NHWC), b.shape_const([ny, dy, nx, dx]), b.shape_const([oy, ox]),
+                b.shape_const([by, bx])]
+    return ctx.emit(Op.RESIZE, operands, shape, dtype, NHWC, mode)

@@ -10,7 +10,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import register_op
+from ..registry import Quant, register_op
 from .common import arg
 
 aten = torch.ops.aten
@@ -21,13 +21,13 @@ edge_dim_order = torch.ops.dim_order_ops
 
 @register_op("view", [aten.view_copy.default, aten.view.default, aten._unsafe_view.default,
                       aten.reshape.default, aten.squeeze_copy.dims, aten.squeeze_copy.dim,
-                      aten.squeeze_copy.default, aten.unsqueeze_copy.default, aten.alias_copy.default])
+                      aten.squeeze_copy.default, aten.unsqueeze_copy.default, aten.alias_copy.default], quant=Quant.SHARED, quant_aliases=[aten.flatten.using_ints, aten.dropout.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default, aten.contiguous.default])
 def lower_view(ctx: LoweringContext, node: Node) -> Value:
     shape, _ = ctx.out_meta(node)
     return ctx.reshape(ctx.val(node.args[0]), shape)
 
 
-@register_op("permute", [aten.permute_copy.default, aten.permute.default])
+@register_op("permute", [aten.permute_copy.default, aten.permute.default], quant=Quant.SHARED)
 def lower_permute(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dims = [d % x.rank for d in node.args[1]]
@@ -37,7 +37,7 @@ def lower_permute(ctx: LoweringContext, node: Node) -> Value:
     return Value(shape, dtype, tensor=x.tensor, perm=layout.after_permute(x.perm, dims), qparams=x.qparams)
 
 
-@register_op("transpose", [aten.transpose_copy.int, aten.t_copy.default])
+@register_op("transpose", [aten.transpose_copy.int, aten.t_copy.default], quant=Quant.SHARED, quant_aliases=[aten.transpose.int, aten.t.default])
 def lower_transpose(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     d0, d1 = (node.args[1] % x.rank, node.args[2] % x.rank) if len(node.args) > 2 else (0, 1)
@@ -50,7 +50,7 @@ def lower_transpose(ctx: LoweringContext, node: Node) -> Value:
 
 
 @register_op("clone_cast", [aten.clone.default, aten._to_copy.default, edge_dim_order._clone_dim_order.default,
-                            edge_dim_order._to_dim_order_copy.default])
+                            edge_dim_order._to_dim_order_copy.default], quant=Quant.SHARED)
 def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
@@ -61,7 +61,7 @@ def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.CAST, [x.tensor], shape, dtype, x.perm)
 
 
-@register_op("expand", [aten.expand_copy.default, aten.expand.default])
+@register_op("expand", [aten.expand_copy.default, aten.expand.default], quant=Quant.SHARED)
 def lower_expand(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     x = ctx.with_rank(ctx.val(node.args[0]), len(shape))
@@ -73,7 +73,7 @@ def lower_expand(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
-@register_op("repeat", [aten.repeat.default])
+@register_op("repeat", [aten.repeat.default], quant=Quant.SHARED)
 def lower_repeat(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     x = ctx.with_rank(ctx.val(node.args[0]), len(shape))
@@ -84,7 +84,7 @@ def lower_repeat(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
-@register_op("cat", [aten.cat.default, aten.concat.default])
+@register_op("cat", [aten.cat.default, aten.concat.default], quant=Quant.SHARED)
 def lower_cat(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     parts = [ctx.val(v) for v in node.args[0] if v.meta["val"].numel() > 0]
@@ -116,7 +116,7 @@ def _slice_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("slice", [aten.slice_copy.Tensor, aten.slice.Tensor], support=_slice_support)
+@register_op("slice", [aten.slice_copy.Tensor, aten.slice.Tensor], support=_slice_support, quant=Quant.SHARED)
 def lower_slice(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
@@ -128,7 +128,7 @@ def lower_slice(ctx: LoweringContext, node: Node) -> Value:
     return _slice(ctx, x, starts, list(shape), dtype)
 
 
-@register_op("select", [aten.select_copy.int, aten.select.int])
+@register_op("select", [aten.select_copy.int, aten.select.int], quant=Quant.SHARED)
 def lower_select(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
@@ -141,7 +141,7 @@ def lower_select(ctx: LoweringContext, node: Node) -> Value:
 
 
 @register_op("split", [aten.split_with_sizes_copy.default, aten.split_copy.Tensor,
-                       aten.split_with_sizes.default, aten.split.Tensor])
+                       aten.split_with_sizes.default, aten.split.Tensor], quant=Quant.SHARED, quant_aliases=[aten.chunk.default])
 def lower_split(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     x = ctx.val(node.args[0])
     dim = arg(node, 2, "dim", 0) % x.rank
@@ -149,12 +149,12 @@ def lower_split(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     for meta in node.meta["val"]:
         starts = [0] * x.rank
         starts[dim] = start
-        outs.append(_slice(ctx, x, starts, list(meta.shape), meta.dtype))
+        outs.append(_slice(ctx, x, starts, list(meta.shape), x.dtype))
         start += meta.shape[dim]
     return tuple(outs)
 
 
-@register_op("unbind", [aten.unbind_copy.int, aten.unbind.int])
+@register_op("unbind", [aten.unbind_copy.int, aten.unbind.int], quant=Quant.SHARED)
 def lower_unbind(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     x = ctx.val(node.args[0])
     dim = arg(node, 1, "dim", 0) % x.rank
@@ -164,7 +164,7 @@ def lower_unbind(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
         starts[dim] = i
         sizes = list(x.shape)
         sizes[dim] = 1
-        outs.append(ctx.reshape(_slice(ctx, x, starts, sizes, meta.dtype), tuple(meta.shape)))
+        outs.append(ctx.reshape(_slice(ctx, x, starts, sizes, x.dtype), tuple(meta.shape)))
     return tuple(outs)
 
 
@@ -175,7 +175,7 @@ def _pad_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("constant_pad", [aten.constant_pad_nd.default], support=_pad_support)
+@register_op("constant_pad", [aten.constant_pad_nd.default], support=_pad_support, quant=Quant.SHARED, quant_aliases=[aten.pad.default])
 def lower_constant_pad(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     pads, value = node.args[1], arg(node, 2, "value", 0)
@@ -186,5 +186,7 @@ def lower_constant_pad(ctx: LoweringContext, node: Node) -> Value:
     if x.is_const:
         return ctx.constant(torch.nn.functional.pad(x.const, pads, value=value))
     physical = [p for d in x.perm for p in logical[d]]
+    if x.qparams is not None:  # the pad value in the integer domain
+        value = int(round(value / float(x.qparams.scale))) + x.qparams.zero_point
     pad_const = ctx.scalar(value, x.tensor.dtype, 1)
     return ctx.emit(Op.PAD, [x.tensor, ctx.b.shape_const(physical), pad_const], shape, dtype, x.perm)

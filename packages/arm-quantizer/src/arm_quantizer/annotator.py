@@ -1,0 +1,162 @@
+"""Annotate an exported graph for PT2E from the op registry's quant kinds (see registry.Quant).
+
+Assumes a graph from `torch.export.export(...).module()` (it may hold a `_guards_fn` call_module,
+which is ignored). Guarantees: only families whose registry entry has a quant kind are annotated, so
+what is quantized is exactly what the INT lowering can run.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+from arm_tosa_core.registry import OpEntry, Quant, quant_lookup
+from torch.fx import Node
+from torchao.quantization.pt2e.quantizer import (
+    DerivedQuantizationSpec,
+    QuantizationAnnotation,
+    SharedQuantizationSpec,
+)
+
+from .config import QuantizationConfig
+
+ANNOTATION_KEY = "quantization_annotation"
+ConfigFor = Callable[[Node], "QuantizationConfig | None"]
+
+
+def _is_float_tensor(node) -> bool:
+    if not isinstance(node, Node):
+        return False
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+
+def _annotated(node: Node) -> bool:
+    ann = node.meta.get(ANNOTATION_KEY)
+    return ann is not None and ann._annotated
+
+
+def _set(node: Node, inputs: dict, output) -> None:
+    node.meta[ANNOTATION_KEY] = QuantizationAnnotation(input_qspec_map=inputs, output_qspec=output,
+                                                       _annotated=True)
+
+
+def _bias_spec(act_edge: tuple[Node, Node], weight_edge: tuple[Node, Node], axis: int) -> DerivedQuantizationSpec:
+    def derive(observers):
+        act_scale, _ = observers[0].calculate_qparams()
+        w_scale, _ = observers[1].calculate_qparams()
+        scale = (act_scale * w_scale).to(torch.float32)
+        return scale, torch.zeros_like(scale, dtype=torch.int32)
+
+    return DerivedQuantizationSpec(derived_from=[act_edge, weight_edge], derive_qparams_fn=derive,
+                                   dtype=torch.int32, quant_min=-(2**31) + 1, quant_max=2**31 - 1,
+                                   qscheme=torch.per_channel_symmetric, ch_axis=0)
+
+
+def _fusable_activation(node: Node, config_for: ConfigFor) -> Node | None:
+    """The single clamp-like user whose output range can absorb this node's activation."""
+    if len(node.users) != 1:
+        return None
+    user = next(iter(node.users))
+    entry = quant_lookup(user.target) if user.op == "call_function" else None
+    if entry is not None and entry.quant == Quant.ACTIVATION and config_for(user) is not None:
+        return user
+    return None
+
+
+def _weight_axis(entry: OpEntry, node: Node) -> int:
+    axis = entry.weight_axis
+    return axis(node) if callable(axis) else axis
+
+
+def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
+    """Annotate every node whose family has a quant kind and whose config is not None."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or _annotated(node):
+            continue
+        entry = quant_lookup(node.target)
+        if entry is None or entry.quant is None:
+            continue
+        config = config_for(node)
+        if config is None or not _is_float_tensor_output(node):
+            continue
+        kind = entry.quant
+        if kind == Quant.WEIGHTED:
+            _annotate_weighted(node, entry, config, config_for)
+        elif kind == Quant.BINARY:
+            _annotate_binary(node, config, config_for)
+        elif kind in (Quant.TABLE, Quant.REDUCE):
+            _annotate_io(node, config)
+        elif kind in (Quant.SHARED, Quant.ACTIVATION):
+            _annotate_shared(node, config)
+
+
+def _is_float_tensor_output(node: Node) -> bool:
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        return any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in val)
+    return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+
+def _output_spec(node: Node, config: QuantizationConfig, config_for: ConfigFor):
+    """Quantize the output here, or let a following clamp's output carry the qparams (fusion)."""
+    act = _fusable_activation(node, config_for)
+    if act is None:
+        return config.output_activation
+    act_config = config_for(act)
+    _set(act, {}, act_config.output_activation)
+    return None
+
+
+def _annotate_weighted(node: Node, entry: OpEntry, config: QuantizationConfig, config_for: ConfigFor) -> None:
+    x, weight = node.args[0], node.args[1]
+    bias = node.args[2] if len(node.args) > 2 else None
+    if not (_is_float_tensor(x) and isinstance(weight, Node)):
+        return
+    axis = _weight_axis(entry, node)
+    w_spec = config.weight
+    if w_spec is not None and w_spec.qscheme == torch.per_channel_symmetric and w_spec.ch_axis != axis:
+        w_spec = QuantizationSpec_with_axis(w_spec, axis)
+    inputs = {x: config.input_activation, weight: w_spec}
+    if isinstance(bias, Node) and w_spec is not None and config.input_activation is not None:
+        inputs[bias] = _bias_spec((x, node), (weight, node), axis)
+    _set(node, inputs, _output_spec(node, config, config_for))
+
+
+def QuantizationSpec_with_axis(spec, axis: int):  # noqa: N802 (mirrors the dataclass it builds)
+    from dataclasses import replace
+
+    return replace(spec, ch_axis=axis)
+
+
+def _annotate_binary(node: Node, config: QuantizationConfig, config_for: ConfigFor) -> None:
+    inputs = {a: config.input_activation for a in node.args[:2] if _is_float_tensor(a)}
+    _set(node, inputs, _output_spec(node, config, config_for))
+
+
+def _annotate_io(node: Node, config: QuantizationConfig) -> None:
+    x = node.args[0]
+    if not _is_float_tensor(x):
+        return
+    _set(node, {x: config.input_activation}, config.output_activation)
+
+
+def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
+    first = node.args[0]
+    tensors = list(first) if isinstance(first, (list, tuple)) else [first]
+    tensors = [t for t in tensors if _is_float_tensor(t)]
+    if not tensors:
+        return
+    edge = (tensors[0], node)
+    inputs = {tensors[0]: config.input_activation}
+    for t in tensors[1:]:
+        inputs[t] = SharedQuantizationSpec(edge)
+    if isinstance(node.meta.get("val"), (tuple, list)):
+        # a multi-output op (split, unbind, chunk): its getitem users carry the shared qparams
+        _set(node, inputs, None)
+        for user in node.users:
+            if user.target is operator.getitem:
+                _set(user, {}, SharedQuantizationSpec(edge))
+    else:
+        _set(node, inputs, SharedQuantizationSpec(edge))

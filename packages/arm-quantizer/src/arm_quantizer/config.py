@@ -1,0 +1,77 @@
+"""Quantization configs: which observers and qspecs each role (activation, weight, bias) uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torchao.quantization.pt2e import (
+    FusedMovingAvgObsFakeQuantize,
+    MinMaxObserver,
+    MovingAverageMinMaxObserver,
+    MovingAveragePerChannelMinMaxObserver,
+    PerChannelMinMaxObserver,
+    PlaceholderObserver,
+)
+from torchao.quantization.pt2e.quantizer import QuantizationSpec
+
+
+@dataclass(eq=False)
+class QuantizationConfig:
+    """Qspecs for activations, weights and bias (bias is always derived: int32, in_scale x w_scale)."""
+
+    input_activation: QuantizationSpec | None
+    output_activation: QuantizationSpec | None
+    weight: QuantizationSpec | None
+    is_qat: bool = False
+    is_dynamic: bool = False
+
+    @property
+    def activation_dtype(self) -> torch.dtype | None:
+        spec = self.output_activation or self.input_activation
+        return None if spec is None else spec.dtype
+
+
+def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> QuantizationSpec:
+    info = torch.iinfo(dtype)
+    if is_dynamic:
+        observer = PlaceholderObserver
+    elif is_qat:
+        observer = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
+    else:
+        observer = MinMaxObserver
+    qscheme = torch.per_tensor_affine if dtype == torch.int8 else torch.per_tensor_symmetric
+    return QuantizationSpec(dtype=dtype, quant_min=info.min, quant_max=info.max, qscheme=qscheme,
+                            is_dynamic=is_dynamic, observer_or_fake_quant_ctr=observer.with_args(eps=2**-12))
+
+
+def _weight(is_per_channel: bool, is_qat: bool) -> QuantizationSpec:
+    if is_per_channel:
+        observer = (FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
+                    if is_qat else PerChannelMinMaxObserver)
+        qscheme = torch.per_channel_symmetric
+    else:
+        observer = (FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
+                    if is_qat else MinMaxObserver)
+        qscheme = torch.per_tensor_symmetric
+    return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=qscheme, ch_axis=0,
+                            is_dynamic=False, observer_or_fake_quant_ctr=observer.with_args(eps=2**-12))
+
+
+def get_symmetric_quantization_config(is_per_channel: bool = True, is_qat: bool = False,
+                                      is_dynamic: bool = False) -> QuantizationConfig:
+    """8-bit symmetric weights (per-channel or per-tensor), 8-bit asymmetric activations, int32 bias.
+
+    `is_dynamic` computes activation qparams at run time (those nodes stay on the CPU for TOSA, which
+    needs constant scales); `is_qat` uses fake-quantize modules for quantization-aware training.
+    """
+    act = _activation(torch.int8, is_qat, is_dynamic)
+    return QuantizationConfig(act, None if is_dynamic else act, _weight(is_per_channel, is_qat), is_qat,
+                              is_dynamic)
+
+
+def get_symmetric_a16w8_quantization_config(is_per_channel: bool = True, is_qat: bool = False
+                                            ) -> QuantizationConfig:
+    """16-bit symmetric activations with 8-bit weights (needs a spec with the "int16" extension)."""
+    act = _activation(torch.int16, is_qat, False)
+    return QuantizationConfig(act, act, _weight(is_per_channel, is_qat), is_qat, False)

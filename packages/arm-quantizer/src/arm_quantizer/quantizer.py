@@ -1,0 +1,163 @@
+"""TOSAQuantizer: the one PT2E quantizer every Arm target uses (targets subclass it)."""
+
+from __future__ import annotations
+
+import torch
+from arm_tosa_core import TosaCompileSpec
+from arm_tosa_core.registry import quant_lookup
+from torch.fx import GraphModule, Node
+from torchao.quantization.pt2e.quantizer import Quantizer
+
+from .annotator import annotate_graph
+from .config import QuantizationConfig, get_symmetric_quantization_config
+
+_UNSET = object()
+
+
+class TOSAQuantizer(Quantizer):
+    """A torchao PT2E quantizer for TOSA targets; what it annotates comes from the op registry.
+
+    Configs resolve per node in this order: module name, module type, global. A module name (or type)
+    set to None leaves that submodule in float. `set_io` quantizes the model's inputs/outputs
+    directly with its config.
+    """
+
+    def __init__(self, compile_spec: TosaCompileSpec | None = None) -> None:
+        super().__init__()
+        if compile_spec is not None and not isinstance(compile_spec, TosaCompileSpec):
+            raise TypeError(f"{type(self).__name__} takes a TosaCompileSpec (or subclass), got "
+                            f"{type(compile_spec).__name__}")
+        self.compile_spec = compile_spec
+        self.global_config: QuantizationConfig | None = None
+        self.io_config: QuantizationConfig | None = None
+        self.module_name_config: dict[str, QuantizationConfig | None] = {}
+        self.module_type_config: dict[type, QuantizationConfig | None] = {}
+
+    # -- configuration -----------------------------------------------------------------------
+    def set_global(self, config: QuantizationConfig | None) -> TOSAQuantizer:
+        self._check(config)
+        self.global_config = config
+        return self
+
+    def set_io(self, config: QuantizationConfig | None) -> TOSAQuantizer:
+        self._check(config)
+        self.io_config = config
+        return self
+
+    def set_module_name(self, name: str, config: QuantizationConfig | None) -> TOSAQuantizer:
+        if not isinstance(name, str) or not name:
+            raise ValueError("set_module_name needs the submodule's qualified name, e.g. 'features.3'")
+        self._check(config)
+        self.module_name_config[name] = config
+        return self
+
+    def set_module_type(self, module_type: type, config: QuantizationConfig | None) -> TOSAQuantizer:
+        if not isinstance(module_type, type):
+            raise TypeError(f"set_module_type needs a class such as torch.nn.Linear, got {module_type!r}")
+        self._check(config)
+        self.module_type_config[module_type] = config
+        return self
+
+    def _check(self, config: QuantizationConfig | None) -> None:
+        if config is None:
+            return
+        if not isinstance(config, QuantizationConfig):
+            raise TypeError(f"expected a QuantizationConfig (see get_symmetric_quantization_config), got "
+                            f"{type(config).__name__}")
+        spec = self.compile_spec.tosa_spec if self.compile_spec is not None else None
+        if spec is None:
+            return
+        if not spec.support_integer():
+            raise ValueError(f"{spec} has no INT profile, so it cannot run a quantized model; use e.g. "
+                             '"TOSA-1.0+INT" or "TOSA-1.0+FP+INT"')
+        if config.activation_dtype == torch.int16 and not spec.support_extension("int16"):
+            raise ValueError(f"int16 activations need the int16 extension, which {spec} lacks: use "
+                             '"TOSA-1.0+INT+int16" (or get_symmetric_quantization_config for int8)')
+
+    # -- Quantizer API -----------------------------------------------------------------------
+    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
+        """Rewrite the graph before annotation: python scalars in binary ops become tensor attributes,
+        so they get observers like any other operand."""
+        graph = model.graph
+        counter = 0
+        for node in list(graph.nodes):
+            if node.op != "call_function" or len(node.args) < 2:
+                continue
+            entry = quant_lookup(node.target)
+            if entry is None or entry.quant != "binary":
+                continue
+            scalar = node.args[1]
+            if not isinstance(scalar, (int, float)) or isinstance(scalar, bool):
+                continue
+            name = f"_arm_scalar_{counter}"
+            counter += 1
+            model.register_buffer(name, torch.tensor(float(scalar)))
+            with graph.inserting_before(node):
+                attr = graph.get_attr(name)
+                attr.meta["val"] = torch.tensor(float(scalar))
+            node.args = (node.args[0], attr, *node.args[2:])
+        model.recompile()
+        return model
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        self._validate_module_names(model)
+        annotate_graph(model, self._config_for)
+        if self.io_config is not None:
+            self._annotate_io(model)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        return None
+
+    # -- internals ---------------------------------------------------------------------------
+    def _config_for(self, node: Node) -> QuantizationConfig | None:
+        stack = node.meta.get("nn_module_stack") or {}
+        entries = list(stack.values())
+        for path, _ in reversed(entries):
+            name = _strip(path)
+            if name in self.module_name_config:
+                return self.module_name_config[name]
+        for _, module_type in reversed(entries):
+            cls = module_type if isinstance(module_type, type) else None
+            for t, config in self.module_type_config.items():
+                if cls is t or (isinstance(module_type, str) and module_type.endswith(
+                        f"{t.__module__}.{t.__qualname__}")):
+                    return config
+        return self.global_config
+
+    def _validate_module_names(self, model: GraphModule) -> None:
+        seen = set()
+        for node in model.graph.nodes:
+            for path, _ in (node.meta.get("nn_module_stack") or {}).values():
+                name = _strip(path)
+                parts = name.split(".")
+                seen.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        missing = [n for n in self.module_name_config if n not in seen]
+        if missing:
+            sample = sorted(s for s in seen if s)[:12]
+            raise ValueError(f"set_module_name: no submodule named {missing} in the model; names "
+                             f"include {sample}")
+
+    def _annotate_io(self, model: GraphModule) -> None:
+        from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
+
+        act = self.io_config.output_activation
+        for node in model.graph.nodes:
+            if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.Tensor) and \
+                    node.meta["val"].dtype.is_floating_point:
+                node.meta["quantization_annotation"] = QuantizationAnnotation(output_qspec=act, _annotated=True)
+
+
+def _strip(path: str) -> str:
+    """nn_module_stack paths look like "L['self'].features.3" or "features.3"."""
+    for prefix in ("L['self'].", "L__self__."):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    return path
+
+
+def default_quantizer(compile_spec: TosaCompileSpec) -> TOSAQuantizer:
+    """A quantizer with the 8-bit symmetric per-channel config set globally."""
+    return TOSAQuantizer(compile_spec).set_global(get_symmetric_quantization_config())
+
+

@@ -1,0 +1,127 @@
+"""Quantize/dequantize folding and the INT rules shared by whole quant kinds.
+
+Kinds with a generic integer lowering: SHARED (data movement runs on int8 as is), TABLE (a 256-entry
+lookup computed by evaluating the op itself on every int8 code), ACTIVATION (a clamp in the output's
+integer range, dropped when the range already implies it). Families of other kinds bring their own
+INT rule (`register_int_rule`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.fx import Node
+
+from ..builder import DType, Op, scalar_bytes, tosa_dtype
+from ..context import LoweringContext, Value
+from ..quantized import QParams, is_quantize, qd, qparams_of, requantize
+from ..registry import aten_target, register_op
+from .elementwise import nan_propagate
+
+
+def _const_of(ctx: LoweringContext):
+    def resolve(node):
+        v = ctx.values.get(node)
+        return v.const if isinstance(v, Value) and v.is_const else None
+
+    return resolve
+
+
+def _boundary_support(node: Node, spec) -> str | None:
+    if not node.meta.get("arm_quantized"):
+        return "quantize/dequantize at the float boundary of the program stays on the CPU"
+    for a in node.args[1:3]:
+        if isinstance(a, Node) and "dequantize_per_channel" not in str(node.target):
+            return "dynamic quantization (scales computed at run time) is not lowered"
+    return None
+
+
+@register_op("quantize", sorted({qd.quantize_per_tensor.default}, key=str), support=_boundary_support,
+             profiles=("INT",))
+def lower_quantize(ctx: LoweringContext, node: Node) -> Value:
+    value = ctx.val(node.args[0])
+    target = qparams_of(node)
+    if value.qparams is None:
+        raise ValueError(f"{node.name}: quantizing a float value inside a partition is not lowered")
+    out = requantize(ctx, value, target)
+    shape, dtype = ctx.out_meta(node)
+    return Value(shape, dtype, tensor=ctx.tensor(out), perm=out.perm, qparams=target)
+
+
+@register_op("dequantize", sorted({qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default},
+                                  key=str), support=_boundary_support, profiles=("INT",))
+def lower_dequantize(ctx: LoweringContext, node: Node) -> Value:
+    value = ctx.val(node.args[0])
+    q = qparams_of(node, _const_of(ctx))
+    shape, dtype = ctx.out_meta(node)
+    dtype = value.dtype  # stays in its integer storage type; qparams say what it means
+    if value.is_const:
+        return Value(shape, dtype, const=value.const, qparams=q)
+    return Value(shape, dtype, tensor=value.tensor, perm=value.perm, qparams=q)
+
+
+# -- generic INT rules by kind ----------------------------------------------------------------
+def output_qparams(node: Node) -> QParams:
+    """The qparams a node's result must have: those of the quantize node consuming it."""
+    for user in node.users:
+        if is_quantize(user):
+            return qparams_of(user)
+    raise ValueError(f"{node.name} has no quantize user; it is not in a quantized region")
+
+
+def lower_shared(ctx: LoweringContext, node: Node, fp_rule) -> Value:
+    """Data movement on quantized values: the FP rule runs on the int8 tensors; qparams pass through."""
+    inputs = [ctx.val(a) for a in node.all_input_nodes]
+    q = next((v.qparams for v in inputs if v.qparams is not None), None)
+    if q is not None:
+        node.meta["arm_storage_dtype"] = q.dtype
+    result = fp_rule(ctx, node)
+    for r in result if isinstance(result, tuple) else (result,):
+        r.qparams = q
+    return result
+
+
+def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
+    """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes."""
+    x = ctx.val(node.args[0])
+    qin, qout = x.qparams, output_qparams(node)
+    if qin.dtype != torch.int8 or qout.dtype != torch.int8:
+        raise ValueError("TABLE lowering is implemented for int8 only")
+    codes = torch.arange(-128, 128, dtype=torch.float32)
+    real = (codes - qin.zero_point) * float(qin.scale)
+    fn = aten_target(node.target)
+    y = fn(real, *node.args[1:], **node.kwargs).float()
+    table = torch.clamp(torch.round(y / float(qout.scale)) + qout.zero_point, qout.qmin, qout.qmax)
+    t_table = ctx.b.const(table.to(torch.int8).numpy(), DType.INT8)
+    shape, dtype = ctx.out_meta(node)
+    out = ctx.emit(Op.TABLE, [ctx.tensor(x), t_table], shape, dtype, x.perm, tosa_type=DType.INT8)
+    out.qparams = qout
+    return out
+
+
+def clamp_quantized(ctx: LoweringContext, node: Node, lo: float | None, hi: float | None) -> Value:
+    """A clamp on a quantized value: RESCALE an accumulator to the output qparams, then CLAMP in the
+    integer domain; the CLAMP is dropped when the output range already lies inside [lo, hi]."""
+    x = ctx.val(node.args[0])
+    qout = output_qparams(node)
+    x = requantize(ctx, x, qout)
+    scale = float(qout.scale)
+    qlo = qout.qmin if lo is None else max(qout.qmin, int(np.round(lo / scale)) + qout.zero_point)
+    qhi = qout.qmax if hi is None else min(qout.qmax, int(np.round(hi / scale)) + qout.zero_point)
+    shape, dtype = ctx.out_meta(node)
+    if qlo <= qout.qmin and qhi >= qout.qmax:
+        return Value(shape, dtype, tensor=ctx.tensor(x), perm=x.perm, qparams=qout)
+    tdt = tosa_dtype(qout.dtype)
+    out = ctx.emit(Op.CLAMP, [ctx.tensor(x)], shape, dtype, x.perm, scalar_bytes(qlo, tdt),
+                   scalar_bytes(qhi, tdt), nan_propagate(), tosa_type=tdt)
+    out.qparams = qout
+    return out
+
+
+def accumulator_value(shape, dtype, tensor, perm, scale, axis=None) -> Value:
+    """An int32 result whose real value is `scale * q` (scale may be per channel along `axis`)."""
+    q = QParams.accumulator(scale)
+    if axis is not None:
+        q = QParams(q.scale, 0, torch.int32, q.qmin, q.qmax, axis)
+    return Value(tuple(shape), dtype, tensor=tensor, perm=tuple(perm), qparams=q)
+

@@ -1,0 +1,200 @@
+"""The INT profile: quantization parameters on values, RESCALE, and the quantized region.
+
+After PT2E `convert_pt2e`, every quantized edge is `quantize -> dequantize`. The INT lowering folds them:
+a dequantize gives its int8 input tensor `qparams`; ops compute in integers (int32 accumulators carry
+an `acc` scale); a quantize RESCALEs to its parameters, or passes through when they already match.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.fx import Graph, Node
+
+from .builder import DType, Op, T, tosa_dtype
+from .registry import aten_target
+
+qd = torch.ops.quantized_decomposed
+QUANTIZE = {qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor}
+DEQUANTIZE = {qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor,
+              qd.dequantize_per_channel.default}
+
+
+@dataclass(frozen=True)
+class QParams:
+    """Affine quantization: real = scale * (q - zero_point). Per-channel when `scale` is an array."""
+
+    scale: float | np.ndarray
+    zero_point: int
+    dtype: torch.dtype  # int8 / int16, or int32 for accumulators
+    qmin: int
+    qmax: int
+    axis: int | None = None  # logical channel axis of a per-channel scale
+
+    @property
+    def per_channel(self) -> bool:
+        return isinstance(self.scale, np.ndarray) and self.scale.size > 1
+
+    def same_as(self, other: QParams) -> bool:
+        return (not self.per_channel and not other.per_channel and self.zero_point == other.zero_point
+                and self.dtype == other.dtype and math.isclose(float(self.scale), float(other.scale),
+                                                                rel_tol=1e-7))
+
+    @staticmethod
+    def accumulator(scale) -> QParams:
+        return QParams(scale, 0, torch.int32, -(2**31), 2**31 - 1)
+
+
+def target_of(node: Node):
+    return aten_target(node.target)
+
+
+def is_quantize(node) -> bool:
+    return isinstance(node, Node) and node.op == "call_function" and target_of(node) in QUANTIZE
+
+
+def is_dequantize(node) -> bool:
+    return isinstance(node, Node) and node.op == "call_function" and target_of(node) in DEQUANTIZE
+
+
+def qparams_of(node: Node, const_of=None) -> QParams:
+    """QParams from a quantize/dequantize node's arguments (`const_of` resolves constant nodes)."""
+    args = list(node.args)
+    if target_of(node) is qd.dequantize_per_channel.default:
+        scales, _zps, axis, qmin, qmax, dtype = args[1:7]
+        value = const_of(scales) if const_of is not None else None
+        if value is None:
+            raise ValueError(f"per-channel scales {scales} of {node.name} are not constant")
+        return QParams(np.asarray(value.double().numpy(), dtype=np.float64), 0, dtype, qmin, qmax, axis)
+    scale, zp, qmin, qmax, dtype = args[1:6]
+    return QParams(float(_const_scalar(scale)), int(_const_scalar(zp)), dtype, qmin, qmax)
+
+
+def _const_scalar(arg):
+    if isinstance(arg, Node):
+        raise ValueError(f"quantization parameter {arg.name} is computed at run time (dynamic "
+                         "quantization); TOSA needs constant scales")
+    return arg
+
+
+# -- RESCALE -----------------------------------------------------------------------------------
+def multiplier_shift(scale: float, scale32: bool = True) -> tuple[int, int]:
+    """TOSA's (multiplier, shift) with multiplier * 2^-shift == scale, shift in [2, 62]."""
+    if scale <= 0:
+        return 0, 2
+    bits = 31 if scale32 else 15
+    mantissa, exponent = math.frexp(scale)
+    multiplier = round(mantissa * (1 << bits))
+    shift = bits - exponent
+    if multiplier == 1 << bits:
+        multiplier //= 2
+        shift -= 1
+    while shift > 62:  # tiny scales: lose precision rather than break the range rule
+        multiplier >>= 1
+        shift -= 1
+    while shift < 2:
+        raise ValueError(f"rescale factor {scale} is too large for TOSA RESCALE")
+    return multiplier, shift
+
+
+def rescale(b, x: T, scale, in_zp: int, out_zp: int, out_dtype: DType,
+            input_unsigned: bool = False) -> T:
+    """Emit RESCALE: out = round(scale * (x - in_zp)) + out_zp, saturated to `out_dtype`.
+
+    `scale` may be an array (per channel along the tensor's last axis).
+    """
+    import tosa_serializer as ts
+
+    scales = np.atleast_1d(np.asarray(scale, dtype=np.float64))
+    per_channel = scales.size > 1
+    scale32 = x.dtype != DType.INT48
+    pairs = [multiplier_shift(float(s), scale32) for s in scales]
+    mult = b.const(np.array([p[0] for p in pairs]), DType.INT32 if scale32 else DType.INT16)
+    shift = b.const(np.array([p[1] for p in pairs]), DType.INT8)
+    zps = [b.const(np.array([in_zp]), x.dtype if x.dtype != DType.INT48 else DType.INT48),
+           b.const(np.array([out_zp]), out_dtype)]
+    return b.op(Op.RESCALE, [x, mult, shift, *zps], x.shape, out_dtype, scale32,
+                ts.RoundingMode.SINGLE_ROUND, per_channel, input_unsigned, False)
+
+
+def requantize(ctx, value, target: QParams):
+    """`value` (int8/int16 with qparams, or an int32 accumulator) expressed with `target` qparams."""
+    from .context import Value
+
+    q = value.qparams
+    if q is None:
+        raise ValueError("value is not quantized")
+    if q.same_as(target):
+        return value
+    t = ctx.tensor(value)
+    scale = np.asarray(q.scale, dtype=np.float64) / float(target.scale)
+    if q.per_channel and (q.axis is None or value.perm[-1] != q.axis):
+        t = ctx.tensor(value, _channel_last(value.perm, q.axis))
+        perm = _channel_last(value.perm, q.axis)
+    else:
+        perm = value.perm
+    out = rescale(ctx.b, t, scale, q.zero_point, target.zero_point, tosa_dtype(target.dtype))
+    return Value(value.shape, value.dtype, tensor=out, perm=perm, qparams=target)
+
+
+def _channel_last(perm, axis):
+    rest = [p for p in perm if p != axis]
+    return tuple(rest + [axis])
+
+
+def to_int32(ctx, value, scale_factor: float = 1.0):
+    """Rescale a quantized int8/int16 value to int32 with the zero point removed.
+
+    Returns (tensor, scale of one int32 unit). `scale_factor` > 1 keeps fractional precision
+    (e.g. 2^20 for additions).
+    """
+    q = value.qparams
+    t = ctx.tensor(value)
+    out = rescale(ctx.b, t, scale_factor, q.zero_point, 0, DType.INT32)
+    return out, float(q.scale) / scale_factor
+
+
+# -- the quantized region ---------------------------------------------------------------------
+def mark_quantized_region(graph: Graph) -> None:
+    """Flag (`meta["arm_quantized"]`) the float nodes that sit between dequantize and quantize nodes.
+
+    A float call_function node is in the region when each float tensor input comes from a dequantize
+    or another region node, and each user is a quantize or another region node. Found by shrinking
+    the set of candidates to a fixed point. Quantize nodes fed from the region and dequantize nodes
+    feeding it are flagged too; those at the program's float boundary are not (they stay on the CPU).
+    """
+    candidates = set()
+    for node in graph.nodes:
+        node.meta.pop("arm_quantized", None)
+        if node.op != "call_function" or is_quantize(node) or is_dequantize(node):
+            continue
+        if node.target is operator.getitem or _is_float(node):
+            candidates.add(node)
+    changed = True
+    while changed:
+        changed = False
+        for node in list(candidates):
+            ok = all(is_dequantize(a) or a in candidates for a in node.all_input_nodes if _is_float(a))
+            ok = ok and all(is_quantize(u) or u in candidates for u in node.users)
+            ok = ok and bool(node.users)
+            if not ok:
+                candidates.discard(node)
+                changed = True
+    for node in candidates:
+        node.meta["arm_quantized"] = True
+    for node in graph.nodes:
+        if is_quantize(node) and node.args[0] in candidates:
+            node.meta["arm_quantized"] = True
+        elif is_dequantize(node) and any(u in candidates for u in node.users):
+            node.meta["arm_quantized"] = True
+
+
+def _is_float(node: Node) -> bool:
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        return any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in val)
+    return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
