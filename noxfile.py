@@ -25,8 +25,9 @@ def _sync(session: nox.Session) -> None:
 def _pytest(session: nox.Session, package: str) -> None:
     _sync(session)
     # pytest exits 5 when it collects no test: nox treats that as a failure, as it should.
-    session.run("uv", "run", "--frozen", "--no-sync", "pytest", f"packages/{package}/tests",
-                *session.posargs, external=True)
+    # -n auto: the 2-core CI machine runs two test processes; exir's per-compile cost dominates.
+    session.run("uv", "run", "--frozen", "--no-sync", "pytest", "-n", "auto", "--dist", "loadfile",
+                f"packages/{package}/tests", *session.posargs, external=True)
 
 
 @nox.session(name="test-core")

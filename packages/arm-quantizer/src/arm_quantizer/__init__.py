@@ -10,6 +10,7 @@
 """
 
 from .config import (
+    CalibrationError,
     QuantizationConfig,
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
@@ -19,6 +20,7 @@ from .quantizer import TOSAQuantizer, default_quantizer
 __version__ = "0.1.0"
 
 __all__ = [
+    "CalibrationError",
     "QuantizationConfig",
     "TOSAQuantizer",
     "default_quantizer",

@@ -16,6 +16,30 @@ from torchao.quantization.pt2e import (
 from torchao.quantization.pt2e.quantizer import QuantizationSpec
 
 
+class CalibrationError(RuntimeError):
+    """convert_pt2e ran before the prepared model saw any data."""
+
+
+def _require_calibration(observer_cls):
+    """An observer class that refuses to produce qparams it never measured."""
+
+    class Calibrated(observer_cls):
+        def calculate_qparams(self):
+            min_val = getattr(self, "min_val", None)
+            if isinstance(min_val, torch.Tensor) and min_val.numel() and torch.isinf(min_val).any():
+                raise CalibrationError(
+                    "convert_pt2e was called before calibration: this observer never saw data. Run the "
+                    "prepared model on representative inputs (prepared(*inputs)) before convert_pt2e.")
+            return super().calculate_qparams()
+
+    Calibrated.__name__ = Calibrated.__qualname__ = f"Calibrated{observer_cls.__name__}"
+    return Calibrated
+
+
+_MinMax = _require_calibration(MinMaxObserver)
+_PerChannelMinMax = _require_calibration(PerChannelMinMaxObserver)
+
+
 @dataclass(eq=False)
 class QuantizationConfig:
     """Qspecs for activations, weights and bias (bias is always derived: int32, in_scale x w_scale)."""
@@ -39,7 +63,7 @@ def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> Quantizat
     elif is_qat:
         observer = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
     else:
-        observer = MinMaxObserver
+        observer = _MinMax
     qscheme = torch.per_tensor_affine if dtype == torch.int8 else torch.per_tensor_symmetric
     return QuantizationSpec(dtype=dtype, quant_min=info.min, quant_max=info.max, qscheme=qscheme,
                             is_dynamic=is_dynamic, observer_or_fake_quant_ctr=observer.with_args(eps=2**-12))
@@ -48,11 +72,11 @@ def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> Quantizat
 def _weight(is_per_channel: bool, is_qat: bool) -> QuantizationSpec:
     if is_per_channel:
         observer = (FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
-                    if is_qat else PerChannelMinMaxObserver)
+                    if is_qat else _PerChannelMinMax)
         qscheme = torch.per_channel_symmetric
     else:
         observer = (FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
-                    if is_qat else MinMaxObserver)
+                    if is_qat else _MinMax)
         qscheme = torch.per_tensor_symmetric
     return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=qscheme, ch_axis=0,
                             is_dynamic=False, observer_or_fake_quant_ctr=observer.with_args(eps=2**-12))
