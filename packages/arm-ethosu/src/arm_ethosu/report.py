@@ -1,0 +1,312 @@
+"""Cycle and memory report over the Ethos-U partitions of a model, and a memory-budget check.
+
+Numbers are vela's estimates (not hardware measurements). vela's summary CSV states memory in
+KiB; here every size is in bytes and the field names say so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .vela_config import MemoryLimits
+from .vela_runner import VelaResult
+
+# Per-layer columns shown in the text table: vela's per-layer CSV names.
+_LAYER_COLUMNS = ("Name", "NNG Operator", "Target", "Op Cycles", "NPU", "MAC Count", "Util% (MAC)")
+
+
+def _kib_to_bytes(value: object) -> int:
+    return round(float(value) * 1024)
+
+
+@dataclass
+class PartitionReport:
+    """One vela-compiled partition. ``layers`` are vela's per-layer CSV rows (vela's names)."""
+
+    name: str
+    target: str
+    system_config: str
+    memory_mode: str
+    cycles_npu: int
+    cycles_total: int
+    inference_time: float
+    sram_memory_used_bytes: int
+    dram_memory_used_bytes: int
+    on_chip_flash_memory_used_bytes: int
+    off_chip_flash_memory_used_bytes: int
+    nn_macs: int
+    cpu_ops: int
+    npu_ops: int
+    cmd_bytes: int
+    weight_bytes: int
+    scratch_size: int
+    scratch_fast_size: int
+    layers: list[dict[str, int | float | str]] = field(default_factory=list)
+
+    @classmethod
+    def from_vela(cls, result: VelaResult, name: str = "partition_0") -> PartitionReport:
+        """Take the numbers from a ``VelaResult`` (its summary CSV, per-layer CSV and npz)."""
+        s = result.summary
+        try:
+            return cls(
+                name=name,
+                target=result.target,
+                system_config=result.system_config,
+                memory_mode=result.memory_mode,
+                cycles_npu=int(s["cycles_npu"]),
+                cycles_total=int(s["cycles_total"]),
+                inference_time=float(s["inference_time"]),
+                sram_memory_used_bytes=_kib_to_bytes(s["sram_memory_used"]),
+                dram_memory_used_bytes=_kib_to_bytes(s["dram_memory_used"]),
+                on_chip_flash_memory_used_bytes=_kib_to_bytes(s["on_chip_flash_memory_used"]),
+                off_chip_flash_memory_used_bytes=_kib_to_bytes(s["off_chip_flash_memory_used"]),
+                nn_macs=int(s["nn_macs"]),
+                cpu_ops=result.cpu_ops,
+                npu_ops=result.npu_ops,
+                cmd_bytes=len(result.cmd_data),
+                weight_bytes=len(result.weight_data),
+                scratch_size=result.scratch_size,
+                scratch_fast_size=result.scratch_fast_size,
+                layers=[dict(row) for row in result.per_layer],
+            )
+        except KeyError as exc:
+            raise ValueError(
+                f"vela summary has no column {exc}; columns are {sorted(s)} (vela output changed?)"
+            ) from exc
+
+
+@dataclass
+class EthosUReport:
+    """Per-partition vela numbers for one model."""
+
+    partitions: list[PartitionReport]
+
+    @classmethod
+    def from_vela(
+        cls, results: VelaResult | Sequence[VelaResult], names: Sequence[str] | None = None
+    ) -> EthosUReport:
+        """Build from one or several ``VelaResult`` (one per delegated partition)."""
+        results = [results] if isinstance(results, VelaResult) else list(results)
+        names = (
+            list(names) if names is not None else [f"partition_{i}" for i in range(len(results))]
+        )
+        if len(names) != len(results):
+            raise ValueError(f"got {len(names)} names for {len(results)} vela results")
+        return cls([PartitionReport.from_vela(r, n) for r, n in zip(results, names, strict=True)])
+
+    @property
+    def cycles_total(self) -> int:
+        return sum(p.cycles_total for p in self.partitions)
+
+    @property
+    def cpu_ops(self) -> int:
+        return sum(p.cpu_ops for p in self.partitions)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """JSON text: ``{"partitions": [{field: value, ..., "layers": [...]}, ...]}``."""
+        return json.dumps(asdict(self), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> EthosUReport:
+        """Inverse of ``to_json``."""
+        data = json.loads(text)
+        return cls([PartitionReport(**p) for p in data["partitions"]])
+
+    def format_table(self) -> str:
+        """A plain-text table: one line per partition, then each partition's layers."""
+        head = (
+            "partition",
+            "target",
+            "npu cycles",
+            "total cycles",
+            "time us",
+            "SRAM B",
+            "DRAM B",
+            "flash B",
+            "MACs",
+            "CPU ops",
+        )
+        rows = [
+            (
+                p.name,
+                p.target,
+                p.cycles_npu,
+                p.cycles_total,
+                f"{p.inference_time * 1e6:.3f}",
+                p.sram_memory_used_bytes,
+                p.dram_memory_used_bytes,
+                p.off_chip_flash_memory_used_bytes + p.on_chip_flash_memory_used_bytes,
+                p.nn_macs,
+                p.cpu_ops,
+            )
+            for p in self.partitions
+        ]
+        if len(self.partitions) > 1:
+            rows.append(
+                (
+                    "total",
+                    "",
+                    sum(p.cycles_npu for p in self.partitions),
+                    self.cycles_total,
+                    f"{sum(p.inference_time for p in self.partitions) * 1e6:.3f}",
+                    "",
+                    "",
+                    "",
+                    sum(p.nn_macs for p in self.partitions),
+                    self.cpu_ops,
+                )
+            )
+        parts = [_table(head, rows)]
+        for p in self.partitions:
+            parts.append(f"\n{p.name} ({p.target}, {p.system_config}, {p.memory_mode}): layers")
+            layer_rows = [tuple(_fmt(row.get(c, "")) for c in _LAYER_COLUMNS) for row in p.layers]
+            parts.append(
+                _table(_LAYER_COLUMNS, layer_rows) if layer_rows else "  (no per-layer data)"
+            )
+        return "\n".join(parts)
+
+    def plot_layers_png(self, path: str | Path) -> Path:
+        """Write a horizontal bar chart of per-layer cycles ("Op Cycles") to a PNG file."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        labels, cycles = [], []
+        for p in self.partitions:
+            for row in p.layers:
+                labels.append(f"{p.name}: {row.get('Name', '?')} ({row.get('NNG Operator', '?')})")
+                cycles.append(float(row.get("Op Cycles", 0)))
+        if not labels:
+            raise ValueError(
+                "no per-layer rows to plot: compile with vela's --verbose-performance "
+                "(compile_with_vela always passes it)"
+            )
+        fig = Figure(figsize=(8, 1.2 + 0.35 * len(labels)))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        pos = list(range(len(labels)))
+        ax.barh(pos, cycles, color="#0091bd")
+        ax.set_yticks(pos, labels)
+        ax.invert_yaxis()  # first layer on top, in execution order
+        ax.set_xlabel("cycles (vela estimate)")
+        ax.set_title("Ethos-U per-layer cycles")
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, format="png", dpi=100)
+        return out
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [list(map(str, head))] + [[_fmt(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+class MemoryBudgetError(ValueError):
+    """A compiled model needs more memory than the system/memory mode or the user allows."""
+
+    def __init__(self, what: str, needed: int, limit: int, advice: str) -> None:
+        self.what, self.needed, self.limit = what, needed, limit
+        super().__init__(
+            f"{what}: needs {needed} bytes, limit is {limit} bytes (over by "
+            f"{needed - limit}). {advice}"
+        )
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """What ``check_memory_budget`` computed (bytes)."""
+
+    sram_bytes: int
+    sram_limit: int | None
+    weight_bytes: int
+    arena_bytes: int
+
+
+def check_memory_budget(
+    report_or_result: EthosUReport | PartitionReport | VelaResult,
+    limits: MemoryLimits,
+    user_limit_bytes: int | None = None,
+    user_weight_limit_bytes: int | None = None,
+) -> MemoryUse:
+    """Raise ``MemoryBudgetError`` if the compiled partitions do not fit; else return the use.
+
+    SRAM need = the largest per-partition scratch held in SRAM (the arena when the memory mode
+    puts it there, plus the fast scratch; partitions run one at a time) + all weights held in
+    SRAM (Sram_Only). It must fit the mode's ``arena_cache_size`` when the .ini gives one, and
+    ``user_limit_bytes`` (the SRAM your board gives the NPU). Weights (all partitions) must fit
+    the address space and ``user_weight_limit_bytes`` (flash/DRAM set aside for them).
+    """
+    if isinstance(report_or_result, VelaResult):
+        parts = [PartitionReport.from_vela(report_or_result)]
+    elif isinstance(report_or_result, PartitionReport):
+        parts = [report_or_result]
+    else:
+        parts = list(report_or_result.partitions)
+    for p in parts:
+        compiled_for = (p.target, p.system_config, p.memory_mode)
+        if compiled_for != (limits.target, limits.system_config, limits.memory_mode):
+            raise ValueError(
+                f"partition {p.name} was compiled for {'/'.join(compiled_for)} but the limits are "
+                f"for {limits.target}/{limits.system_config}/{limits.memory_mode}; pass the "
+                "limits of that compile (VelaResult.limits)"
+            )
+    scratch_in_sram = max(
+        (
+            (p.scratch_size if limits.arena_area == "Sram" else 0)
+            + (p.scratch_fast_size if limits.cache_area == "Sram" else 0)
+            for p in parts
+        ),
+        default=0,
+    )
+    weights = sum(p.weight_bytes for p in parts)
+    sram = scratch_in_sram + (weights if limits.const_in_sram else 0)
+    arena = max((p.scratch_size for p in parts), default=0)
+    mode = f"system config {limits.system_config}, memory mode {limits.memory_mode}"
+    if limits.sram_limit is not None and sram > limits.sram_limit:
+        raise MemoryBudgetError(
+            f"SRAM for {mode}",
+            sram,
+            limits.sram_limit,
+            "Pick a memory mode with more SRAM (e.g. Dedicated_Sram_512KB on U65/U85), compile "
+            "with extra_flags=['--optimise', 'Size'], or shrink the model.",
+        )
+    if user_limit_bytes is not None and sram > user_limit_bytes:
+        raise MemoryBudgetError(
+            f"SRAM ({mode}) against the user limit",
+            sram,
+            int(user_limit_bytes),
+            "Raise user_limit_bytes if the board has more SRAM, use a Dedicated_Sram mode "
+            "(U65/U85), compile with extra_flags=['--optimise', 'Size'], or shrink the model.",
+        )
+    for what, size in (("scratch arena", arena), ("weights", weights)):
+        if size > limits.address_limit:
+            raise MemoryBudgetError(
+                f"{what} for {limits.target}",
+                size,
+                limits.address_limit,
+                "The NPU cannot address it; shrink the model.",
+            )
+    if user_weight_limit_bytes is not None and weights > user_weight_limit_bytes:
+        raise MemoryBudgetError(
+            f"weights in {limits.const_area} against the user limit",
+            weights,
+            int(user_weight_limit_bytes),
+            "Raise user_weight_limit_bytes or shrink/prune the model.",
+        )
+    return MemoryUse(
+        sram_bytes=sram, sram_limit=limits.sram_limit, weight_bytes=weights, arena_bytes=arena
+    )
