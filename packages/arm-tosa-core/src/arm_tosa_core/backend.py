@@ -17,7 +17,7 @@ def lower_partition(edge_program: ExportedProgram, compile_specs: list[CompileSp
     """Lower a partition and write the intermediate artifacts the compile spec asks for."""
     settings = TosaCompileSpec.settings_from_list(compile_specs)
     spec = TosaSpecification.create_from_string(settings["tosa_spec"])
-    graph = lower_program(edge_program, spec)
+    graph = lower_program(edge_program, spec, fold_rescales=settings.get("fold_rescales", False))
     path = settings.get("intermediate_path")
     if path:
         graph.write(path, next_partition_stem(path), debug=settings.get("debug_mode") == "json")

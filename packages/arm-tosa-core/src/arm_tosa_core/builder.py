@@ -115,6 +115,8 @@ class TosaGraphBuilder:
         self._producer: dict[str, _PendingOp] = {}
         self._consts: dict[str, np.ndarray] = {}
         self._count = 0
+        self.rescales: dict[str, tuple] = {}  # RESCALE outputs -> (input, scales, in_zp, out_zp)
+        self.fold_rescales = False
 
     # -- tensors -----------------------------------------------------------------------------
     def input(self, shape: Sequence[int], dtype: DType, name: str) -> T:

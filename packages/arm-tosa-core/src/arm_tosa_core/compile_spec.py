@@ -31,6 +31,9 @@ class TosaCompileSpec:
         self._debug_mode: str | None = None
         # Integer tensors cross the delegate boundary when True (INT profile only).
         self.integer_io = False
+        # Fold RESCALE(acc -> int8) -> RESCALE(int8 -> int32) pairs into one. Fewer RESCALEs, but the
+        # skipped int8 rounding makes results differ from the quantized PyTorch model by a few LSBs.
+        self.fold_rescales = False
 
     def dump_intermediate_artifacts_to(self, path: str | Path | None) -> TosaCompileSpec:
         """Write each partition's TOSA flatbuffer (and reports) to `path`; returns self so calls chain."""
@@ -68,6 +71,7 @@ class TosaCompileSpec:
             "intermediate_path": self._intermediate_path,
             "debug_mode": self._debug_mode,
             "integer_io": self.integer_io,
+            "fold_rescales": self.fold_rescales,
             **self._extra_specs(),
         }
         return [CompileSpec("arm_compile_spec", json.dumps(payload).encode())]

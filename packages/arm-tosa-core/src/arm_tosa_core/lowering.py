@@ -62,9 +62,10 @@ def _constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:
     return None
 
 
-def lower_program(ep: ExportedProgram, spec: TosaSpecification) -> TosaGraph:
+def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: bool = False) -> TosaGraph:
     """Lower every node of `ep` to TOSA; see module docstring."""
     builder = TosaGraphBuilder()
+    builder.fold_rescales = fold_rescales
     ctx = LoweringContext(spec, builder)
     inputs: list[dict] = []
     if spec.support_integer():

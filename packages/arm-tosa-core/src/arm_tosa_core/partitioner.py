@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 
+import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 from executorch.exir.backend.utils import tag_constant_data
 from torch._export.utils import is_buffer, is_lifted_tensor_constant, is_param
@@ -20,7 +21,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from . import registry
 from .compile_spec import TosaCompileSpec
-from .quantized import mark_quantized_region
+from .quantized import duplicate_dequantize, mark_quantized_region
 
 REASON_KEY = "arm_reason"
 
@@ -41,8 +42,11 @@ class RegistrySupport(OperatorSupportBase):
         self.spec = compile_spec.tosa_spec
         self.additional_checks = list(additional_checks)
         self.target_check = target_check
+        self.rejected: dict[Node, str] = {}  # decided after seeing the partitions
 
     def reason(self, node: Node) -> str | None:
+        if node in self.rejected:
+            return self.rejected[node]
         if node.target is operator.getitem:
             source = node.args[0]
             return None if source.meta.get(REASON_KEY) is None else "its source node stays on the CPU"
@@ -94,10 +98,16 @@ class TOSAPartitioner(Partitioner):
         if self.compile_spec.tosa_spec.support_integer():
             mark_quantized_region(exported_program.graph)
         support = self.support()
-        partitioner = CapabilityBasedPartitioner(exported_program.graph_module, support,
-                                                 allows_single_node_partition=True)
+        for _ in range(20):
+            partitioner = CapabilityBasedPartitioner(exported_program.graph_module, support,
+                                                     allows_single_node_partition=True)
+            partitions = partitioner.propose_partitions()
+            stranded = _stranded_quantized_nodes(partitions)
+            if not stranded:
+                break
+            support.rejected.update(stranded)
         tags = {}
-        for partition in partitioner.propose_partitions():
+        for partition in partitions:
             if not _has_compute(partition.nodes):
                 continue
             tag = f"tag{partition.id}"
@@ -106,6 +116,13 @@ class TOSAPartitioner(Partitioner):
             tags[tag] = self.delegation_spec
         tag_constant_data(exported_program)
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+    def transform_for_pre_decomposition(self, exported_program: ExportedProgram) -> ExportedProgram:
+        """Before exir decomposes: give each dequantize user its own copy (see duplicate_dequantize)."""
+        if self.compile_spec.tosa_spec.support_integer():
+            duplicate_dequantize(exported_program.graph)
+            exported_program.graph_module.recompile()
+        return exported_program
 
     def ops_to_not_decompose(self, ep: ExportedProgram):
         mark_constants(ep)
@@ -118,6 +135,27 @@ class TOSAPartitioner(Partitioner):
             return support.reason(node) is None
 
         return ops, keep
+
+
+def _stranded_quantized_nodes(partitions) -> dict[Node, str]:
+    """Quantized-region nodes whose float input was placed outside their partition.
+
+    Such a node would receive a float tensor it can only handle as integers, so it is rejected and
+    partitioning runs again (its neighbours then follow it to the CPU as needed).
+    """
+    stranded = {}
+    for partition in partitions:
+        members = set(partition.nodes)
+        for node in members:
+            if not node.meta.get("arm_quantized") or "dequantize" in str(node.target):
+                continue
+            for arg in node.all_input_nodes:
+                val = arg.meta.get("val")
+                if arg not in members and arg.op != "placeholder" and isinstance(val, torch.Tensor) \
+                        and val.dtype.is_floating_point:
+                    stranded[node] = (f"its dequantized input {arg.name} ended up outside this partition, "
+                                      "so it runs in float on the CPU")
+    return stranded
 
 
 def _has_compute(nodes) -> bool:

@@ -12,6 +12,7 @@ out as the memory planner decided (see ``pte_values``), so aliasing matches the 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -77,9 +78,15 @@ def _load(pte: bytes | str | os.PathLike) -> PTEFile:
             "pass the bytes of ExecutorchProgramManager.buffer or the path of a .pte file"
         )
     try:
-        return deserialize_pte_binary(data)
+        return _deserialize(data)
     except Exception as err:  # the flatbuffer reader raises assorted errors on corrupt input
         raise ValueError(f"{where} looks like a .pte but could not be read: {err}") from err
+
+
+@functools.lru_cache(maxsize=8)
+def _deserialize(data: bytes) -> PTEFile:
+    # Parsing is pure Python and dominates small runs; nothing here mutates the parsed program.
+    return deserialize_pte_binary(data)
 
 
 def _plan(pte_file: PTEFile, method: str) -> schema.ExecutionPlan:

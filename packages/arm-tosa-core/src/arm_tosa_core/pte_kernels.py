@@ -172,9 +172,16 @@ def resolve_operator(name: str, overload: str) -> torch._ops.OpOverload:
 
 def _lookup(ns: str, short: str, overload: str) -> torch._ops.OpOverload | None:
     packet = getattr(getattr(torch.ops, ns), short, None)
-    if packet is None or overload not in packet.overloads():
+    if packet is None or overload not in _overload_names(packet):
         return None
     return getattr(packet, overload)
+
+
+def _overload_names(packet: torch._ops.OpOverloadPacket) -> list[str]:
+    # Asks the dispatcher: packet.overloads() is fixed when the packet is first created, so it
+    # misses overloads a library registers later (executorch.kernels.quantized adds `.out`).
+    names = torch._C._jit_get_operation(packet._qualified_op_name)[1]
+    return [name or "default" for name in names]
 
 
 _registries_loaded = False
@@ -202,7 +209,7 @@ def _functional_twin(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
     """The overload of the same op that takes the same non-out arguments and returns its result."""
     want = [(a.name, str(a.type)) for a in op._schema.arguments if not a.is_out]
     packet = op.overloadpacket
-    for name in packet.overloads():
+    for name in _overload_names(packet):
         cand = getattr(packet, name)
         args = cand._schema.arguments
         if not any(a.is_out for a in args) and [(a.name, str(a.type)) for a in args] == want:

@@ -110,6 +110,9 @@ def rescale(b, x: T, scale, in_zp: int, out_zp: int, out_dtype: DType,
     import tosa_serializer as ts
 
     scales = np.atleast_1d(np.asarray(scale, dtype=np.float64))
+    folded = _fold_widening(b, x, scales, in_zp, out_dtype)
+    if folded is not None:  # RESCALE(acc -> int8) then RESCALE(int8 -> int32): one RESCALE from acc
+        x, scales, in_zp = folded
     per_channel = scales.size > 1
     scale32 = x.dtype != DType.INT48
     pairs = [multiplier_shift(float(s), scale32) for s in scales]
@@ -117,8 +120,28 @@ def rescale(b, x: T, scale, in_zp: int, out_zp: int, out_dtype: DType,
     shift = b.const(np.array([p[1] for p in pairs]), DType.INT8)
     zps = [b.const(np.array([in_zp]), x.dtype if x.dtype != DType.INT48 else DType.INT48),
            b.const(np.array([out_zp]), out_dtype)]
-    return b.op(Op.RESCALE, [x, mult, shift, *zps], x.shape, out_dtype, scale32,
-                ts.RoundingMode.SINGLE_ROUND, per_channel, input_unsigned, False)
+    out = b.op(Op.RESCALE, [x, mult, shift, *zps], x.shape, out_dtype, scale32,
+               ts.RoundingMode.SINGLE_ROUND, per_channel, input_unsigned, False)
+    b.rescales[out.name] = (x, scales, in_zp, out_zp)
+    return out
+
+
+def _fold_widening(b, x: T, scales: np.ndarray, in_zp: int, out_dtype: DType):
+    """When `x` is itself a RESCALE of a wide accumulator and this RESCALE widens back to int32, return
+    (accumulator, combined scales, its zero point). The int8 intermediate is skipped (it stays in the
+    graph only if something else reads it), so the result may differ from a two-step rescale by the
+    intermediate's rounding: at most one output LSB."""
+    if not b.fold_rescales or out_dtype != DType.INT32 or x.dtype not in (DType.INT8, DType.INT16):
+        return None
+    info = b.rescales.get(x.name)
+    if info is None:
+        return None
+    source, first_scales, first_in_zp, first_out_zp = info
+    if source.dtype not in (DType.INT32, DType.INT48) or first_out_zp != in_zp:
+        return None
+    if scales.size > 1 and first_scales.size > 1 and scales.size != first_scales.size:
+        return None
+    return source, first_scales * scales, first_in_zp
 
 
 def requantize(ctx, value, target: QParams):
@@ -159,6 +182,31 @@ def to_int32(ctx, value, scale_factor: float = 1.0):
 
 
 # -- the quantized region ---------------------------------------------------------------------
+def duplicate_dequantize(graph: Graph) -> None:
+    """Give every user of a dequantize node its own copy.
+
+    Guarantees each consumer can sit in a partition together with its dequantize: a shared one can
+    otherwise be placed apart from some consumers, leaving them a float input they cannot lower.
+    """
+    for node in list(graph.nodes):
+        if not is_dequantize(node) or len(node.users) < 2:
+            continue
+        for user in list(node.users)[1:]:
+            with graph.inserting_before(user):
+                copy = graph.call_function(node.target, node.args, node.kwargs)
+            copy.meta = dict(node.meta)
+            user.replace_input_with(node, copy)
+
+
+def _has_int_path(node: Node) -> bool:
+    from .registry import lookup
+
+    if node.target is operator.getitem:
+        return True
+    entry = lookup(node.target)
+    return entry is not None and entry.int_path() is None
+
+
 def mark_quantized_region(graph: Graph) -> None:
     """Flag (`meta["arm_quantized"]`) the float nodes that sit between dequantize and quantize nodes.
 
@@ -172,7 +220,7 @@ def mark_quantized_region(graph: Graph) -> None:
         node.meta.pop("arm_quantized", None)
         if node.op != "call_function" or is_quantize(node) or is_dequantize(node):
             continue
-        if node.target is operator.getitem or _is_float(node):
+        if (node.target is operator.getitem or _is_float(node)) and _has_int_path(node):
             candidates.add(node)
     changed = True
     while changed:

@@ -3,7 +3,9 @@
 `run_on_reference_model` accepts what a user has at hand (an EdgeProgramManager from
 `to_edge_transform_and_lower`, an ExportedProgram, an ExecutorchProgramManager, or a .pte as bytes or
 path) and returns what the eager module would return. Target packages register how to find the TOSA
-graph in their payloads with `register_payload_decoder`.
+graph in their payloads with `register_payload_decoder`, or, when a payload holds no TOSA graph,
+say what runs it instead with `register_opaque_payload`. `run_program` is the same walk with any
+delegate runner (a target package's device runner, for example).
 """
 
 from __future__ import annotations
@@ -24,11 +26,25 @@ from .errors import MissingToolError, ReferenceModelError
 # backend id -> function(processed_bytes, compile_specs) -> TOSA flatbuffer
 PayloadDecoder = Callable[[bytes, list], bytes]
 _DECODERS: dict[str, PayloadDecoder] = {"TOSABackend": lambda data, specs: data}
+# backend id -> what to use instead, for payloads from which no TOSA graph can be recovered
+_OPAQUE: dict[str, str] = {}
+
+DelegateRunner = Callable[[str, bytes, list, list[torch.Tensor]], list[torch.Tensor]]
+"""(backend_id, processed_bytes, compile_specs, input tensors) -> output tensors."""
 
 
 def register_payload_decoder(backend_id: str, decoder: PayloadDecoder) -> None:
     """Teach the reference runner where the TOSA graph sits in `backend_id`'s delegate payload."""
     _DECODERS[backend_id] = decoder
+
+
+def register_opaque_payload(backend_id: str, how_to_run: str) -> None:
+    """Declare that `backend_id`'s payloads hold no TOSA graph; `how_to_run` names the alternative.
+
+    `run_on_reference_model` then fails on such delegates with that advice instead of a generic
+    "no decoder registered" message.
+    """
+    _OPAQUE[backend_id] = how_to_run
 
 
 def _reference_model():
@@ -69,6 +85,10 @@ def run_delegate(backend_id: str, processed: bytes, compile_specs: list, inputs:
                  out_dtypes: Sequence[torch.dtype] | None = None) -> list[torch.Tensor]:
     """Execute one delegate call of any registered backend on the reference model."""
     decoder = _DECODERS.get(backend_id)
+    if decoder is None and backend_id in _OPAQUE:
+        raise ReferenceModelError(
+            f"delegate {backend_id!r} holds a compiled payload with no TOSA graph in it, so the TOSA "
+            f"reference model cannot run it: {_OPAQUE[backend_id]}")
     if decoder is None:
         raise ReferenceModelError(
             f"no TOSA graph is known for delegate {backend_id!r}; registered: {sorted(_DECODERS)}. "
@@ -77,6 +97,12 @@ def run_delegate(backend_id: str, processed: bytes, compile_specs: list, inputs:
 
 
 class _DelegatingInterpreter(torch.fx.Interpreter):
+    """Runs an exported program's graph module, sending each delegate call to `delegate_runner`."""
+
+    def __init__(self, gm: torch.fx.GraphModule, delegate_runner: DelegateRunner) -> None:
+        super().__init__(gm)
+        self.delegate_runner = delegate_runner
+
     def run_node(self, n):
         self._node = n
         return super().run_node(n)
@@ -86,16 +112,18 @@ class _DelegatingInterpreter(torch.fx.Interpreter):
             lowered, *inputs = args
             metas = self._node.meta.get("val")
             metas = metas if isinstance(metas, (tuple, list)) else [metas]
-            outs = run_delegate(lowered.backend_id, lowered.processed_bytes, lowered.compile_specs, inputs,
-                                [m.dtype for m in metas] if metas and metas[0] is not None else None)
+            outs = self.delegate_runner(lowered.backend_id, bytes(lowered.processed_bytes),
+                                        list(lowered.compile_specs), list(inputs))
+            if metas and metas[0] is not None:  # e.g. int64 results computed as INT32
+                outs = [o.to(m.dtype) for o, m in zip(outs, metas, strict=True)]
             return tuple(outs)
         return super().call_function(target, args, kwargs)
 
 
-def _run_exported(ep: ExportedProgram, inputs: Sequence[Any]) -> Any:
+def _run_exported(ep: ExportedProgram, inputs: Sequence[Any], delegate_runner: DelegateRunner) -> Any:
     gm = ep.module()
     flat, _ = pytree.tree_flatten((tuple(inputs), {}))
-    out = _DelegatingInterpreter(gm).run(*flat)
+    out = _DelegatingInterpreter(gm, delegate_runner).run(*flat)
     return pytree.tree_unflatten(pytree.tree_leaves(out), ep.call_spec.out_spec)
 
 
@@ -104,6 +132,15 @@ def run_on_reference_model(lowered_program_or_pte: Any, *inputs: Any) -> Any:
 
     Returns what the eager module returns (a tensor or the same nested structure). Accepts an
     EdgeProgramManager, an ExportedProgram, an ExecutorchProgramManager, or a .pte (bytes or path).
+    """
+    return run_program(lowered_program_or_pte, inputs, run_delegate)
+
+
+def run_program(lowered_program_or_pte: Any, inputs: Sequence[Any], delegate_runner: DelegateRunner,
+                caller: str = "run_on_reference_model") -> Any:
+    """Run a lowered program on the host: each delegate call goes to `delegate_runner`, the rest
+    runs in PyTorch. Accepts and returns what `run_on_reference_model` does; `caller` names the
+    public function in error messages.
     """
     program = lowered_program_or_pte
     if isinstance(program, (str, os.PathLike)):
@@ -116,11 +153,11 @@ def run_on_reference_model(lowered_program_or_pte: Any, *inputs: Any) -> Any:
     if isinstance(program, (bytes, bytearray, memoryview)):
         from .pte_interpreter import run_pte
 
-        outs = run_pte(bytes(program), list(inputs), run_delegate)
+        outs = run_pte(bytes(program), list(inputs), delegate_runner)
         return outs[0] if len(outs) == 1 else tuple(outs)
     if hasattr(program, "exported_program"):
         program = program.exported_program()
     if not isinstance(program, ExportedProgram):
-        raise TypeError("run_on_reference_model takes an EdgeProgramManager, ExportedProgram, "
+        raise TypeError(f"{caller} takes an EdgeProgramManager, ExportedProgram, "
                         f"ExecutorchProgramManager or .pte bytes/path, not {type(program).__name__}")
-    return _run_exported(program, inputs)
+    return _run_exported(program, inputs, delegate_runner)

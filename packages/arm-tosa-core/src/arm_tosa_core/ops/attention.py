@@ -6,6 +6,15 @@ Kept whole, the causal mask is one compile-time constant instead of the arange/c
 that torch's decomposition builds. Grouped-query attention (enable_gqa) needs no repeat of K/V: the
 Hq = Hkv * G query heads are folded into the rows of each KV head's MATMUL, so the work runs on rank-5
 tensors [B, Hkv, G, L, S].
+
+Keeping SDPA whole needs `prepare_for_preservation` on the exported program first (the partitioner's
+`ops_to_not_decompose` must call it; until it does, `preserve` stays off and exir decomposes SDPA into
+ops the other families lower). Why: exir decomposes twice. In the first pass the kept SDPA's output
+has the strides of torch's CPU flash kernel ([B, L, H, E] in memory), so `attn.transpose(1, 2)
+.reshape(...)` (DeiT, Llama, every HF attention) is traced as a plain `view`; in the second pass the
+kept op's fake output is contiguous [B, H, L, E] and that `view` fails ("Cannot view a tensor ...").
+The rewrite pins SDPA's output to the contiguous layout and turns the views after it back into
+reshapes, so both passes agree.
 """
 
 from __future__ import annotations
@@ -82,8 +91,45 @@ def _neg_large(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).min) / 2
 
 
-@register_op("scaled_dot_product_attention", [aten.scaled_dot_product_attention.default],
-             support=_sdpa_support, profiles=("FP",), preserve=True)
+_SDPA = aten.scaled_dot_product_attention.default
+_PREPARED = "arm_sdpa_prepared"
+
+
+def prepare_for_preservation(ep) -> bool:
+    """Make every SDPA of `ep` safe to keep whole through exir's two decomposition passes.
+
+    Inserts `clone(memory_format=contiguous)` after each SDPA and turns the `view`s downstream of it
+    into `reshape`s (same values; they re-decide view-or-copy from the strides of each pass).
+    Idempotent. Returns whether the graph changed.
+    """
+    graph, changed = ep.graph, False
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not _SDPA or node.meta.get(_PREPARED):
+            continue
+        node.meta[_PREPARED] = True
+        with graph.inserting_after(node):
+            pinned = graph.call_function(aten.clone.default, (node,), {"memory_format": torch.contiguous_format})
+        node.replace_all_uses_with(pinned, delete_user_cb=lambda user, pinned=pinned: user is not pinned)
+        pinned.meta = {**node.meta, "val": node.meta["val"].clone(memory_format=torch.contiguous_format)}
+        pinned.meta.pop(_PREPARED, None)
+        todo, seen = list(pinned.users), set()
+        while todo:
+            user = todo.pop()
+            if user in seen:
+                continue
+            seen.add(user)
+            if user.op == "call_function" and user.target is aten.view.default:
+                user.target = aten.reshape.default
+            todo.extend(user.users)
+        changed = True
+    if changed:
+        ep.graph_module.recompile()
+    return changed
+
+
+# preserve=False until the partitioner calls `prepare_for_preservation` (see module docstring).
+@register_op("scaled_dot_product_attention", [_SDPA], support=_sdpa_support, profiles=("FP",), preserve=False,
+             prepare_preserve=prepare_for_preservation)
 def lower_sdpa(ctx: LoweringContext, node: Node) -> Value:
     q, k, v = (ctx.val(a) for a in node.args[:3])
     p = _params(node)

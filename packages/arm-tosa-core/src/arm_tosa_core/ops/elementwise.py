@@ -59,7 +59,9 @@ def _div_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("div", [aten.div.Tensor, aten.div.Scalar], support=_div_support, profiles=("FP",))
+# exir spells torch.div(..., rounding_mode=...) as the *_mode overloads; registered so their reason shows
+@register_op("div", [aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode],
+             support=_div_support, profiles=("FP",))
 def lower_div(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     if b.is_const:  # x / c -> x * (1/c), exact enough and one op
@@ -81,14 +83,39 @@ def lower_minimum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MINIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
 
-@register_op("pow", [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], profiles=("FP",))
+def _pow_support(node: Node, spec) -> str | None:
+    if node.meta.get("arm_quantized") and aten_target(node.target) is aten.pow.Tensor_Tensor:
+        return "quantized pow with a tensor exponent is not lowered (a constant exponent is a TABLE)"
+    return None
+
+
+@register_op("pow", [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], support=_pow_support, quant=Quant.TABLE)
 def lower_pow(ctx: LoweringContext, node: Node) -> Value:
     base, exponent = ctx.val(node.args[0]), node.args[1]
-    if exponent == 2:  # exact and cheaper than POW
-        return elementwise(ctx, node, Op.MUL, [base, base], extra=[mul_shift(ctx)])
-    if exponent == 1:
-        return elementwise(ctx, node, Op.MAXIMUM, [base, base], nan_propagate())
+    if isinstance(exponent, (int, float)) and float(exponent).is_integer() and abs(exponent) <= 64:
+        return _integer_power(ctx, node, base, int(exponent))
+    # TOSA POW is defined for base >= 0 only; torch gives NaN there for non-integer exponents anyway
     return elementwise(ctx, node, Op.POW, [base, ctx.val(exponent)])
+
+
+def _integer_power(ctx: LoweringContext, node: Node, base: Value, n: int) -> Value:
+    """x ** n by repeated squaring (and RECIPROCAL for n < 0): exact for negative bases, which TOSA
+    POW rejects, and cheaper than POW for the usual x ** 2."""
+    shape, dtype = ctx.out_meta(node)
+    if n == 0:
+        return ctx.constant(torch.ones(shape, dtype=dtype))
+    (t,), perm = ctx.broadcast([base], len(shape), tosa_dtype(dtype))
+    result, square, k = None, t, abs(n)
+    while k:
+        if k & 1:
+            result = square if result is None else ctx.b.op(Op.MUL, [result, square, mul_shift(ctx)],
+                                                            t.shape, t.dtype)
+        k >>= 1
+        if k:
+            square = ctx.b.op(Op.MUL, [square, square, mul_shift(ctx)], t.shape, t.dtype)
+    if n < 0:
+        result = ctx.b.op(Op.RECIPROCAL, [result], t.shape, t.dtype)
+    return ctx.from_tensor(result, shape, dtype, perm)
 
 
 _COMPARE = {
@@ -130,12 +157,20 @@ def lower_ne(ctx: LoweringContext, node: Node) -> Value:
 
 _LOGICAL = {aten.logical_and.default: Op.LOGICAL_AND, aten.logical_or.default: Op.LOGICAL_OR,
             aten.logical_xor.default: Op.LOGICAL_XOR}
+_NOT = (aten.logical_not.default, aten.bitwise_not.default)  # `~mask` is bitwise_not on bool
 
 
-@register_op("logical", list(_LOGICAL) + [aten.logical_not.default])
+def _logical_support(node: Node, spec) -> str | None:
+    dtypes = {a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node)}
+    if dtypes != {torch.bool}:
+        return f"logical/bitwise ops on {sorted(map(str, dtypes))} are not lowered (only on bool tensors)"
+    return None
+
+
+@register_op("logical", list(_LOGICAL) + list(_NOT), support=_logical_support)
 def lower_logical(ctx: LoweringContext, node: Node) -> Value:
     target = aten_target(node.target)
-    if target is aten.logical_not.default:
+    if target in _NOT:
         v = ctx.val(node.args[0])
         shape, _ = ctx.out_meta(node)
         return ctx.emit(Op.LOGICAL_NOT, [ctx.tensor(v, None, tosa_dtype(torch.bool))], shape, torch.bool,

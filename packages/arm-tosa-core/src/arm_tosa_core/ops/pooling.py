@@ -18,7 +18,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, T
 from ..context import LoweringContext, Value
-from ..registry import aten_target, register_op
+from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg
 from .elementwise import nan_propagate
 from .reductions import float_only, scale, values_only
@@ -66,6 +66,7 @@ def plan_axis(size: int, kernel: int, stride: int, padding: int, out: int, mode:
 def _prepare_input(ctx: LoweringContext, x: Value, plans: list[AxisPlan]) -> T:
     """x in NHWC with unreachable trailing rows/columns sliced off and explicit zero padding added."""
     t = ctx.tensor(x, NHWC)
+    zero = x.qparams.zero_point if x.qparams is not None else 0.0  # real 0 in the integer domain
     n, h, w, c = t.shape
     if plans[0].drop or plans[1].drop:
         size = [n, h - plans[0].drop, w - plans[1].drop, c]
@@ -74,7 +75,7 @@ def _prepare_input(ctx: LoweringContext, x: Value, plans: list[AxisPlan]) -> T:
     if any(pads):
         n, h, w, c = t.shape
         shape = [n, h + pads[2] + pads[3], w + pads[4] + pads[5], c]
-        t = ctx.b.op(Op.PAD, [t, ctx.b.shape_const(pads), ctx.scalar(0.0, t.dtype, 1)], shape, t.dtype)
+        t = ctx.b.op(Op.PAD, [t, ctx.b.shape_const(pads), ctx.scalar(zero, t.dtype, 1)], shape, t.dtype)
     return t
 
 
@@ -90,13 +91,15 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
     t = _prepare_input(ctx, x, plans)
     pads = [plans[0].tosa_lo, plans[0].tosa_hi, plans[1].tosa_lo, plans[1].tosa_hi]
     if op == Op.AVG_POOL2D:
-        zp = ctx.b.zero_point(t.dtype)
+        # int8 averages keep the input's scale and zero point; integers accumulate in INT32
+        quantized = x.qparams is not None
+        zp = ctx.b.zero_point(t.dtype, x.qparams.zero_point if quantized else 0)
         y = ctx.b.op(op, [t, zp, zp], layout.apply(out4, NHWC), t.dtype, list(kernel), list(stride), pads,
-                     DType.FP32)
+                     DType.INT32 if quantized else DType.FP32)
     else:
         y = ctx.b.op(op, [t], layout.apply(out4, NHWC), t.dtype, list(kernel), list(stride), pads,
                      nan_propagate())
-    value = Value(tuple(out4), dtype, tensor=y, perm=NHWC)
+    value = Value(tuple(out4), dtype, tensor=y, perm=NHWC, qparams=x.qparams)
     return value if batched else ctx.reshape(value, out_shape)
 
 
@@ -127,7 +130,7 @@ def _max_pool_support(node: Node, spec) -> str | None:
 
 
 @register_op("max_pool2d", [aten.max_pool2d_with_indices.default, aten.max_pool2d.default],
-             support=_max_pool_support, profiles=("FP",))
+             support=_max_pool_support, quant=Quant.SHARED)
 def lower_max_pool2d(ctx: LoweringContext, node: Node):
     kernel, stride, padding = _max_window(node)
     y = pool(ctx, node, Op.MAX_POOL2D, kernel, stride, padding, "exclude")
@@ -150,7 +153,7 @@ def _avg_pool_support(node: Node, spec) -> str | None:
     return float_only(node, "avg_pool2d") or _window_reason(node, kernel, stride)
 
 
-@register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, profiles=("FP",))
+@register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE)
 def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
     kernel, stride, padding = _avg_window(node)
     divisor = arg(node, 6, "divisor_override")
@@ -183,10 +186,25 @@ def _adaptive_support(node: Node, spec) -> str | None:
 
 
 @register_op("adaptive_pool2d", [aten._adaptive_avg_pool2d.default, aten.adaptive_max_pool2d.default],
-             support=_adaptive_support, profiles=("FP",))
+             support=_adaptive_support, quant=Quant.REDUCE)
 def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
     in_hw, out_hw = _adaptive_window(node)
     kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
     if aten_target(node.target) is aten.adaptive_max_pool2d.default:
         return (pool(ctx, node, Op.MAX_POOL2D, kernel, kernel, [0, 0], "exclude"), None)
     return pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "exclude")
+
+
+@register_int_rule("avg_pool2d")
+def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
+    """int8 AVG_POOL2D: the average keeps the input's qparams (the following quantize rescales)."""
+    if arg(node, 6, "divisor_override") is not None:
+        raise ValueError("quantized avg_pool2d with divisor_override is not lowered")
+    return lower_avg_pool2d(ctx, node)
+
+
+@register_int_rule("adaptive_pool2d")
+def lower_adaptive_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
+    if aten_target(node.target) is not aten._adaptive_avg_pool2d.default:
+        raise ValueError("quantized adaptive max pooling is not lowered")
+    return lower_adaptive_pool2d(ctx, node)

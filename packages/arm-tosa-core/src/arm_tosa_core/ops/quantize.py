@@ -77,7 +77,8 @@ def lower_shared(ctx: LoweringContext, node: Node, fp_rule) -> Value:
         node.meta["arm_storage_dtype"] = q.dtype
     result = fp_rule(ctx, node)
     for r in result if isinstance(result, tuple) else (result,):
-        r.qparams = q
+        if r is not None:
+            r.qparams = q
     return result
 
 
@@ -110,7 +111,10 @@ def clamp_quantized(ctx: LoweringContext, node: Node, lo: float | None, hi: floa
     qhi = qout.qmax if hi is None else min(qout.qmax, int(np.round(hi / scale)) + qout.zero_point)
     shape, dtype = ctx.out_meta(node)
     if qlo <= qout.qmin and qhi >= qout.qmax:
-        return Value(shape, dtype, tensor=ctx.tensor(x), perm=x.perm, qparams=qout)
+        t = ctx.tensor(x)
+        # the RESCALE's saturation now does the clamp: it must never be folded away
+        ctx.b.rescales.pop(t.name, None)
+        return Value(shape, dtype, tensor=t, perm=x.perm, qparams=qout)
     tdt = tosa_dtype(qout.dtype)
     out = ctx.emit(Op.CLAMP, [ctx.tensor(x)], shape, dtype, x.perm, scalar_bytes(qlo, tdt),
                    scalar_bytes(qhi, tdt), nan_propagate(), tosa_type=tdt)

@@ -17,7 +17,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import aten_target, register_op
+from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg, mul_shift
 from .elementwise import nan_propagate
 
@@ -141,7 +141,7 @@ def _sum_mean_support(node: Node, spec) -> str | None:
 
 
 @register_op("sum_mean", [aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.sum.default],
-             support=_sum_mean_support, profiles=("FP",))
+             support=_sum_mean_support, quant=Quant.REDUCE, quant_aliases=[aten.adaptive_avg_pool2d.default])
 def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     target = aten_target(node.target)
@@ -174,7 +174,7 @@ def _extrema_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("amax_amin", list(_EXTREMA), support=_extrema_support, profiles=("FP",))
+@register_op("amax_amin", list(_EXTREMA), support=_extrema_support, quant=Quant.SHARED)
 def lower_extrema(ctx: LoweringContext, node: Node):
     x = ctx.val(node.args[0])
     target = aten_target(node.target)
@@ -242,3 +242,22 @@ def lower_any_all(ctx: LoweringContext, node: Node) -> Value:
         keepdim = arg(node, 2, "keepdim", False)
     y = reduce(ctx, as_runtime(ctx, x, DType.BOOL), _ANY_ALL[target], dims)
     return y if keepdim else drop_dims(ctx, y, dims)
+
+
+@register_int_rule("sum_mean")
+def lower_sum_mean_int(ctx: LoweringContext, node: Node) -> Value:
+    """Sum of (q - zero_point) in int32: an accumulator with scale s (sum) or s / N (mean)."""
+    from ..quantized import to_int32
+    from .quantize import accumulator_value
+
+    x = ctx.val(node.args[0])
+    target = aten_target(node.target)
+    with_dims = target in (aten.sum.dim_IntList, aten.mean.dim)
+    dims = reduce_dims(arg(node, 1, "dim") if with_dims else None, x.rank)
+    keepdim = arg(node, 2, "keepdim", False) if with_dims else False
+    t, unit = to_int32(ctx, x)
+    y = reduce(ctx, Value(x.shape, torch.int32, tensor=t, perm=x.perm), Op.REDUCE_SUM, dims)
+    y = y if keepdim else drop_dims(ctx, y, dims)
+    if target in (aten.mean.dim, aten.mean.default):
+        unit /= count(x.shape, dims)
+    return accumulator_value(y.shape, torch.int32, y.tensor, y.perm, unit)

@@ -161,7 +161,9 @@ def _resize_support(node: Node, spec) -> str | None:
     return plan if isinstance(plan, str) else None
 
 
-@register_op("resize", sorted(_NEAREST | _BILINEAR, key=str), support=_resize_support, profiles=("FP",))
+# preserve: exir would otherwise decompose nearest-exact into index arithmetic and a gather
+@register_op("resize", sorted(_NEAREST | _BILINEAR, key=str), support=_resize_support, profiles=("FP",),
+             preserve=True)
 def lower_resize(ctx: LoweringContext, node: Node) -> Value:
     import tosa_serializer as ts
 

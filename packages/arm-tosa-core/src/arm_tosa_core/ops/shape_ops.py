@@ -8,7 +8,7 @@ import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import Op, tosa_dtype
+from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
 from ..registry import Quant, register_op
 from .common import arg
@@ -58,7 +58,22 @@ def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
         return ctx.constant(x.const.to(dtype))
     if tosa_dtype(dtype) == x.tensor.dtype:
         return Value(shape, dtype, tensor=x.tensor, perm=x.perm, qparams=x.qparams)
-    return ctx.emit(Op.CAST, [x.tensor], shape, dtype, x.perm)
+    t = x.tensor
+    if t.dtype in _FLOAT_TOSA and not dtype.is_floating_point and dtype != torch.bool:
+        t = _truncate(ctx, t)  # torch truncates toward zero; TOSA CAST rounds to nearest
+    return ctx.emit(Op.CAST, [t], shape, dtype, x.perm)
+
+
+_FLOAT_TOSA = (DType.FP32, DType.FP16, DType.BF16)
+
+
+def _truncate(ctx: LoweringContext, t):
+    """Round toward zero: FLOOR for x >= 0, CEIL below."""
+    b = ctx.b
+    zero = ctx.scalar(0.0, t.dtype, len(t.shape))
+    positive = b.op(Op.GREATER_EQUAL, [t, zero], t.shape, DType.BOOL)
+    down, up = b.op(Op.FLOOR, [t], t.shape, t.dtype), b.op(Op.CEIL, [t], t.shape, t.dtype)
+    return b.op(Op.SELECT, [positive, down, up], t.shape, t.dtype)
 
 
 @register_op("expand", [aten.expand_copy.default, aten.expand.default], quant=Quant.SHARED)
