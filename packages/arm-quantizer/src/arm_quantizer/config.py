@@ -59,27 +59,27 @@ class QuantizationConfig:
 def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> QuantizationSpec:
     info = torch.iinfo(dtype)
     if is_dynamic:
-        observer = PlaceholderObserver
+        ctr = PlaceholderObserver.with_args(eps=2**-12)
     elif is_qat:
-        observer = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
+        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver, eps=2**-12)
     else:
-        observer = _MinMax
+        ctr = _MinMax.with_args(eps=2**-12)
     qscheme = torch.per_tensor_affine if dtype == torch.int8 else torch.per_tensor_symmetric
     return QuantizationSpec(dtype=dtype, quant_min=info.min, quant_max=info.max, qscheme=qscheme,
-                            is_dynamic=is_dynamic, observer_or_fake_quant_ctr=observer.with_args(eps=2**-12))
+                            is_dynamic=is_dynamic, observer_or_fake_quant_ctr=ctr)
 
 
 def _weight(is_per_channel: bool, is_qat: bool) -> QuantizationSpec:
-    if is_per_channel:
-        observer = (FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
-                    if is_qat else _PerChannelMinMax)
-        qscheme = torch.per_channel_symmetric
+    observer = (MovingAveragePerChannelMinMaxObserver if is_qat else _PerChannelMinMax) if is_per_channel \
+        else (MovingAverageMinMaxObserver if is_qat else _MinMax)
+    qscheme = torch.per_channel_symmetric if is_per_channel else torch.per_tensor_symmetric
+    if is_qat:
+        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=observer, eps=2**-12, quant_min=-127,
+                                                      quant_max=127, dtype=torch.int8, qscheme=qscheme)
     else:
-        observer = (FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
-                    if is_qat else _MinMax)
-        qscheme = torch.per_tensor_symmetric
+        ctr = observer.with_args(eps=2**-12)
     return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=qscheme, ch_axis=0,
-                            is_dynamic=False, observer_or_fake_quant_ctr=observer.with_args(eps=2**-12))
+                            is_dynamic=False, observer_or_fake_quant_ctr=ctr)
 
 
 def get_symmetric_quantization_config(is_per_channel: bool = True, is_qat: bool = False,
