@@ -1,6 +1,10 @@
 """Op tables: indexing (GATHER), tensor factories, resize (RESIZE) and scaled_dot_product_attention (FP)
 vs eager on the TOSA reference model."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -26,6 +30,27 @@ class Fn(nn.Module):
 
     def forward(self, *xs):
         return self.fn(self, *xs)
+
+
+TOSA_OPT = Path(sys.executable).with_name("tosa-opt")
+
+
+def assert_valid_pro_fp(result, tmp_path: Path) -> None:
+    """Every delegate payload passes tosa-opt's strict TOSA 1.0 validation for the FP profile alone
+    (e.g. int32 RESHAPE/TILE of indices would need the INT profile)."""
+    ep = result.edge.exported_program()
+    payloads = [bytes(getattr(ep.graph_module, n.target).processed_bytes) for n in ep.graph.nodes
+                if n.op == "get_attr" and "lowered_module" in str(n.target)]
+    assert payloads
+    (tmp_path / "empty.mlir").write_text("")
+    for i, payload in enumerate(payloads):
+        graph = tmp_path / f"g{i}.tosa"
+        graph.write_bytes(payload)
+        run = subprocess.run([str(TOSA_OPT), f"--tosa-deserialize=tosa-flatbuffer-filename={graph}",
+                              str(tmp_path / "empty.mlir"),
+                              "--tosa-attach-target=specification_version=1.0 profiles=pro_fp level=8k",
+                              "--tosa-validate=strict-op-spec-alignment"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
 
 
 def conv(cin: int, cout: int) -> nn.Conv2d:
@@ -54,10 +79,11 @@ EMBEDDING = [
 
 
 @pytest.mark.parametrize("name,vocab,dim,ids", EMBEDDING, ids=[c[0] for c in EMBEDDING])
-def test_embedding_runtime_token_ids(name, vocab, dim, ids):
+def test_embedding_runtime_token_ids(name, vocab, dim, ids, tmp_path):
     """Token ids are a runtime input (int64 crosses the delegate boundary as INT32)."""
     result = check_lowering(Embed(vocab, dim), (ids,), case=name)
     assert result.report.delegates[0].ops.get("GATHER") == 1
+    assert_valid_pro_fp(result, tmp_path)
 
 
 INDEXING = [
@@ -76,8 +102,10 @@ INDEXING = [
 
 
 @pytest.mark.parametrize("name,fn,inputs", INDEXING, ids=[c[0] for c in INDEXING])
-def test_indexing(name, fn, inputs):
-    check_lowering(Fn(fn, i=torch.tensor([5, 1, 1, 0])), inputs, case=name)
+def test_indexing(name, fn, inputs, tmp_path):
+    result = check_lowering(Fn(fn, i=torch.tensor([5, 1, 1, 0])), inputs, case=name)
+    if name.startswith("index"):
+        assert_valid_pro_fp(result, tmp_path)
 
 
 def test_index_select_on_nhwc_value_adds_no_transpose():
@@ -117,9 +145,10 @@ RESIZE = [
 
 
 @pytest.mark.parametrize("name,kwargs,shape", RESIZE, ids=[c[0] for c in RESIZE])
-def test_resize(name, kwargs, shape):
+def test_resize(name, kwargs, shape, tmp_path):
     result = check_lowering(Fn(lambda s, x: F.interpolate(x, **kwargs)), (torch.randn(shape),), case=name)
     assert result.report.delegates[0].ops.get("RESIZE") == 1
+    assert_valid_pro_fp(result, tmp_path)
 
 
 def test_resize_between_convs_stays_nhwc():
@@ -199,8 +228,10 @@ ATTENTION = [
 
 
 @pytest.mark.parametrize("name,module,inputs", ATTENTION, ids=[c[0] for c in ATTENTION])
-def test_attention_kept_whole(name, module, inputs):
-    kept_whole(check_lowering(module, inputs, case=name, partitioner=keep_sdpa()))
+def test_attention_kept_whole(name, module, inputs, tmp_path):
+    result = check_lowering(module, inputs, case=name, partitioner=keep_sdpa())
+    kept_whole(result)
+    assert_valid_pro_fp(result, tmp_path)
 
 
 class SelfAttention(nn.Module):

@@ -118,7 +118,12 @@ class TOSAPartitioner(Partitioner):
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
 
     def transform_for_pre_decomposition(self, exported_program: ExportedProgram) -> ExportedProgram:
-        """Before exir decomposes: give each dequantize user its own copy (see duplicate_dequantize)."""
+        """Before exir decomposes: let families that are kept whole prepare the graph (e.g. SDPA), and
+        give each dequantize user its own copy (see duplicate_dequantize)."""
+        for entry in registry.entries():
+            prepare = entry.extra.get("prepare_preserve")
+            if entry.preserve and prepare is not None:
+                prepare(exported_program)
         if self.compile_spec.tosa_spec.support_integer():
             duplicate_dequantize(exported_program.graph)
             exported_program.graph_module.recompile()

@@ -59,12 +59,21 @@ def _indices(ctx: LoweringContext, index: Value, size: int, rows: int, wrap_nega
             raise UnsupportedModelError(f"index {int(bad[0])} is out of range for a dimension of size {size}; "
                                         "fix the constant indices in the model")
         return ctx.b.const(np.tile(data.numpy().astype(np.int32).reshape(1, width), (rows, 1)), DType.INT32)
+    if index.tensor.shape == (1, width) and rows == 1:
+        return index.tensor
+    # RESHAPE/TILE of int32 belong to the INT profile; an FP-only graph moves the indices as fp32
+    # (exact for any valid index: size <= 2^24) and casts back.
+    carrier = DType.INT32 if ctx.spec.support_integer() or size > _FP32_EXACT else DType.FP32
+    if index.tensor.dtype != carrier:
+        moved = ctx.b.op(Op.CAST, [index.tensor], index.tensor.shape, carrier)
+        index = Value(index.shape, index.dtype, tensor=moved, perm=index.perm)
     flat = ctx.tensor(ctx.reshape(index, (1, width)), layout.identity(2))
-    if flat.dtype != DType.INT32:
-        flat = ctx.b.op(Op.CAST, [flat], flat.shape, DType.INT32)
     if rows > 1:
-        flat = ctx.b.op(Op.TILE, [flat, ctx.b.shape_const([rows, 1])], [rows, width], DType.INT32)
-    return flat
+        flat = ctx.b.op(Op.TILE, [flat, ctx.b.shape_const([rows, 1])], [rows, width], carrier)
+    return flat if carrier == DType.INT32 else ctx.b.op(Op.CAST, [flat], flat.shape, DType.INT32)
+
+
+_FP32_EXACT = 1 << 24  # every integer up to this is exact in fp32
 
 
 def gather_dim(ctx: LoweringContext, x: Value, dim: int, index: Value, wrap_negative: bool = False) -> Value:

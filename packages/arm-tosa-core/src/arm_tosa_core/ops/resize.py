@@ -120,6 +120,8 @@ def axis_params(target, in_size: int, out_size: int, scale: float | None, align:
     bilinear = target in _BILINEAR
     mode = "bilinear" if bilinear else "nearest" if "exact" not in str(target) else "exact"
     expected = _torch_weights(target, in_size, out_size, scale, align)
+    if expected.shape != (out_size, in_size):  # the scale does not give the traced size
+        return None
     for n, d, offset in _candidates(mode, in_size, out_size, scale, align):
         border = (out_size - 1) * d - (in_size - 1) * n + offset
         if not _within_limits(n, d, offset, border):
