@@ -161,6 +161,14 @@ def _tensor_metas(node: Node) -> list[tuple[str, Any]]:
     return [(w, v) for w, v in metas if isinstance(v, torch.Tensor)]
 
 
+def _activation_dtype(node: Node):
+    """The integer type of a quantized node's activations (from the dequantize feeding it)."""
+    for arg in node.all_input_nodes:
+        if "dequantize_per_tensor" in str(arg.target) and len(arg.args) >= 6:
+            return arg.args[5]
+    return None
+
+
 def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     """Why `node` cannot be lowered for `spec`, in words; None when it can."""
     entry = lookup(node.target)
@@ -180,6 +188,9 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         reason = entry.int_path()
         if reason:
             return reason
+        if _activation_dtype(node) == torch.int16 and not entry.extra.get("int16", entry.quant in (
+                Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)):
+            return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers

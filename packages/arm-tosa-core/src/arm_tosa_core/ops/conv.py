@@ -23,6 +23,12 @@ def _conv_support(node: Node, spec) -> str | None:
     x, weight = node.args[0], node.args[1]
     transposed, groups = node.args[6], node.args[8]
     rank = x.meta["val"].dim()
+    if node.meta.get("arm_quantized") and (rank == 3 or groups not in (1, x.meta["val"].shape[1])):
+        from ..registry import _activation_dtype
+
+        if _activation_dtype(node) == torch.int16:
+            return ("1-d or grouped convolution with int16 activations is not lowered (it would reshape or "
+                    "concatenate the INT48 accumulator)")
     if rank not in (3, 4):
         return f"{rank - 2}-d convolution is not lowered (only 1-d and 2-d)"
     if transposed:
@@ -67,7 +73,7 @@ def _weight_axis(node: Node) -> int:
 
 @register_op("convolution", [aten.convolution.default], support=_conv_support, quant=Quant.WEIGHTED,
              quant_aliases=[aten.conv2d.default, aten.conv1d.default, aten.conv_transpose2d.input],
-             weight_axis=_weight_axis)
+             weight_axis=_weight_axis, int16=True)
 def lower_convolution(ctx: LoweringContext, node: Node) -> Value:
     x, w, bias = ctx.val(node.args[0]), ctx.val(node.args[1]), node.args[2]
     stride, padding, dilation, transposed, out_pad, groups = node.args[3:9]

@@ -221,7 +221,9 @@ def lower_add_sub_int(ctx: LoweringContext, node: Node) -> Value:
     target = aten_target(node.target)
     if arg(node, 2, "alpha", 1) != 1 or target is aten.rsub.Scalar:
         raise ValueError("quantized add/sub with alpha or rsub is not lowered")
-    (a, b), unit = _int32_operands(ctx, node, lambda s: max(s) / _ADD_HEADROOM)
+    wide = any(ctx.val(a).qparams and ctx.val(a).qparams.dtype == torch.int16 for a in node.args[:2])
+    headroom = 2**13 if wide else _ADD_HEADROOM  # int16 codes need 17 bits: keep the sum inside int32
+    (a, b), unit = _int32_operands(ctx, node, lambda s: max(s) / headroom)
     shape, _ = ctx.out_meta(node)
     (ta, tb), perm = ctx.broadcast([a, b], len(shape), DType.INT32)
     op = Op.ADD if target in (aten.add.Tensor, aten.add.Scalar) else Op.SUB

@@ -1,0 +1,80 @@
+"""Shared pieces of the arm-vgf flow tests: module wrappers, lowering and error measures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
+from arm_tosa_core.testing import lower, max_relative_error
+from arm_vgf import VgfCompileSpec, VgfPartitioner
+from torch import nn
+
+
+class Fn(nn.Module):
+    """A function of the inputs (and optional constant buffers) as a module."""
+
+    def __init__(self, fn, **buffers: torch.Tensor) -> None:
+        super().__init__()
+        self.fn = fn
+        for k, v in buffers.items():
+            self.register_buffer(k, v)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
+def randomized(module: nn.Module, seed: int = 0) -> nn.Module:
+    """Non-trivial affine parameters (norm layers start at ones/zeros)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.5 + 1.0)
+    return module.eval()
+
+
+def lower_vgf(module: nn.Module, inputs: Sequence[torch.Tensor], spec: VgfCompileSpec | None = None,
+              partitioner: VgfPartitioner | None = None):
+    """export + to_edge_transform_and_lower with VgfPartitioner (default spec unless given).
+
+    Pass modules in eval mode (exported, quantized models cannot switch modes)."""
+    return lower(module, inputs, partitioner or VgfPartitioner(spec or VgfCompileSpec()))
+
+
+def lower_tosa(module: nn.Module, inputs: Sequence[torch.Tensor], spec: str):
+    """The same module lowered for the TOSA reference model."""
+    return lower(module, inputs, TOSAPartitioner(TosaCompileSpec(spec)))
+
+
+def relative_error(actual: Any, expected: Any) -> tuple[float, float]:
+    """(max abs error / max |expected|, max |expected|) over all output tensors."""
+    err, mag = max_relative_error(actual, expected)
+    return err / max(mag, 1e-12), mag
+
+
+def payloads(edge) -> list[tuple[str, bytes]]:
+    """(backend id, processed bytes) of every delegate in a lowered program, in graph order."""
+    ep = edge.exported_program()
+    out = []
+    for node in ep.graph.nodes:
+        if node.op == "get_attr" and str(node.target).startswith("lowered_module"):
+            lm = getattr(ep.graph_module, node.target)
+            out.append((lm.backend_id, bytes(lm.processed_bytes)))
+    return out
+
+
+def run_on_kept_tosa(program, inputs: Sequence[torch.Tensor], intermediate_dir) -> Any:
+    """Run a VGF program with each delegate replaced by the TOSA graph VgfBackend kept beside its
+    VGF in `intermediate_dir` (`partition_<n>.tosa` / `partition_<n>.vgf`), on the reference model."""
+    from pathlib import Path
+
+    from arm_tosa_core.reference import run_program, run_tosa
+
+    kept = {p.read_bytes(): p.with_suffix(".tosa").read_bytes()
+            for p in Path(intermediate_dir).glob("partition_*.vgf")}
+
+    def runner(backend_id, processed, compile_specs, ins):
+        return run_tosa(kept[bytes(processed)], ins)
+
+    return run_program(program, inputs, runner)
