@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
 from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
 from arm_tosa_core.testing import lower, max_relative_error
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 
 def quantize(module, inputs, spec="TOSA-1.0+INT", config=None, quantizer=None, calibration=None):

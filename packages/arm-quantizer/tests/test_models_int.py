@@ -8,9 +8,10 @@ fake-quantized model.
 
 import pytest
 import torch
+from quant_harness import check_int
+
 from arm_tosa_core import run_on_reference_model
 from arm_tosa_core.example_models import get_example
-from quant_harness import check_int
 
 
 def sqnr(signal: torch.Tensor, approx: torch.Tensor) -> float:

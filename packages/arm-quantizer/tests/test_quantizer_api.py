@@ -2,8 +2,6 @@
 
 import pytest
 import torch
-from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
-from arm_tosa_core.testing import lower
 from quant_harness import check_int, output_scales, quantize
 from torch import nn
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, prepare_qat_pt2e
@@ -14,6 +12,8 @@ from arm_quantizer import (
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
+from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
+from arm_tosa_core.testing import lower
 
 INT = TosaCompileSpec("TOSA-1.0+INT")
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from arm_tosa_core.example_models import EXAMPLE_MODELS, ExampleModel, get_example
 
 # Small sizes keep the suite fast; the default sizes are checked for shape only on the cheap models.

@@ -7,8 +7,9 @@ exercises a family's variants: exir's per-lowering overhead dominates the run ti
 import pytest
 import torch
 import torch.nn.functional as F
-from arm_tosa_core.testing import check_lowering
 from torch import nn
+
+from arm_tosa_core.testing import check_lowering
 
 torch.manual_seed(0)
 

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from arm_tosa_core import registry
 from arm_tosa_core.compile_spec import TosaCompileSpec
 from arm_tosa_core.ops import attention
 from arm_tosa_core.partitioner import TOSAPartitioner
 from arm_tosa_core.testing import check_lowering, lower
-from torch import nn
 
 torch.manual_seed(0)
 FP = TosaCompileSpec("TOSA-1.0+FP").tosa_spec

@@ -2,8 +2,9 @@
 
 import pytest
 import torch
-from arm_tosa_core.testing import check_lowering
 from torch import nn
+
+from arm_tosa_core.testing import check_lowering
 
 torch.manual_seed(0)
 

@@ -14,7 +14,6 @@ import executorch.kernels.quantized  # noqa: F401  (out variants to_executorch n
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines quantized_decomposed ops)
-from arm_tosa_core.pte_interpreter import DelegateInfo, list_delegates, run_pte
 from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
 from executorch.exir._serialize._flatbuffer_program import _flatbuffer_to_program
 from executorch.exir._serialize._program import (
@@ -31,6 +30,8 @@ from executorch.runtime import Runtime
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.library import Library, impl, register_fake
+
+from arm_tosa_core.pte_interpreter import DelegateInfo, list_delegates, run_pte
 
 ATOL = 1e-5
 

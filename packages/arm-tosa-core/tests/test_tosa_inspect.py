@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tosa_reference_model
 import tosa_serializer as ts
+
 from arm_tosa_core.tosa_inspect import tosa_op_counts, tosa_summary
 
 

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
+from vgf_flow_helpers import Fn, lower_tosa, lower_vgf, payloads, relative_error
+
 from arm_tosa_core import (
     ReferenceModelError,
     TosaCompileSpec,
@@ -23,8 +26,6 @@ from arm_vgf import (
     read_vgf,
     run_on_vulkan,
 )
-from torch import nn
-from vgf_flow_helpers import Fn, lower_tosa, lower_vgf, payloads, relative_error
 
 
 def test_compile_spec_defaults_and_encoding():

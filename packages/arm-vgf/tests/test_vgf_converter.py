@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 import vgf_test_graphs as graphs
+
 from arm_vgf.converter import VgfConversionError, convert_tosa_to_vgf
 from arm_vgf.vgf_file import read_vgf
 

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import vgf_test_graphs as graphs
+
 from arm_vgf.converter import convert_tosa_to_vgf
 from arm_vgf.vgf_file import VgfFormatError, describe_vgf
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from arm_vgf import environment, vulkan_probe
 from arm_vgf.environment import LAYER_NAMES, layer_environment, validate_environment, vulkan_env
 

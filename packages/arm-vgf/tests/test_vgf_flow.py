@@ -9,6 +9,10 @@ import executorch.kernels.quantized  # noqa: F401  (out variants to_executorch n
 import numpy as np
 import pytest
 import torch
+from torch import nn
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from vgf_flow_helpers import Fn, lower_tosa, lower_vgf, payloads, randomized, relative_error
+
 from arm_quantizer import get_symmetric_quantization_config
 from arm_tosa_core import partition_report, run_on_reference_model
 from arm_vgf import (
@@ -19,9 +23,6 @@ from arm_vgf import (
     run_on_vulkan,
     run_vgf,
 )
-from torch import nn
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-from vgf_flow_helpers import Fn, lower_tosa, lower_vgf, payloads, randomized, relative_error
 
 torch.manual_seed(0)
 

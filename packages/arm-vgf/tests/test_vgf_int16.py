@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tosa_serializer as ts
 import vgf_test_graphs as graphs
+
 from arm_vgf import convert_tosa_to_vgf, run_vgf
 
 DType, Op = ts.DType, ts.Op

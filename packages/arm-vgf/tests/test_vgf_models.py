@@ -2,10 +2,11 @@
 
 import pytest
 import torch
+from vgf_flow_helpers import lower_vgf, payloads, relative_error, run_on_kept_tosa
+
 from arm_tosa_core import partition_report
 from arm_tosa_core.example_models import get_example
 from arm_vgf import VgfCompileSpec, read_vgf, run_on_vulkan
-from vgf_flow_helpers import lower_vgf, payloads, relative_error, run_on_kept_tosa
 
 # MobileNetV2 (conv/depthwise/ReLU6/residual/pooling/linear) and a Llama block (RMSNorm, rotary
 # embedding, attention, SiLU MLP); each lowering costs ~5-10 s of exir time on 2 cores.

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import vgf_test_graphs as graphs
+
 from arm_vgf.converter import convert_tosa_to_vgf
 from arm_vgf.vulkan_runner import prepare_vgf, run_vgf, time_vgf
 

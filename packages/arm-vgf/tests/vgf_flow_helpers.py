@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch import nn
+
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
 from arm_tosa_core.testing import lower, max_relative_error
 from arm_vgf import VgfCompileSpec, VgfPartitioner
-from torch import nn
 
 
 class Fn(nn.Module):

@@ -11,13 +11,14 @@ import operator
 from collections.abc import Callable
 
 import torch
-from arm_tosa_core.registry import OpEntry, Quant, quant_lookup
 from torch.fx import Node
 from torchao.quantization.pt2e.quantizer import (
     DerivedQuantizationSpec,
     QuantizationAnnotation,
     SharedQuantizationSpec,
 )
+
+from arm_tosa_core.registry import OpEntry, Quant, quant_lookup
 
 from .config import QuantizationConfig
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
-from arm_tosa_core import TosaCompileSpec
-from arm_tosa_core.registry import quant_lookup
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer import Quantizer
+
+from arm_tosa_core import TosaCompileSpec
+from arm_tosa_core.registry import quant_lookup
 
 from .annotator import annotate_graph
 from .config import QuantizationConfig, get_symmetric_quantization_config

@@ -12,11 +12,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from arm_tosa_core import backend as core_backend
-from arm_tosa_core.reference import register_opaque_payload
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
+
+from arm_tosa_core import backend as core_backend
+from arm_tosa_core.reference import register_opaque_payload
 
 from .converter import VgfConversionError, convert_tosa_to_vgf
 

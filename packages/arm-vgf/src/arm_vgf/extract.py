@@ -15,10 +15,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from arm_tosa_core import TosaCompileSpec
-from arm_tosa_core.pte_interpreter import list_delegates
 from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
+
+from arm_tosa_core import TosaCompileSpec
+from arm_tosa_core.pte_interpreter import list_delegates
 
 from .backend import BACKEND_ID
 from .vgf_file import describe_vgf

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from arm_tosa_core import TosaCompileSpec
 from arm_tosa_core.reference import run_delegate, run_program
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from arm_tosa_core import TOSAPartitioner, registry
 from torch.fx import Node
 from torch.fx.passes.operator_support import OperatorSupportBase
+
+from arm_tosa_core import TOSAPartitioner, registry
 
 from .compile_spec import VgfCompileSpec
 

@@ -20,7 +20,7 @@ NHWC = layout.NCHW_TO_NHWC
 
 
 def _conv_support(node: Node, spec) -> str | None:
-    x, weight = node.args[0], node.args[1]
+    x = node.args[0]
     transposed, groups = node.args[6], node.args[8]
     rank = x.meta["val"].dim()
     if node.meta.get("arm_quantized") and (rank == 3 or groups not in (1, x.meta["val"].shape[1])):
