@@ -1,8 +1,9 @@
 """Shared fixtures for the arm-ethosu tests.
 
-``tosa_graphs.py`` is registered under the unique module name ``arm_ethosu_test_graphs`` (not
-put on sys.path), so it cannot collide with another package's test helpers or with the generic
-top-level modules tosa-tools installs.
+``tosa_graphs.py`` and ``ethosu_flow.py`` are registered under the unique module names
+``arm_ethosu_test_graphs`` and ``arm_ethosu_test_flow`` (not put on sys.path), so they cannot
+collide with another package's test helpers or with the generic top-level modules tosa-tools
+installs.
 """
 
 import importlib.util
@@ -12,13 +13,12 @@ from pathlib import Path
 import pytest
 
 _NAME = "arm_ethosu_test_graphs"
-if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        _NAME, Path(__file__).with_name("tosa_graphs.py")
-    )
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules[_NAME] = _module
-    _spec.loader.exec_module(_module)
+for _name, _file in ((_NAME, "tosa_graphs.py"), ("arm_ethosu_test_flow", "ethosu_flow.py")):
+    if _name not in sys.modules:
+        _spec = importlib.util.spec_from_file_location(_name, Path(__file__).with_name(_file))
+        _module = importlib.util.module_from_spec(_spec)
+        sys.modules[_name] = _module
+        _spec.loader.exec_module(_module)
 
 TARGETS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
 

@@ -5,6 +5,7 @@ import struct
 import arm_ethosu_test_graphs as graphs
 import numpy as np
 import pytest
+
 from arm_ethosu.binstream import (
     BinStreamError,
     append_block,

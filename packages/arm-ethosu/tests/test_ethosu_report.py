@@ -4,10 +4,11 @@ import json
 
 import arm_ethosu_test_graphs as graphs
 import pytest
+from PIL import Image
+
 from arm_ethosu import vela_config as vc
 from arm_ethosu.report import EthosUReport, MemoryBudgetError, check_memory_budget
 from arm_ethosu.vela_runner import compile_with_vela
-from PIL import Image
 
 TINY_INI = """
 [System_Config.My_Sys]

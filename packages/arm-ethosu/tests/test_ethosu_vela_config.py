@@ -4,9 +4,10 @@ import contextlib
 import io
 
 import pytest
-from arm_ethosu import vela_config as vc
 from ethosu.vela import vela
 from ethosu.vela.architecture_features import Accelerator
+
+from arm_ethosu import vela_config as vc
 
 TINY_INI = """
 [System_Config.My_Sys]

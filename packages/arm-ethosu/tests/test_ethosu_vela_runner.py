@@ -5,8 +5,9 @@ import shlex
 import arm_ethosu_test_graphs as graphs
 import numpy as np
 import pytest
-from arm_ethosu.vela_runner import VelaCompileError, compile_with_vela
 from ethosu.vela import vela
+
+from arm_ethosu.vela_runner import VelaCompileError, compile_with_vela
 
 TARGETS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
 # graph -> (input shapes, output shape, MACs computed by hand)

@@ -1,6 +1,6 @@
 """The Ethos-U delegate payload ("vela bin stream"): build it from a vela result, parse it back.
 
-Layout (all integers little-endian; BINSTREAM.md has the byte-by-byte description):
+Layout (all integers little-endian; the package README has the byte-by-byte description):
 
     block  = name[16] (ASCII, NUL-padded, <= 15 chars) | u32 size | 12 reserved zero bytes
              | data[size] | zero padding to a multiple of 16

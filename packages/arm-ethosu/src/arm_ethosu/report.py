@@ -45,6 +45,7 @@ class PartitionReport:
     scratch_size: int
     scratch_fast_size: int
     layers: list[dict[str, int | float | str]] = field(default_factory=list)
+    vela_seconds: float = 0.0  # wall time of the vela compile (set by EthosUBackend)
 
     @classmethod
     def from_vela(cls, result: VelaResult, name: str = "partition_0") -> PartitionReport:

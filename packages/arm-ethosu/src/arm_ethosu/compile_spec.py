@@ -1,0 +1,186 @@
+"""EthosUCompileSpec: what an Ethos-U compile targets, checked against vela's own configuration.
+
+The spec is a `TosaCompileSpec` whose TOSA specification is implied by the target: "TOSA-1.0+INT"
+for every Ethos-U, plus the core's "u55" pseudo-extension (the operator subset Ethos-U55 and U65
+run) for those two families. Everything vela needs travels to `EthosUBackend` in the "ethosu" entry
+of the compile-spec payload (see `TosaCompileSpec.to_list`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from arm_tosa_core import TosaCompileSpec
+
+from . import vela_config
+from .vela_config import MemoryLimits
+from .vela_runner import _check_extra_flags
+
+#: How the bundled vela configuration is named in vela's documentation and in this API.
+BUNDLED_INI_NAME = "Arm/vela.ini"
+
+
+def implied_tosa_spec(target: str) -> str:
+    """The TOSA specification an Ethos-U target runs: INT, with the U55/U65 subset where it applies."""
+    family = vela_config.family(target)
+    return "TOSA-1.0+INT+u55" if family in ("U55", "U65") else "TOSA-1.0+INT"
+
+
+def resolve_config_ini(config_ini: str | Path | None) -> Path | None:
+    """None for vela's bundled Arm/vela.ini, else the absolute path of a custom .ini file.
+
+    "Arm/vela.ini" (and any other name of a file under vela's own ``config_files`` folder) means the
+    file vela ships; any other value is a path to a file of yours.
+    """
+    if config_ini is None or str(config_ini) == BUNDLED_INI_NAME:
+        return None
+    text = str(config_ini)
+    bundled = vela_config.BUNDLED_CONFIG.parent.parent / text
+    if not Path(text).expanduser().exists() and bundled.is_file():
+        return bundled.resolve()
+    return vela_config.resolve_config_path(text)
+
+
+def normalize_extra_flags(extra_flags: str | Sequence[str] | None) -> list[str]:
+    """Extra vela command-line flags as a list.
+
+    A string is split like a shell would ("--optimise Size"), as the older documentation passed them.
+    `--output-format=raw` is dropped (the backend always asks vela for raw output); other flags the
+    backend sets itself (--accelerator-config, --system-config, ...) raise ValueError.
+    """
+    if extra_flags is None:
+        return []
+    if isinstance(extra_flags, str):
+        flags = shlex.split(extra_flags)
+    elif isinstance(extra_flags, Sequence):
+        flags = [str(f) for f in extra_flags]
+    else:
+        raise TypeError(f"extra_flags must be a string or a list of strings, not {type(extra_flags).__name__}")
+    out: list[str] = []
+    i = 0
+    while i < len(flags):
+        flag = flags[i]
+        if flag == "--output-format=raw":
+            i += 1
+            continue
+        if flag == "--output-format" and i + 1 < len(flags) and flags[i + 1] == "raw":
+            i += 2
+            continue
+        out.append(flag)
+        i += 1
+    try:
+        return _check_extra_flags(out)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; pass them as EthosUCompileSpec arguments (target=, system_config=, "
+                         "memory_mode=, config_ini=)") from None
+
+
+class EthosUCompileSpec(TosaCompileSpec):
+    """Compile for an Arm Ethos-U NPU through vela.
+
+    `target` is a vela accelerator name (ethos-u55-{32,64,128,256}, ethos-u65-{256,512},
+    ethos-u85-{128,...,2048}); `system_config` and `memory_mode` are sections of `config_ini`
+    (default: the family's defaults from vela's bundled Arm/vela.ini). Invalid names raise
+    ValueError listing the valid ones. `extra_flags` are passed to vela as they are.
+
+        spec = EthosUCompileSpec("ethos-u55-128").dump_intermediate_artifacts_to("out/")
+    """
+
+    output_format = "vela"
+
+    def __init__(self, target: str = "ethos-u55-128", system_config: str | None = None,
+                 memory_mode: str | None = None, extra_flags: str | Sequence[str] | None = None,
+                 config_ini: str | Path | None = BUNDLED_INI_NAME) -> None:
+        ini = resolve_config_ini(config_ini)
+        self.limits: MemoryLimits = vela_config.validate(target, system_config, memory_mode, ini)
+        self.target = target
+        self.system_config = self.limits.system_config
+        self.memory_mode = self.limits.memory_mode
+        self.config_ini = ini  # None: vela's bundled Arm/vela.ini
+        self.extra_flags = normalize_extra_flags(extra_flags)
+        self.sram_limit_bytes: int | None = None
+        self.weight_limit_bytes: int | None = None
+        self.tosa_graph_in_payload = True
+        super().__init__(implied_tosa_spec(target))
+
+    @property
+    def family(self) -> str:
+        """"U55", "U65" or "U85"."""
+        return vela_config.family(self.target)
+
+    def set_memory_limit(self, sram_bytes: int | None = None,
+                         weight_bytes: int | None = None) -> EthosUCompileSpec:
+        """Fail the compile when a partition needs more SRAM than `sram_bytes` (what your board gives
+        the NPU) or more weight storage than `weight_bytes`; returns self so calls chain."""
+        for name, value in (("sram_bytes", sram_bytes), ("weight_bytes", weight_bytes)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive number of bytes or None, got {value!r}")
+        self.sram_limit_bytes, self.weight_limit_bytes = sram_bytes, weight_bytes
+        return self
+
+    def include_tosa_graph(self, include: bool = True) -> EthosUCompileSpec:
+        """Keep (default) or drop the TOSA graph stored after the bin stream's end marker.
+
+        The device never reads it; it is what `run_on_reference_model` runs on the host. Dropping it
+        roughly halves the .pte (the graph holds the weights once more); returns self.
+        """
+        self.tosa_graph_in_payload = bool(include)
+        return self
+
+    def _extra_specs(self) -> dict:
+        return {"ethosu": {
+            "target": self.target,
+            "system_config": self.system_config,
+            "memory_mode": self.memory_mode,
+            "config_ini": None if self.config_ini is None else str(self.config_ini),
+            "extra_flags": list(self.extra_flags),
+            "sram_limit_bytes": self.sram_limit_bytes,
+            "weight_limit_bytes": self.weight_limit_bytes,
+            "tosa_graph": self.tosa_graph_in_payload,
+        }}
+
+    def __repr__(self) -> str:
+        ini = "" if self.config_ini is None else f", config_ini={str(self.config_ini)!r}"
+        flags = f", extra_flags={self.extra_flags!r}" if self.extra_flags else ""
+        return (f"EthosUCompileSpec({self.target!r}, system_config={self.system_config!r}, "
+                f"memory_mode={self.memory_mode!r}{flags}{ini})")
+
+
+class ArmCompileSpecBuilder:
+    """The builder of the older documentation, kept so code written against it runs unchanged.
+
+        spec = ArmCompileSpecBuilder().ethosu_compile_spec("ethos-u55-128",
+                   system_config="Ethos_U55_High_End_Embedded", memory_mode="Shared_Sram",
+                   extra_flags="--output-format=raw").build()
+    """
+
+    def __init__(self) -> None:
+        self._args: dict | None = None
+        self._intermediate_path: str | Path | None = None
+        self._debug_mode: str | None = None
+
+    def ethosu_compile_spec(self, target: str, system_config: str | None = None,
+                            memory_mode: str | None = None,
+                            extra_flags: str | Sequence[str] | None = None,
+                            config_ini: str | Path | None = BUNDLED_INI_NAME) -> ArmCompileSpecBuilder:
+        """Choose an Ethos-U target (validated now, so mistakes surface at this line)."""
+        EthosUCompileSpec(target, system_config, memory_mode, extra_flags, config_ini)
+        self._args = {"target": target, "system_config": system_config, "memory_mode": memory_mode,
+                      "extra_flags": extra_flags, "config_ini": config_ini}
+        return self
+
+    def dump_intermediate_artifacts_to(self, path: str | Path | None) -> ArmCompileSpecBuilder:
+        self._intermediate_path = path
+        return self
+
+    def dump_debug_info(self, mode: str | None = "json") -> ArmCompileSpecBuilder:
+        self._debug_mode = mode
+        return self
+
+    def build(self) -> EthosUCompileSpec:
+        if self._args is None:
+            raise ValueError("call .ethosu_compile_spec(target, ...) before .build()")
+        spec = EthosUCompileSpec(**self._args).dump_intermediate_artifacts_to(self._intermediate_path)
+        return spec.dump_debug_info(self._debug_mode) if self._debug_mode else spec

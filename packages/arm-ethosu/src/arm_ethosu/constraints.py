@@ -1,0 +1,239 @@
+"""What vela 5.2 compiles per Ethos-U family, checked on torch nodes before they are delegated.
+
+vela has no CPU fallback for TOSA input: one operator it cannot place fails the whole compile. So
+every rule here keeps a node on the CPU that would make vela fail, with the reason in words.
+
+Sources: vela's own operator report (`vela --supported-ops-report`, sections "Ethos-U55 and Ethos-U65
+TOSA" and "Ethos-U85 TOSA"), narrowed by compiling the core's INT graphs with vela 5.2 for
+ethos-u55-128, ethos-u65-256 and ethos-u85-256 (the per-family tests keep one case per rule).
+Where vela does better than its report (it decomposes pooling strides > 3, and regular convolutions
+whose kernel equals their stride), the rules follow what vela does.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+from torch.fx import Node
+
+from arm_tosa_core.registry import aten_target, lookup
+
+aten = torch.ops.aten
+
+#: vela's tensor-axis limit: channels (and the axes a TRANSPOSE moves) must fit 16 bits.
+AXIS_LIMIT = 65536
+MAX_STRIDE_U55 = 3
+MAX_PADDED_AVG_KERNEL_U55 = 8
+
+# Families (op-registry names) whose TOSA operators are not in the U55/U65 set, with the operator.
+_U55_MISSING = {
+    "compare": "EQUAL/GREATER/GREATER_EQUAL",
+    "ne": "EQUAL",
+    "logical": "LOGICAL_AND/OR/XOR/NOT",
+    "where": "SELECT",
+    "any_all": "REDUCE_ANY/REDUCE_ALL",
+    "embedding": "GATHER",
+    "index_select": "GATHER",
+    "index_tensor": "GATHER",
+}
+_TRANSPOSING = {"permute", "transpose"}
+
+
+def _val(node) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, Node) else None
+    if isinstance(val, (tuple, list)):
+        val = val[0] if val else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _tensors(node: Node) -> list[tuple[str, torch.Tensor]]:
+    out = [(f"input {a.name}", _val(a)) for a in node.all_input_nodes]
+    val = node.meta.get("val")
+    for i, v in enumerate(val if isinstance(val, (tuple, list)) else [val]):
+        out.append((f"output {i}", v))
+    return [(w, v) for w, v in out if isinstance(v, torch.Tensor)]
+
+
+def _is_constant(node) -> bool:
+    """A parameter/buffer/lifted constant, or its quantize/dequantize (the core folds them)."""
+    if not isinstance(node, Node):
+        return False
+    if node.op == "placeholder":
+        return bool(node.meta.get("arm_constant"))
+    if node.op == "get_attr":
+        return True
+    if node.op == "call_function" and "quantize" in str(node.target) and node.args:
+        return _is_constant(node.args[0])
+    return False
+
+
+def _quant_dtype(node) -> torch.dtype | None:
+    """The integer type a quantized operand is carried in (from its dequantize node), if any."""
+    if isinstance(node, Node) and node.op == "call_function" and "dequantize" in str(node.target):
+        dtype = node.args[5] if len(node.args) > 5 else node.kwargs.get("dtype")
+        if "per_channel" in str(node.target):
+            dtype = node.args[6] if len(node.args) > 6 else node.kwargs.get("dtype")
+        return dtype if isinstance(dtype, torch.dtype) else None
+    return None
+
+
+def transposable(shape: tuple[int, ...]) -> bool:
+    """Whether vela's U55/U65 TRANSPOSE takes a tensor of this shape (int8/int16, any permutation).
+
+    Its rule: with every axis outside the innermost three equal to 1, each of those three may be up
+    to 2^16; otherwise the product of any rank-2 axes must be at most 2^16.
+    """
+    if len(shape) < 3:
+        return all(d <= AXIS_LIMIT for d in shape)
+    if all(d == 1 for d in shape[:-3]):
+        return all(d <= AXIS_LIMIT for d in shape[-3:])
+    from itertools import combinations
+
+    return all(_prod(c) <= AXIS_LIMIT for c in combinations(shape, len(shape) - 2))
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+# -- rules for every family -------------------------------------------------------------------
+def _channels(node: Node, family: str) -> str | None:
+    """Convolution/linear channels must fit vela's 16-bit channel axis."""
+    target = aten_target(node.target)
+    if target in (aten.convolution.default, aten.linear.default) and len(node.args) > 1:
+        w = _val(node.args[1])
+        if w is not None and w.dim() >= 2:
+            transposed = target is aten.convolution.default and bool(node.args[6])
+            groups = int(node.args[8]) if target is aten.convolution.default else 1
+            cin = w.shape[0] * groups if transposed else w.shape[1] * groups
+            cout = w.shape[1] if transposed else w.shape[0]
+            for what, c in (("input", cin), ("output", cout)):
+                if c > AXIS_LIMIT:
+                    return f"{c} {what} channels; vela allows at most {AXIS_LIMIT}"
+    return None
+
+
+# -- Ethos-U55 / U65 ----------------------------------------------------------------------------
+def _u55_operator_set(node: Node, family: str) -> str | None:
+    entry = lookup(node.target)
+    if entry is not None and entry.name in _U55_MISSING:
+        return (f"{entry.name} lowers to TOSA {_U55_MISSING[entry.name]}, which Ethos-U55/U65 do "
+                "not run")
+    for where, t in _tensors(node):
+        if t.dtype == torch.bool:
+            return f"{where} is boolean; Ethos-U55/U65 have no boolean operations"
+    return None
+
+
+def _u55_dtypes(node: Node, family: str) -> str | None:
+    entry = lookup(node.target)
+    if entry is None:
+        return None
+    if entry.name == "amax_amin":
+        dtypes = {t.dtype for _, t in _tensors(node)}
+        if dtypes - {torch.int8, torch.int16, torch.float32}:
+            return "REDUCE_MAX/MIN on Ethos-U55/U65 takes int8 or int16 only"
+    if entry.name == "matmul" and node.meta.get("arm_quantized"):
+        for arg in node.all_input_nodes:
+            dt = _quant_dtype(arg)
+            if dt is not None and dt != torch.int8:
+                return f"MATMUL on Ethos-U55/U65 takes int8 operands, not {dt}"
+    if entry.name in _TRANSPOSING:
+        val = _val(node.args[0])
+        if val is not None and val.dtype == torch.int32 and val.dim() > 4:
+            return f"an int32 TRANSPOSE of rank {val.dim()} (Ethos-U55/U65 allow rank <= 4 for int32)"
+    return None
+
+
+def _u55_shapes(node: Node, family: str) -> str | None:
+    """Layout changes (NCHW <-> NHWC) become TRANSPOSE operators wherever a value needs them
+    (constants are permuted when lowering, so only run-time values count)."""
+    values = [(f"input {a.name}", _val(a)) for a in node.all_input_nodes if not _is_constant(a)]
+    values += [(w, t) for w, t in _tensors(node) if w.startswith("output")]
+    for where, t in values:
+        if t is None:
+            continue
+        if t.dim() >= 3 and not transposable(tuple(t.shape)):
+            return (f"{where} has shape {tuple(t.shape)}, too large for the Ethos-U55/U65 TRANSPOSE "
+                    f"(axes beyond {AXIS_LIMIT} elements)")
+    return None
+
+
+def _u55_convolution(node: Node, family: str) -> str | None:
+    if aten_target(node.target) is not aten.convolution.default:
+        return None
+    x, w = _val(node.args[0]), _val(node.args[1])
+    if x is None or w is None:
+        return None
+    stride, padding, dilation, transposed, _, groups = node.args[3:9]
+    kernel = list(w.shape[2:])
+    if transposed:
+        return _u55_transpose_conv(list(stride), kernel, list(x.shape[2:]))
+    if all(s <= MAX_STRIDE_U55 for s in stride):
+        return None
+    depthwise = groups > 1 and groups == x.shape[1]
+    patchify = (list(stride) == kernel and all(p == 0 for p in padding)
+                and all(d == 1 for d in dilation))
+    if patchify and not depthwise:
+        return None  # vela rewrites a kernel == stride convolution without padding
+    kind = "depthwise convolution" if depthwise else "convolution"
+    return (f"{kind} stride {list(stride)}; Ethos-U55/U65 allow strides up to {MAX_STRIDE_U55}"
+            + ("" if depthwise else " (or kernel == stride without padding)"))
+
+
+def _u55_transpose_conv(stride: list[int], kernel: list[int], in_hw: list[int]) -> str | None:
+    if stride in ([1, 1], [2, 2]):
+        return None
+    if stride == [1, 2] and in_hw[0] == 1 and kernel[0] == 1:
+        return None
+    if stride == [2, 1] and in_hw[1] == 1 and kernel[1] == 1:
+        return None
+    return (f"transposed convolution stride {stride}; Ethos-U55/U65 take (1,1), (2,2), and (1,2) or "
+            "(2,1) only when the input and kernel are 1 along the stride-1 axis")
+
+
+def _u55_avg_pool(node: Node, family: str) -> str | None:
+    """AVG_POOL2D with TOSA padding takes kernels up to 8 on U55/U65. The core pads explicitly (a
+    zero PAD, then an unpadded pool) for count_include_pad=True, so only excluded padding (and
+    ceil_mode's overhang) reaches the pool's own padding."""
+    if aten_target(node.target) is not aten.avg_pool2d.default:
+        return None
+
+    def arg(i: int, name: str, default):
+        return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
+
+    kernel = list(arg(1, "kernel_size", [1, 1]))
+    kernel = kernel * 2 if len(kernel) == 1 else kernel
+    padding = arg(3, "padding", [0, 0])
+    padding = [padding] if isinstance(padding, int) else list(padding)
+    pool_padding = (any(padding) and not arg(5, "count_include_pad", True)) or arg(4, "ceil_mode", False)
+    if pool_padding and any(k > MAX_PADDED_AVG_KERNEL_U55 for k in kernel):
+        return (f"average pooling with kernel {kernel} and excluded padding; Ethos-U55/U65 allow "
+                f"kernels up to {MAX_PADDED_AVG_KERNEL_U55} then")
+    return None
+
+
+Rule = Callable[[Node, str], "str | None"]
+RULES: dict[str, tuple[Rule, ...]] = {
+    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_shapes),
+    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_shapes),
+    "U85": (_channels,),
+}
+
+
+def ethosu_reason(node: Node, family: str) -> str | None:
+    """Why vela cannot compile `node` for an Ethos-U `family` ("U55", "U65", "U85"); None if it can."""
+    if node.op != "call_function" or node.target is operator.getitem:
+        return None
+    if "quantize" in str(node.target) or _is_constant(node):
+        return None  # folded into the neighbours' RESCALEs (or into constants): checked there
+    for rule in RULES[family]:
+        reason = rule(node, family)
+        if reason is not None:
+            return reason
+    return None

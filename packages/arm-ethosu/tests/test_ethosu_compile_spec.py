@@ -1,0 +1,158 @@
+"""EthosUCompileSpec / ArmCompileSpecBuilder: validation against vela's configuration, defaults,
+the implied TOSA spec, and what travels to the backend."""
+
+import json
+
+import pytest
+
+from arm_ethosu import (
+    ArmCompileSpecBuilder,
+    EthosUCompileSpec,
+    EthosUPartitioner,
+    EthosUQuantizer,
+    accelerator_targets,
+)
+from arm_ethosu import vela_config as vc
+from arm_quantizer import get_symmetric_a16w8_quantization_config
+from arm_tosa_core import TosaCompileSpec
+
+TINY_INI = """
+[System_Config.My_Sys]
+core_clock=400e6
+axi0_port=Sram
+axi1_port=OffChipFlash
+Sram_clock_scale=1.0
+Sram_burst_length=32
+Sram_read_latency=32
+Sram_write_latency=32
+OffChipFlash_clock_scale=0.125
+OffChipFlash_burst_length=128
+OffChipFlash_read_latency=64
+OffChipFlash_write_latency=0
+
+[Memory_Mode.My_Mode]
+const_mem_area=Axi1
+arena_mem_area=Axi0
+cache_mem_area=Axi0
+"""
+
+
+def _settings(spec):
+    (entry,) = spec.to_list()
+    return json.loads(entry.value)
+
+
+@pytest.mark.parametrize("target,tosa,system,mode", [
+    ("ethos-u55-128", "TOSA-1.0+INT+u55", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos-u65-256", "TOSA-1.0+INT+u55", "Ethos_U65_High_End", "Dedicated_Sram_384KB"),
+    ("ethos-u85-256", "TOSA-1.0+INT", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
+])  # fmt: skip
+def test_defaults_and_implied_spec(target, tosa, system, mode):
+    spec = EthosUCompileSpec(target)
+    assert isinstance(spec, TosaCompileSpec)
+    assert str(spec.tosa_spec) == tosa
+    assert spec.tosa_spec.is_u55_subset == (tosa.endswith("+u55"))
+    assert (spec.system_config, spec.memory_mode) == (system, mode)
+    ethosu = _settings(spec)["ethosu"]
+    assert ethosu["target"] == target and ethosu["system_config"] == system
+    assert ethosu["memory_mode"] == mode and ethosu["config_ini"] is None
+    assert _settings(spec)["tosa_spec"] == tosa and _settings(spec)["output_format"] == "vela"
+
+
+def test_every_vela_target_is_accepted():
+    for target in accelerator_targets():
+        assert EthosUCompileSpec(target).target == target
+
+
+def test_default_target_is_u55_128():
+    assert EthosUCompileSpec().target == "ethos-u55-128"
+
+
+@pytest.mark.parametrize("kwargs,listed", [
+    ({"target": "ethos-u99-1"}, "ethos-u85-2048"),
+    ({"system_config": "No_Such_System"}, "Ethos_U55_Deep_Embedded"),
+    ({"memory_mode": "No_Such_Mode"}, "Dedicated_Sram_512KB"),
+])  # fmt: skip
+def test_invalid_names_list_valid_ones(kwargs, listed):
+    with pytest.raises(ValueError) as err:
+        EthosUCompileSpec(**kwargs)
+    bad = next(iter(kwargs.values()))
+    assert bad in str(err.value) and listed in str(err.value)
+
+
+def test_u55_dedicated_sram_refused():
+    with pytest.raises(ValueError, match="Shared_Sram or Sram_Only"):
+        EthosUCompileSpec("ethos-u55-128", memory_mode="Dedicated_Sram")
+
+
+def test_custom_ini(tmp_path):
+    ini = tmp_path / "board.ini"
+    ini.write_text(TINY_INI)
+    spec = EthosUCompileSpec("ethos-u55-64", "My_Sys", "My_Mode", config_ini=ini)
+    assert spec.config_ini == ini.resolve()
+    assert _settings(spec)["ethosu"]["config_ini"] == str(ini.resolve())
+    with pytest.raises(ValueError, match="My_Sys"):  # the family default is not in this file
+        EthosUCompileSpec("ethos-u55-64", config_ini=ini)
+    with pytest.raises(ValueError, match="does not exist"):
+        EthosUCompileSpec(config_ini=tmp_path / "missing.ini")
+
+
+def test_extra_flags_string_and_list():
+    old_style = EthosUCompileSpec(extra_flags="--output-format=raw --optimise Size")
+    assert old_style.extra_flags == ["--optimise", "Size"]  # raw output is what the backend uses
+    assert EthosUCompileSpec(extra_flags=["--optimise", "Size"]).extra_flags == ["--optimise", "Size"]
+    with pytest.raises(ValueError, match="--accelerator-config"):
+        EthosUCompileSpec(extra_flags="--accelerator-config ethos-u85-256")
+    with pytest.raises(TypeError):
+        EthosUCompileSpec(extra_flags=3)
+
+
+def test_builder_matches_spec(tmp_path):
+    spec = (ArmCompileSpecBuilder()
+            .ethosu_compile_spec("ethos-u55-128", system_config="Ethos_U55_High_End_Embedded",
+                                 memory_mode="Shared_Sram", extra_flags="--output-format=raw --debug-force-regor")
+            .dump_intermediate_artifacts_to(tmp_path).build())  # fmt: skip
+    assert isinstance(spec, EthosUCompileSpec)
+    assert spec.extra_flags == ["--debug-force-regor"]
+    assert spec.get_intermediate_path() == str(tmp_path)
+    with pytest.raises(ValueError, match="ethosu_compile_spec"):
+        ArmCompileSpecBuilder().build()
+    with pytest.raises(ValueError, match="unknown Ethos-U target"):  # checked where it is written
+        ArmCompileSpecBuilder().ethosu_compile_spec("ethos-u55")
+
+
+def test_inherited_artifact_options(tmp_path):
+    spec = EthosUCompileSpec().dump_intermediate_artifacts_to(tmp_path).dump_debug_info("json")
+    settings = _settings(spec)
+    assert settings["intermediate_path"] == str(tmp_path) and settings["debug_mode"] == "json"
+    assert spec.get_intermediate_path() == str(tmp_path)
+
+
+def test_memory_limit_and_tosa_graph_options():
+    spec = EthosUCompileSpec().set_memory_limit(sram_bytes=65536).include_tosa_graph(False)
+    ethosu = _settings(spec)["ethosu"]
+    assert ethosu["sram_limit_bytes"] == 65536 and ethosu["tosa_graph"] is False
+    with pytest.raises(ValueError, match="positive"):
+        EthosUCompileSpec().set_memory_limit(sram_bytes=-1)
+
+
+def test_partitioner_and_quantizer_need_an_ethosu_spec():
+    with pytest.raises(TypeError, match="EthosUCompileSpec"):
+        EthosUPartitioner(TosaCompileSpec("TOSA-1.0+INT"))
+    with pytest.raises(TypeError, match="EthosUCompileSpec"):
+        EthosUQuantizer(TosaCompileSpec("TOSA-1.0+INT"))
+    assert EthosUPartitioner(EthosUCompileSpec("ethos-u85-256")).backend_id == "EthosUBackend"
+
+
+def test_quantizer_is_int8_only():
+    quantizer = EthosUQuantizer(EthosUCompileSpec("ethos-u85-256"))
+    assert quantizer.global_config is not None  # quantizes the whole model by default
+    with pytest.raises(ValueError, match="int8"):
+        quantizer.set_global(get_symmetric_a16w8_quantization_config())
+
+
+def test_family_defaults_come_from_the_bundled_ini():
+    config = vc.load_config(None)
+    for target in ("ethos-u55-32", "ethos-u65-512", "ethos-u85-2048"):
+        spec = EthosUCompileSpec(target)
+        assert spec.system_config in config.system_configs and spec.memory_mode in config.memory_modes

@@ -1,0 +1,182 @@
+"""Per-family partition rules: an operator vela refuses for Ethos-U55/U65 stays on the CPU there
+(with its reason), the rest of the model still compiles, and the numbers match the quantized model.
+The same operator is delegated for Ethos-U85, and the TOSA graph holding it is checked to make vela
+fail for U55 (so each rule is needed), which also catches a vela upgrade that lifts the limit."""
+
+from dataclasses import dataclass
+
+import arm_ethosu_test_flow as flow
+import pytest
+import torch
+from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+from executorch.exir.backend.operator_support import (
+    DontPartition,
+    DontPartitionModule,
+    DontPartitionName,
+)
+from executorch.exir.dialects._ops import ops as exir_ops
+from torch import nn
+
+from arm_ethosu import (
+    EthosUCompileSpec,
+    VelaCompileError,
+    compile_with_vela,
+    ethosu_payloads,
+    parse_binstream,
+)
+from arm_ethosu.constraints import RULES, transposable
+from arm_tosa_core import run_on_reference_model
+
+torch.manual_seed(0)
+
+
+class Compare(nn.Module):
+    """Integer inputs, no quantization: GREATER is outside the U55/U65 operator set."""
+
+    def forward(self, a, b):
+        return (a > b).to(torch.int32) + a
+
+
+def _int(*shape):
+    return torch.randint(-5, 5, shape, dtype=torch.int32)
+
+
+def _with_relus(op: nn.Module, cin: int, cout: int) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(cin, cin, 1), nn.ReLU(), op, nn.ReLU(), nn.Conv2d(cout, 4, 1))
+
+
+@dataclass
+class Case:
+    model: nn.Module
+    inputs: tuple
+    op: str  # the aten op (as in node names) that U55/U65 keep on the CPU
+    words: str  # what the reason says
+    quantize: bool = True
+    lsbs: int = 0  # allowed error in output LSBs (the core's avg-pool INT rule is within 1 LSB)
+    rest_delegated: bool = True  # False when every node touches the refused tensor
+
+
+CASES = {
+    "conv_stride_4": Case(_with_relus(nn.Conv2d(8, 8, 3, 4, 1), 8, 8), (torch.randn(1, 8, 17, 17),),
+                          "convolution", "stride [4, 4]"),
+    "depthwise_stride_4": Case(_with_relus(nn.Conv2d(8, 8, 3, 4, 1, groups=8), 8, 8),
+                               (torch.randn(1, 8, 17, 17),), "convolution", "depthwise convolution stride"),
+    "transpose_conv_stride_3": Case(_with_relus(nn.ConvTranspose2d(8, 8, 3, 3), 8, 8), (torch.randn(1, 8, 5, 5),),
+                                    "convolution", "transposed convolution stride [3, 3]"),
+    "avg_pool_9_pad_excluded": Case(_with_relus(nn.AvgPool2d(9, 1, 4, count_include_pad=False), 8, 8),
+                                    (torch.randn(1, 8, 12, 12),), "avg_pool2d", "excluded padding", lsbs=4),
+    "wide_transpose": Case(nn.Sequential(nn.Conv2d(2, 2, 1), nn.ReLU()), (torch.randn(1, 2, 1, 70000),),
+                           "convolution", "too large for the Ethos-U55/U65 TRANSPOSE", rest_delegated=False),
+    "int_compare": Case(Compare(), (_int(1, 4, 4), _int(1, 4, 4)), "gt", "EQUAL/GREATER", quantize=False),
+}  # fmt: skip
+
+_cache: dict = {}
+
+
+def _case(name: str):
+    """(quantized or float module, inputs, reference outputs): computed once per case."""
+    if name not in _cache:
+        case = CASES[name]
+        module = flow.quantize(case.model, case.inputs) if case.quantize else case.model.eval()
+        inputs = case.inputs
+        with torch.no_grad():
+            _cache[name] = (module, inputs, module(*inputs))
+    return _cache[name]
+
+
+def _lower(name: str, target: str, checks=None):
+    module, inputs, _ = _case(name)
+    spec = EthosUCompileSpec(target)
+    if CASES[name].quantize:
+        return flow.lower(module, inputs, spec, checks)
+    return to_edge_transform_and_lower(torch.export.export(module, inputs),
+                                       partitioner=[flow.EthosUPartitioner(spec, checks)],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+
+
+def _check_numbers(name: str, edge) -> None:
+    module, inputs, expected = _case(name)
+    with torch.no_grad():
+        out = run_on_reference_model(edge, *inputs)
+    tol = CASES[name].lsbs * flow.output_lsb(module) if CASES[name].quantize else 0.0
+    assert (out.double() - expected.double()).abs().max().item() <= tol + 1e-6, name
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u65-256"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_u55_u65_keep_op_on_cpu(name, target):
+    if target == "ethos-u65-256" and name != "conv_stride_4":
+        assert RULES["U65"] == RULES["U55"]  # the other cases run the same rules
+        return
+    edge = _lower(name, target)
+    op, words = CASES[name].op, CASES[name].words
+    cpu = flow.cpu_compute(edge)
+    kept = {n: r for n, r in cpu.items() if op in n}
+    assert kept, f"{name}: no {op} node on the CPU; CPU nodes: {cpu}"
+    assert all(r.startswith(f"{target}: ") and words in r for r in kept.values()), kept
+    if CASES[name].rest_delegated:
+        assert ethosu_payloads(edge), f"{name}: the rest of the model was not delegated"
+    _check_numbers(name, edge)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_u85_delegates_op_that_u55_vela_refuses(name):
+    edge = _lower(name, "ethos-u85-256")
+    assert flow.cpu_compute(edge) == {}
+    payloads = ethosu_payloads(edge)
+    assert len(payloads) == 1
+    _check_numbers(name, edge)
+    graph = parse_binstream(payloads[0]).extra["tosa_graph"]
+    with pytest.raises(VelaCompileError, match="could not run on NPU"):
+        compile_with_vela(graph, "ethos-u55-128")
+
+
+def test_kernel_equal_stride_conv_stays_on_u55():
+    """vela rewrites a stride-4 convolution whose kernel is 4x4 and unpadded: no rule needed."""
+    model = nn.Sequential(nn.Conv2d(4, 8, 4, 4), nn.ReLU())
+    inputs = (torch.randn(1, 4, 16, 16),)
+    edge = flow.lower(flow.quantize(model, inputs), inputs, EthosUCompileSpec("ethos-u55-128"))
+    assert flow.cpu_compute(edge) == {}
+
+
+def test_transposable_shapes():
+    assert transposable((1, 3, 224, 224)) and transposable((1, 64, 300, 300))
+    assert not transposable((1, 2, 1, 70000))
+    assert not transposable((2, 3, 300, 300))  # N > 1: 300 * 300 > 2^16
+    assert transposable((2, 3, 200, 200))
+
+
+# -- DontPartition & co. -------------------------------------------------------------------------
+def _three_convs():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, 1, 1), nn.ReLU(),
+                          nn.Conv2d(8, 4, 1))
+    inputs = (torch.randn(1, 3, 8, 8),)
+    return model, inputs
+
+
+@pytest.fixture(scope="module")
+def three_convs():
+    model, inputs = _three_convs()
+    quantized = flow.quantize(model, inputs)
+    with torch.no_grad():
+        return quantized, inputs, quantized(*inputs)
+
+
+@pytest.mark.parametrize("check,excluded", [
+    (lambda: DontPartition(exir_ops.edge.aten.convolution.default), 3),
+    (lambda: DontPartitionModule(instance_name="2"), 1),
+    (lambda: DontPartitionModule(module_name="ReLU"), 2),
+    (lambda: DontPartitionName("aten_convolution_default_1"), 1),
+])  # fmt: skip
+def test_dont_partition_checks(three_convs, check, excluded):
+    quantized, inputs, expected = three_convs
+    checker = check()
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128"), [checker])
+    cpu = flow.cpu_compute(edge)
+    by_check = {n for n, r in cpu.items() if r == f"excluded by {type(checker).__name__}"}
+    assert len(by_check) == excluded, cpu
+    # what the excluded nodes compute with stays with them: no float value enters a partition
+    assert all(r.startswith("it ") or r.startswith("excluded") for r in cpu.values()), cpu
+    with torch.no_grad():
+        out = run_on_reference_model(edge, *inputs)
+    assert torch.equal(out, expected)
