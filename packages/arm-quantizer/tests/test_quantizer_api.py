@@ -120,3 +120,28 @@ def test_convert_without_calibration_is_a_clear_error():
     prepared = prepare_pt2e(torch.export.export(Net().eval(), _inputs()).module(), quantizer)
     with pytest.raises(CalibrationError, match="before calibration"):
         convert_pt2e(prepared)
+
+
+def test_partition_boundaries_never_leak_integers_into_float_consumers():
+    """A dequantize shared by delegated and CPU consumers stays on the CPU: the program still matches."""
+
+    class Split(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(8, 24)
+            self.out = nn.Linear(8, 8)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).reshape(1, 5, 3, 8).permute(2, 0, 1, 3).unbind(0)
+            return self.out(torch.softmax(q, -1) * k + v)  # softmax has no INT rule: CPU
+
+    torch.manual_seed(0)
+    x = (torch.randn(1, 5, 8),)
+    converted = quantize(Split(), x)
+    edge = lower(converted, x, TOSAPartitioner(INT))
+    out = run_on_reference_model(edge, *x)
+    pte = edge.to_executorch()
+    out_pte = run_on_reference_model(pte.buffer, *x)
+    scale = max(output_scales(converted))
+    assert (out - converted(*x)).abs().max().item() <= scale * 1.0001
+    assert torch.equal(out, out_pte)

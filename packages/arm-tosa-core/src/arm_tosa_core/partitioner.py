@@ -152,7 +152,12 @@ def _stranded_quantized_nodes(partitions) -> dict[Node, str]:
     for partition in partitions:
         members = set(partition.nodes)
         for node in members:
-            if not node.meta.get("arm_quantized") or "dequantize" in str(node.target):
+            if "dequantize" in str(node.target):
+                # lowered as "the same integers with qparams": its float result must stay inside
+                if any(user not in members for user in node.users):
+                    stranded[node] = "its float result is used outside the partition, so it runs on the CPU"
+                continue
+            if not node.meta.get("arm_quantized"):
                 continue
             for arg in node.all_input_nodes:
                 val = arg.meta.get("val")

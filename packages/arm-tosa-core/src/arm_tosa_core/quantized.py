@@ -18,6 +18,11 @@ from torch.fx import Graph, Node
 from .builder import DType, Op, T, tosa_dtype
 from .registry import aten_target
 
+try:  # out-variants of quantize/dequantize, needed by to_executorch for the CPU-side boundary ops
+    import executorch.kernels.quantized  # noqa: F401
+except ImportError:  # pragma: no cover - executorch builds without the quantized kernels
+    pass
+
 qd = torch.ops.quantized_decomposed
 QUANTIZE = {qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor}
 DEQUANTIZE = {qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor,
