@@ -136,11 +136,19 @@ def test_after_conv_stays_nhwc(name, module, transposes):
     assert ops.get("TRANSPOSE", 0) == transposes, ops
 
 
-def test_inference_batch_norm_folds_to_mul_add():
-    """Constant running statistics fold at compile time: one MUL and one ADD, no statistics ops."""
+def test_inference_batch_norm_after_conv_folds_into_its_weights():
+    """conv -> batch norm with constant statistics is one CONV2D: scale and shift fold into its weights."""
     result = check_lowering(nn.Sequential(_conv(), _randomized_bn(6)), (torch.randn(1, 3, 6, 6),), case="bn")
     ops = result.report.delegates[0].ops
-    assert ops.get("MUL", 0) == 1 and ops.get("ADD", 0) == 1 and ops.get("TRANSPOSE", 0) == 2, ops
+    assert ops.get("CONV2D") == 1 and "MUL" not in ops and "ADD" not in ops, ops
+    assert ops.get("TRANSPOSE", 0) == 2, ops
+
+
+def test_standalone_inference_batch_norm_is_mul_add():
+    """Without a conv in front, constant statistics still fold at compile time: one MUL and one ADD."""
+    result = check_lowering(_randomized_bn(6), (torch.randn(1, 6, 5, 5),), case="bn_alone")
+    ops = result.report.delegates[0].ops
+    assert ops.get("MUL", 0) == 1 and ops.get("ADD", 0) == 1, ops
     assert not any(op.startswith("REDUCE") or op == "RSQRT" for op in ops), ops
 
 

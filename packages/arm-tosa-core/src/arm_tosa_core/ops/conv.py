@@ -74,8 +74,10 @@ def _weight_axis(node: Node) -> int:
 @register_op("convolution", [aten.convolution.default], support=_conv_support, quant=Quant.WEIGHTED,
              quant_aliases=[aten.conv2d.default, aten.conv1d.default, aten.conv_transpose2d.input],
              weight_axis=_weight_axis, int16=True)
-def lower_convolution(ctx: LoweringContext, node: Node) -> Value:
-    x, w, bias = ctx.val(node.args[0]), ctx.val(node.args[1]), node.args[2]
+def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = None,
+                      bias_value: Value | None = None) -> Value:
+    """FP/INT convolution; `weight`/`bias_value` override the node's (used to fold a batch norm)."""
+    x, w, bias = ctx.val(node.args[0]), weight or ctx.val(node.args[1]), node.args[2]
     stride, padding, dilation, transposed, out_pad, groups = node.args[3:9]
     out_shape, dtype = ctx.out_meta(node)
     conv1d = x.rank == 3
@@ -90,7 +92,8 @@ def lower_convolution(ctx: LoweringContext, node: Node) -> Value:
     out_channels = out4[1]
     wdt = tosa_dtype(w.dtype) if w.is_const else w.tensor.dtype
     xdt = x.tensor.dtype if not x.is_const else tosa_dtype(x.dtype)
-    bias_v = ctx.val(bias) if bias is not None else ctx.constant(torch.zeros(out_channels, dtype=dtype))
+    bias_v = bias_value if bias_value is not None else ctx.val(bias) if bias is not None else \
+        ctx.constant(torch.zeros(out_channels, dtype=dtype))
     bdt = DType.INT32 if xdt == DType.INT8 else DType.INT48 if xdt == DType.INT16 else xdt
     bias_t = ctx.tensor(bias_v, None, bdt)
     zps = [ctx.b.zero_point(xdt, getattr(x.qparams, "zero_point", 0)), ctx.b.zero_point(wdt)]
@@ -164,3 +167,18 @@ def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
     scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
     acc = lower_convolution(ctx, node)
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=1)
+
+
+def fold_batch_norm(ctx: LoweringContext, conv: Node, scale: torch.Tensor, shift: torch.Tensor) -> Value | None:
+    """The convolution `conv` with a following per-channel `y * scale + shift` folded into its constant
+    weight and bias (None when it cannot be folded: runtime weights or a quantized convolution)."""
+    w = ctx.val(conv.args[1])
+    bias = ctx.val(conv.args[2]) if conv.args[2] is not None else None
+    if not w.is_const or (bias is not None and not bias.is_const) or w.qparams is not None:
+        return None
+    transposed = conv.args[6]
+    axis_shape = [1] * w.rank
+    axis_shape[1 if transposed else 0] = -1
+    weight = (w.const.double() * scale.reshape(axis_shape)).to(w.dtype)
+    b = bias.const.double() if bias is not None else torch.zeros_like(scale)
+    return lower_convolution(ctx, conv, ctx.constant(weight), ctx.constant((b * scale + shift).to(w.dtype)))

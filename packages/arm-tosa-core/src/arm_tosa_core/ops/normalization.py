@@ -15,7 +15,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import Op
 from ..context import LoweringContext, Value
-from ..registry import register_op
+from ..registry import aten_target, register_op
 from .common import arg, is_constant_input, mul_shift
 from .reductions import as_runtime, binary, centered_variance, float_only, unary, values_only
 
@@ -66,6 +66,15 @@ def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
     scale = torch.rsqrt(var + eps) * (weight if weight is not None else 1.0)
     shift = (bias if bias is not None else torch.zeros(channels, dtype=torch.float64)) - mean * scale
     shape = (channels,) + (1,) * (x.rank - 2)
+    source = node.args[0]
+    if (source.op == "call_function" and aten_target(source.target) is aten.convolution.default
+            and len(source.users) == 1 and (not source.args[6] or source.args[8] == 1)):
+        # conv -> batch norm: fold into the conv's weights at compile time (the unfolded conv is dropped)
+        from .conv import fold_batch_norm
+
+        folded = fold_batch_norm(ctx, source, scale, shift)
+        if folded is not None:
+            return (folded, None, None)
     y = binary(ctx, Op.MUL, x, ctx.constant(scale.to(x.dtype).reshape(shape)), mul_shift(ctx))
     if bool(shift.abs().max() > 0):
         y = binary(ctx, Op.ADD, y, ctx.constant(shift.to(x.dtype).reshape(shape)))
