@@ -3,7 +3,9 @@
 This is the only place in the project that imports ``executorch.backends.arm``. Its class names
 (``EthosUBackend``, ``TOSABackend`` ...) collide with ours in ExecuTorch's backend registry, so never
 import our backends in the same process: call these flows through ``run_isolated``, which runs one
-flow in a fresh spawned interpreter and returns its result dict.
+flow in a fresh interpreter (``bench/flow_worker.py``) and returns its result dict. Nothing here
+imports the ``arm_tosa_core`` package either: ``bench_common`` loads the two plain files of it that
+this side needs (the TOSA op counter and the example models) by file path.
 
 Each flow takes ``(module, example_inputs)`` and returns a flat dict:
   timings (seconds): import_s (first import of the upstream backend in this process, 0 after),
@@ -11,7 +13,8 @@ Each flow takes ``(module, example_inputs)`` and returns a flat dict:
     (prepare_pt2e + calibration on the example inputs + convert_pt2e), lower_s
     (to_edge_transform_and_lower, which for Ethos-U includes upstream's own vela run), total_s
     (export + quantize + lower), to_executorch_s (serializing the .pte, reported apart);
-    lower_cpu_s, flow_cpu_s (process CPU seconds: less sensitive to a busy machine than wall time);
+    lower_cpu_s, total_cpu_s, flow_cpu_s (CPU seconds of the process and its children, such as
+    the VGF model converter: less sensitive to a busy machine than wall time);
   TOSA graph: tosa_files, tosa_ops (CONST ops included), tosa_compute_ops (without CONST and
     CONST_SHAPE), tosa_transpose, tosa_rescale, tosa_table, tosa_op_counts (counted in the distinct
     .tosa files upstream dumps with ``dump_intermediate_artifacts_to``);
@@ -20,6 +23,9 @@ Each flow takes ``(module, example_inputs)`` and returns a flat dict:
   Ethos-U: vela_* numbers read from the summary CSV of upstream's own vela run, and vela_s, the wall
     time of a second, quiet vela run on the dumped TOSA with upstream's flags (vela's share of
     lower_s);
+  accuracy (TOSA flows): ref_rel_err / ref_sqnr_float_db (upstream's TOSA graph on the TOSA
+    reference model against the float model), ref_sqnr_fq_db (against the fake-quant model);
+  VGF: vgf_bytes, and vgf_path (a kept copy, when there is one VGF) for ``our_flows.time_vgf_file``;
   error / root_cause / traceback_tail: set instead of the numbers when the flow raised.
 """
 
@@ -27,22 +33,32 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import io
-import operator
 import os
 import shutil
 import sys
 import tempfile
 import time
-import traceback
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from arm_tosa_core.tosa_inspect import tosa_op_counts
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import (  # noqa: E402
+    cpu_seconds,
+    guard,
+    layer_summary,
+    partition_stats,
+    rel_max_error,
+    run_isolated_example,
+    run_with_tosa_delegates,
+    sqnr_db,
+    tosa_stats_of_dir,
+    unique_files,
+)
 
 _FIRST_IMPORT = True
 
@@ -50,6 +66,9 @@ _FIRST_IMPORT = True
 def _import_upstream() -> float:
     """Import the upstream backend once, returning how long the first import took."""
     global _FIRST_IMPORT
+    if "arm_tosa_core" in sys.modules:  # its TOSABackend would shadow upstream's (same class name)
+        raise RuntimeError("arm_tosa_core is imported in this process; run upstream flows through "
+                           "run_isolated so that only upstream's backends are registered")
     t0 = time.perf_counter()
     import executorch.backends.arm.ethosu  # noqa: F401
     import executorch.backends.arm.quantizer  # noqa: F401
@@ -60,8 +79,8 @@ def _import_upstream() -> float:
     return took
 
 
-def _quantize(module: torch.nn.Module, inputs: tuple, quantizer: Any) -> tuple[Any, float, float]:
-    """PT2E post-training quantization; returns (exported quantized program, export_s, quantize_s)."""
+def _quantize(module: torch.nn.Module, inputs: tuple, quantizer: Any) -> tuple[Any, Any, float, float]:
+    """PT2E PTQ: (exported quantized program, fake-quant module, export_s, quantize_s)."""
     from executorch.backends.arm.quantizer import get_symmetric_quantization_config
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -77,131 +96,75 @@ def _quantize(module: torch.nn.Module, inputs: tuple, quantizer: Any) -> tuple[A
     t2 = time.perf_counter()
     ep = torch.export.export(quantized, inputs)
     t3 = time.perf_counter()
-    return ep, (t1 - t0) + (t3 - t2), t2 - t1
+    return ep, quantized, (t1 - t0) + (t3 - t2), t2 - t1
 
 
-def _partition_stats(edge: Any) -> dict[str, Any]:
-    """Share of call_function nodes that went into delegates (getitem bookkeeping not counted)."""
-    gm = edge.exported_program().graph_module
-    delegated, partitions, rest = 0, 0, Counter()
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
-            continue
-        if "executorch_call_delegate" in str(node.target):
-            partitions += 1
-            lowered = getattr(gm, node.args[0].target)
-            delegated += sum(
-                1
-                for n in lowered.original_module.graph.nodes
-                if n.op == "call_function" and n.target is not operator.getitem
-            )
-        else:
-            rest[str(getattr(node.target, "__name__", node.target))] += 1
-    total = delegated + sum(rest.values())
-    return {
-        "delegated_nodes": delegated,
-        "total_nodes": total,
-        "partition_share": delegated / total if total else 0.0,
-        "partitions": partitions,
-        "not_delegated": dict(rest),
-    }
-
-
-def _unique_tosa_files(dump_dir: Path) -> list[Path]:
-    """The dumped .tosa files, one per distinct content.
-
-    The Ethos-U flow writes each delegate twice (``output_tag<N>_<spec>.tosa`` and vela's input
-    ``out.tosa``), so identical files are counted once.
-    """
-    seen: dict[str, Path] = {}
-    for f in sorted(dump_dir.rglob("*.tosa")):
-        seen.setdefault(hashlib.sha256(f.read_bytes()).hexdigest(), f)
-    return sorted(seen.values())
-
-
-def _tosa_stats(dump_dir: Path) -> dict[str, Any]:
-    files = _unique_tosa_files(dump_dir)
-    counts: Counter[str] = Counter()
-    for f in files:
-        counts += tosa_op_counts(f.read_bytes())
-    return {
-        "tosa_files": len(files),
-        "tosa_ops": sum(counts.values()),
-        # CONST / CONST_SHAPE are operators in TOSA 1.0 flatbuffers; compute ops leave them out.
-        "tosa_compute_ops": sum(v for k, v in counts.items() if k not in ("CONST", "CONST_SHAPE")),
-        "tosa_transpose": counts["TRANSPOSE"],
-        "tosa_rescale": counts["RESCALE"],
-        "tosa_table": counts["TABLE"],
-        "tosa_op_counts": dict(counts.most_common()),
-    }
-
-
-def _lower(
-    ep: Any, partitioner: Any, dump_dir: Path, serialize: bool = True
-) -> tuple[dict[str, Any], Any]:
+def _lower(ep: Any, partitioner: Any, dump_dir: Path, serialize: bool = True) -> tuple[dict[str, Any], Any]:
     from executorch.exir import to_edge_transform_and_lower
 
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     edge = to_edge_transform_and_lower(ep, partitioner=[partitioner])
     t1 = time.perf_counter()
-    # CPU seconds of this process too: wall time on a shared 2-core machine is noisy.
-    out: dict[str, Any] = {"lower_s": t1 - t0, "lower_cpu_s": time.process_time() - c0}
-    out |= _partition_stats(edge)  # before to_executorch, which adds memory-planning nodes
+    # CPU seconds too: wall time on a shared 2-core machine is noisy.
+    out: dict[str, Any] = {"lower_s": t1 - t0, "lower_cpu_s": cpu_seconds() - c0}
+    out |= partition_stats(edge)  # before to_executorch, which adds memory-planning nodes
     if serialize:
+        c1 = cpu_seconds()
         pte = edge.to_executorch()
         out["pte_bytes"] = len(pte.buffer)
-        out["to_executorch_s"] = time.perf_counter() - t1
-    out |= _tosa_stats(dump_dir)
+        out["serialize_s"] = time.perf_counter() - t1
+        out["serialize_cpu_s"] = cpu_seconds() - c1
+    out |= tosa_stats_of_dir(dump_dir)
     return out, edge
 
 
-def _guard(flow: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    """Record an exception as ``error`` (with the traceback tail) instead of raising."""
-
-    def wrapped(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        t0, c0, load = time.perf_counter(), time.process_time(), os.getloadavg()[0]
-        try:
-            res = flow(*args, **kwargs)
-            res |= {"flow_wall_s": time.perf_counter() - t0, "flow_cpu_s": time.process_time() - c0}
-            return res | {"loadavg_1m_at_start": load, "torch_threads": torch.get_num_threads()}
-        except Exception as exc:  # noqa: BLE001 - a failing upstream flow is a measurement too
-            tb = traceback.format_exc().strip().splitlines()
-            root = exc
-            while root.__cause__ is not None or root.__context__ is not None:
-                root = root.__cause__ or root.__context__
-            return {
-                "error": f"{type(exc).__name__}: {exc}"[:2000],
-                "root_cause": f"{type(root).__name__}: {root}"[:2000],
-                "traceback_tail": "\n".join(tb[-12:]),
-                "failed_after_s": time.perf_counter() - t0,
-            }
-
-    wrapped.__name__ = flow.__name__
-    wrapped.__doc__ = flow.__doc__
-    wrapped.__wrapped__ = flow  # type: ignore[attr-defined]
-    return wrapped
+def _tosa_payload(lowered: Any) -> bytes:
+    """Upstream's TOSABackend payload is the TOSA flatbuffer itself (file identifier at bytes 4..8)."""
+    data = bytes(lowered.processed_bytes)
+    if data[4:8] != b"TOSA":
+        raise ValueError(f"{lowered.backend_id} payload is not a TOSA flatbuffer")
+    return data
 
 
-@_guard
-def upstream_tosa(
-    module: torch.nn.Module, inputs: tuple, spec: str = "TOSA-1.0+FP", workdir: str | None = None
-) -> dict[str, Any]:
-    """Upstream TOSA flow: export, (INT: TOSAQuantizer PTQ), TOSAPartitioner lowering."""
+def _accuracy(edge: Any, inputs: tuple, float_out: Any, fq_out: Any | None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    got = run_with_tosa_delegates(edge, inputs, _tosa_payload)
+    res = {"ref_run_s": time.perf_counter() - t0, "ref_rel_err": rel_max_error(float_out, got),
+           "ref_sqnr_float_db": sqnr_db(float_out, got)}
+    if fq_out is not None:
+        res |= {"ref_rel_err_fq": rel_max_error(fq_out, got), "ref_sqnr_fq_db": sqnr_db(fq_out, got)}
+    return res
+
+
+@guard
+def upstream_tosa(module: torch.nn.Module, inputs: tuple, spec: str = "TOSA-1.0+FP",
+                  accuracy: bool = True, workdir: str | None = None) -> dict[str, Any]:
+    """Upstream TOSA flow: export, (INT: TOSAQuantizer PTQ), TOSAPartitioner lowering, reference model."""
     import_s = _import_upstream()
     from executorch.backends.arm.quantizer import TOSAQuantizer
     from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
     from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
 
+    with torch.no_grad():
+        float_out = module(*inputs)
+    c0 = cpu_seconds()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         compile_spec = TosaCompileSpec(spec)
         compile_spec.dump_intermediate_artifacts_to(tmp)
+        fq_out = None
         if "+INT" in spec and "+FP" not in spec:
-            ep, export_s, quantize_s = _quantize(module, inputs, TOSAQuantizer(compile_spec))
+            ep, quantized, export_s, quantize_s = _quantize(module, inputs, TOSAQuantizer(compile_spec))
+            c_fq = cpu_seconds()
+            fq_out = quantized(*inputs)
+            c0 += cpu_seconds() - c_fq  # the fake-quant reference run is not part of the flow
         else:
             t0 = time.perf_counter()
             ep, quantize_s = torch.export.export(module, inputs), 0.0
             export_s = time.perf_counter() - t0
-        res, _ = _lower(ep, TOSAPartitioner(compile_spec), Path(tmp))
+        res, edge = _lower(ep, TOSAPartitioner(compile_spec), Path(tmp))
+        res["total_cpu_s"] = cpu_seconds() - c0 - res["serialize_cpu_s"]
+        if accuracy:
+            res |= _accuracy(edge, inputs, float_out, fq_out)
     total = export_s + quantize_s + res["lower_s"]
     return {"flow": f"upstream_tosa[{spec}]", "import_s": import_s, "export_s": export_s,
             "quantize_s": quantize_s, "total_s": total} | res  # fmt: skip
@@ -228,11 +191,22 @@ def _read_vela_summary(csv_path: Path) -> dict[str, float]:
     }
 
 
+def vela_layers(per_layer_csv: Path) -> list[dict[str, Any]]:
+    """The layers of a vela per-layer CSV: name, operator, estimated cycles."""
+    with per_layer_csv.open() as fh:
+        rows = [{k.strip(): v for k, v in row.items() if k} for row in csv.DictReader(fh)]
+    return [{"name": r.get("Name", "?").strip(), "op": r.get("NNG Operator", "?").strip(),
+             "cycles": float(r.get("Op Cycles") or 0)} for r in rows]  # fmt: skip
+
+
 def _time_vela(tosa_file: Path, flags: list[str], out_dir: Path) -> float:
-    """Re-run vela on a dumped TOSA file with upstream's flags (quietly); return its wall time."""
+    """Re-run vela on a dumped TOSA file with upstream's flags (quietly); return its wall time.
+
+    ``--verbose-performance`` is added so the re-run also leaves vela's per-layer CSV.
+    """
     from ethosu.vela import vela
 
-    args = [str(tosa_file), f"--output-dir={out_dir}", *flags]
+    args = [str(tosa_file), f"--output-dir={out_dir}", *flags, "--verbose-performance"]
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         rc = vela.main(args)
@@ -241,7 +215,7 @@ def _time_vela(tosa_file: Path, flags: list[str], out_dir: Path) -> float:
     return time.perf_counter() - t0
 
 
-@_guard
+@guard
 def upstream_ethosu(
     module: torch.nn.Module,
     inputs: tuple,
@@ -253,32 +227,40 @@ def upstream_ethosu(
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.quantizer import EthosUQuantizer
 
+    c0 = cpu_seconds()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         tmp_path = Path(tmp)
         compile_spec = EthosUCompileSpec(target)
         compile_spec.dump_intermediate_artifacts_to(str(tmp_path / "upstream"))
-        ep, export_s, quantize_s = _quantize(module, inputs, EthosUQuantizer(compile_spec))
+        ep, _, export_s, quantize_s = _quantize(module, inputs, EthosUQuantizer(compile_spec))
         res, _ = _lower(ep, EthosUPartitioner(compile_spec), tmp_path / "upstream")
+        res["total_cpu_s"] = cpu_seconds() - c0 - res["serialize_cpu_s"]
         # Upstream's own vela run leaves one summary CSV per delegate; several delegates add up.
         vela: dict[str, Any] = {"vela_flags": " ".join(compile_spec.compiler_flags)}
         for summary in sorted((tmp_path / "upstream").rglob("*_summary_*.csv")):
             for k, v in _read_vela_summary(summary).items():
                 vela[k] = vela.get(k, 0.0) + v
-        vela["vela_s"] = 0.0
-        for i, tosa_file in enumerate(_unique_tosa_files(tmp_path / "upstream")):
+        vela["vela_s"], layers = 0.0, []
+        for i, tosa_file in enumerate(unique_files(tmp_path / "upstream", ".tosa")):
             out_dir = tmp_path / f"vela{i}"
             out_dir.mkdir()
             vela["vela_s"] += _time_vela(tosa_file, list(compile_spec.compiler_flags), out_dir)
+            for per_layer in out_dir.glob("*_per-layer.csv"):
+                layers.extend(vela_layers(per_layer))
+        vela |= layer_summary(layers)
     total = export_s + quantize_s + res["lower_s"]
     return {"flow": f"upstream_ethosu[{target}]", "import_s": import_s, "export_s": export_s,
             "quantize_s": quantize_s, "total_s": total} | res | vela  # fmt: skip
 
 
-@_guard
-def upstream_vgf(
-    module: torch.nn.Module, inputs: tuple, precision: str = "fp", workdir: str | None = None
-) -> dict[str, Any]:
-    """Upstream VGF flow: ``precision`` "fp" (TOSA-1.0+FP) or "int8" (VgfQuantizer PTQ, +INT)."""
+@guard
+def upstream_vgf(module: torch.nn.Module, inputs: tuple, precision: str = "fp",
+                 workdir: str | None = None, keep_vgf: bool = True) -> dict[str, Any]:
+    """Upstream VGF flow: ``precision`` "fp" (TOSA-1.0+FP) or "int8" (VgfQuantizer PTQ, +INT).
+
+    With ``keep_vgf`` and a single VGF, a copy stays in a fresh temporary folder named by
+    ``vgf_path`` (the caller times it on Vulkan with ``our_flows.time_vgf_file``, which removes it).
+    """
     if precision not in ("fp", "int8"):
         raise ValueError(f"precision must be 'fp' or 'int8', got {precision!r}")
     # The ML SDK wheel installs `model-converter` next to this interpreter; `uv run` puts that
@@ -291,17 +273,25 @@ def upstream_vgf(
     from executorch.backends.arm.quantizer import VgfQuantizer
     from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
 
+    c0 = cpu_seconds()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         compile_spec = VgfCompileSpec("TOSA-1.0+FP" if precision == "fp" else "TOSA-1.0+INT")
         compile_spec.dump_intermediate_artifacts_to(tmp)
         if precision == "int8":
-            ep, export_s, quantize_s = _quantize(module, inputs, VgfQuantizer(compile_spec))
+            ep, _, export_s, quantize_s = _quantize(module, inputs, VgfQuantizer(compile_spec))
         else:
             t0 = time.perf_counter()
             ep, quantize_s = torch.export.export(module, inputs), 0.0
             export_s = time.perf_counter() - t0
         res, _ = _lower(ep, VgfPartitioner(compile_spec), Path(tmp))
-        res["vgf_files"] = len(list(Path(tmp).rglob("*.vgf")))
+        res["total_cpu_s"] = cpu_seconds() - c0 - res["serialize_cpu_s"]
+        vgf_files = unique_files(Path(tmp), ".vgf")
+        res["vgf_files"] = len(vgf_files)
+        res["vgf_bytes"] = sum(f.stat().st_size for f in vgf_files)
+        if keep_vgf and len(vgf_files) == 1:
+            keep = Path(tempfile.mkdtemp(prefix="bench_upstream_vgf_")) / vgf_files[0].name
+            shutil.copyfile(vgf_files[0], keep)
+            res["vgf_path"] = str(keep)
     total = export_s + quantize_s + res["lower_s"]
     return {"flow": f"upstream_vgf[{precision}]", "import_s": import_s, "export_s": export_s,
             "quantize_s": quantize_s, "total_s": total} | res  # fmt: skip
@@ -314,24 +304,13 @@ FLOWS: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
-def _call_flow(flow: str, module: torch.nn.Module, inputs: tuple, kwargs: dict) -> dict[str, Any]:
-    # Upstream's vela call prints its network summary; keep the parent's output a table.
-    with contextlib.redirect_stdout(io.StringIO()):
-        return FLOWS[flow](module, inputs, **kwargs)
+def run_isolated(flow: str, model: str, seed: int = 0, input_size: int | None = None,
+                 log_file: Path | None = None, **kwargs: Any) -> dict[str, Any]:
+    """Run one upstream flow on a bundled example model in a fresh Python process; return its dict.
 
-
-def run_isolated(
-    flow: str, module: torch.nn.Module, inputs: tuple, **kwargs: Any
-) -> dict[str, Any]:
-    """Run one upstream flow in a fresh spawned Python process and return its result dict.
-
-    The module and inputs are pickled to the child, so the module's class must be importable there
-    (the bundled example models are). Upstream's backends are then never loaded in this process.
+    The child builds the model by name and seed (``bench_common.build_example``), so upstream's
+    backends are never loaded in this process and ours never in that one.
     """
     if flow not in FLOWS:
         raise ValueError(f"unknown flow {flow!r}; valid flows: {', '.join(FLOWS)}")
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
-        return pool.submit(_call_flow, flow, module, inputs, kwargs).result()
+    return run_isolated_example("upstream_flows", flow, model, seed, input_size, log_file, **kwargs)
