@@ -6,18 +6,9 @@ import torch.nn.functional as F
 from quant_harness import check_int
 from torch import nn
 
+from arm_tosa_core.testing import FnModule as Fn
+
 torch.manual_seed(0)
-
-
-class Fn(nn.Module):
-    def __init__(self, fn, **mods):
-        super().__init__()
-        self.fn = fn
-        for k, v in mods.items():
-            setattr(self, k, v)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
 
 
 CASES = [

@@ -5,22 +5,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from arm_tosa_core.testing import FnModule as Fn
 from arm_tosa_core.testing import check_lowering
 
 torch.manual_seed(0)
 
 
-class Fn(nn.Module):
-    """Wraps a function of the inputs (and optional parameters) as a module."""
-
-    def __init__(self, fn, **params):
-        super().__init__()
-        self.fn = fn
-        for k, v in params.items():
-            self.register_parameter(k, nn.Parameter(v, requires_grad=False))
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
+def _param(*shape):
+    """A frozen parameter: weights reach the lowering as parameters, not buffers."""
+    return nn.Parameter(torch.randn(*shape), requires_grad=False)
 
 
 CONV_CASES = [
@@ -50,8 +43,8 @@ MATMUL_CASES = [
     ("mm", Fn(lambda s, a, b: a @ b), [(4, 6), (6, 3)]),
     ("bmm", Fn(lambda s, a, b: torch.bmm(a, b)), [(2, 4, 6), (2, 6, 3)]),
     ("matmul_4d", Fn(lambda s, a, b: a @ b), [(2, 3, 4, 5), (2, 3, 5, 2)]),
-    ("matmul_broadcast_weight", Fn(lambda s, a: a @ s.w, w=torch.randn(6, 3)), [(2, 4, 6)]),
-    ("addmm", Fn(lambda s, a, b: torch.addmm(s.bias, a, b), bias=torch.randn(3)), [(4, 6), (6, 3)]),
+    ("matmul_broadcast_weight", Fn(lambda s, a: a @ s.w, w=_param(6, 3)), [(2, 4, 6)]),
+    ("addmm", Fn(lambda s, a, b: torch.addmm(s.bias, a, b), bias=_param(3)), [(4, 6), (6, 3)]),
 ]
 
 

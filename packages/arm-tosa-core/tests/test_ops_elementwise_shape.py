@@ -9,22 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from arm_tosa_core.testing import FnModule as Fn
 from arm_tosa_core.testing import check_lowering
 
 torch.manual_seed(0)
-
-
-class Fn(nn.Module):
-    """A function of the inputs (and optional constant buffers) as a module."""
-
-    def __init__(self, fn, **buffers):
-        super().__init__()
-        self.fn = fn
-        for k, v in buffers.items():
-            self.register_buffer(k, v)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
 
 
 def positive(*shape):

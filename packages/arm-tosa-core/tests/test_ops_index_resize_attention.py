@@ -14,23 +14,11 @@ from arm_tosa_core import registry
 from arm_tosa_core.compile_spec import TosaCompileSpec
 from arm_tosa_core.ops import attention
 from arm_tosa_core.partitioner import TOSAPartitioner
+from arm_tosa_core.testing import FnModule as Fn
 from arm_tosa_core.testing import check_lowering, lower
 
 torch.manual_seed(0)
 FP = TosaCompileSpec("TOSA-1.0+FP").tosa_spec
-
-
-class Fn(nn.Module):
-    """A function of the inputs (and optional constant buffers) as a module."""
-
-    def __init__(self, fn, **buffers):
-        super().__init__()
-        self.fn = fn
-        for k, v in buffers.items():
-            self.register_buffer(k, v)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
 
 
 TOSA_OPT = Path(sys.executable).with_name("tosa-opt")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
-from vgf_flow_helpers import Fn, lower_tosa, lower_vgf, payloads, relative_error
+from vgf_flow_helpers import lower_tosa, lower_vgf, payloads, relative_error
 
 from arm_tosa_core import (
     ReferenceModelError,
@@ -17,6 +17,7 @@ from arm_tosa_core import (
     partition_report,
     run_on_reference_model,
 )
+from arm_tosa_core.testing import FnModule as Fn
 from arm_vgf import (
     VgfCompileSpec,
     VgfConversionError,

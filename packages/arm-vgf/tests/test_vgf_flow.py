@@ -11,10 +11,11 @@ import pytest
 import torch
 from torch import nn
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-from vgf_flow_helpers import Fn, lower_tosa, lower_vgf, payloads, randomized, relative_error
+from vgf_flow_helpers import lower_tosa, lower_vgf, payloads, randomized, relative_error
 
 from arm_quantizer import get_symmetric_quantization_config
 from arm_tosa_core import partition_report, run_on_reference_model
+from arm_tosa_core.testing import FnModule as Fn
 from arm_vgf import (
     VgfCompileSpec,
     VgfQuantizer,

@@ -13,19 +13,6 @@ from arm_tosa_core.testing import lower, max_relative_error
 from arm_vgf import VgfCompileSpec, VgfPartitioner
 
 
-class Fn(nn.Module):
-    """A function of the inputs (and optional constant buffers) as a module."""
-
-    def __init__(self, fn, **buffers: torch.Tensor) -> None:
-        super().__init__()
-        self.fn = fn
-        for k, v in buffers.items():
-            self.register_buffer(k, v)
-
-    def forward(self, *xs):
-        return self.fn(self, *xs)
-
-
 def randomized(module: nn.Module, seed: int = 0) -> nn.Module:
     """Non-trivial affine parameters (norm layers start at ones/zeros)."""
     gen = torch.Generator().manual_seed(seed)

@@ -21,6 +21,28 @@ from .reference import run_on_reference_model
 from .report import PartitionReport, partition_report
 
 
+class FnModule(torch.nn.Module):
+    """A function of the inputs as a module: `FnModule(lambda self, x: x @ self.w, w=tensor)`.
+
+    Keyword tensors become buffers, `nn.Parameter`s parameters and modules submodules, so the function
+    reaches them through `self` (and torch.export sees them as the constants they are).
+    """
+
+    def __init__(self, fn, **attrs: Any) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, value in attrs.items():
+            if isinstance(value, torch.nn.Parameter):
+                self.register_parameter(name, value)
+            elif isinstance(value, torch.Tensor):
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, value)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
 @dataclass
 class LoweringCheck:
     edge: Any
