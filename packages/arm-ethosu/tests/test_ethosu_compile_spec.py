@@ -3,6 +3,7 @@ the implied TOSA spec, and what travels to the backend."""
 
 import json
 
+import arm_ethosu_test_graphs as graphs
 import pytest
 
 from arm_ethosu import (
@@ -16,25 +17,12 @@ from arm_ethosu import vela_config as vc
 from arm_quantizer import get_symmetric_a16w8_quantization_config
 from arm_tosa_core import TosaCompileSpec
 
-TINY_INI = """
-[System_Config.My_Sys]
-core_clock=400e6
-axi0_port=Sram
-axi1_port=OffChipFlash
-Sram_clock_scale=1.0
-Sram_burst_length=32
-Sram_read_latency=32
-Sram_write_latency=32
-OffChipFlash_clock_scale=0.125
-OffChipFlash_burst_length=128
-OffChipFlash_read_latency=64
-OffChipFlash_write_latency=0
-
+TINY_INI = graphs.tiny_vela_ini("""
 [Memory_Mode.My_Mode]
 const_mem_area=Axi1
 arena_mem_area=Axi0
 cache_mem_area=Axi0
-"""
+""")
 
 
 def _settings(spec):

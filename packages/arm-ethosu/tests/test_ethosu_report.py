@@ -10,26 +10,13 @@ from arm_ethosu import vela_config as vc
 from arm_ethosu.report import EthosUReport, MemoryBudgetError, check_memory_budget
 from arm_ethosu.vela_runner import compile_with_vela
 
-TINY_INI = """
-[System_Config.My_Sys]
-core_clock=400e6
-axi0_port=Sram
-axi1_port=OffChipFlash
-Sram_clock_scale=1.0
-Sram_burst_length=32
-Sram_read_latency=32
-Sram_write_latency=32
-OffChipFlash_clock_scale=0.125
-OffChipFlash_burst_length=128
-OffChipFlash_read_latency=64
-OffChipFlash_write_latency=0
-
+TINY_INI = graphs.tiny_vela_ini("""
 [Memory_Mode.Tiny_Sram]
 const_mem_area=Axi1
 arena_mem_area=Axi0
 cache_mem_area=Axi0
 arena_cache_size=512
-"""
+""")
 
 
 @pytest.fixture

@@ -3,26 +3,14 @@
 import contextlib
 import io
 
+import arm_ethosu_test_graphs as graphs
 import pytest
 from ethosu.vela import vela
 from ethosu.vela.architecture_features import Accelerator
 
 from arm_ethosu import vela_config as vc
 
-TINY_INI = """
-[System_Config.My_Sys]
-core_clock=400e6
-axi0_port=Sram
-axi1_port=OffChipFlash
-Sram_clock_scale=1.0
-Sram_burst_length=32
-Sram_read_latency=32
-Sram_write_latency=32
-OffChipFlash_clock_scale=0.125
-OffChipFlash_burst_length=128
-OffChipFlash_read_latency=64
-OffChipFlash_write_latency=0
-
+TINY_INI = graphs.tiny_vela_ini("""
 [Memory_Mode.Base]
 const_mem_area=Axi1
 arena_mem_area=Axi0
@@ -31,7 +19,7 @@ cache_mem_area=Axi0
 [Memory_Mode.Tiny_Sram]
 inherit=Memory_Mode.Base
 arena_cache_size=512
-"""
+""")
 
 
 def _vela_list_configs(path: str) -> list[str]:

@@ -127,3 +127,25 @@ def float_add() -> bytes:
     add_attr.AddAttribute()
     s.addOperator(ts.Op.ADD, ["input_0", "input_1"], [out], add_attr)
     return s.serialize()
+
+
+# A small vela system config (My_Sys) for custom-.ini tests; each test appends its own memory modes.
+TINY_SYSTEM_CONFIG = """
+[System_Config.My_Sys]
+core_clock=400e6
+axi0_port=Sram
+axi1_port=OffChipFlash
+Sram_clock_scale=1.0
+Sram_burst_length=32
+Sram_read_latency=32
+Sram_write_latency=32
+OffChipFlash_clock_scale=0.125
+OffChipFlash_burst_length=128
+OffChipFlash_read_latency=64
+OffChipFlash_write_latency=0
+"""
+
+
+def tiny_vela_ini(memory_modes: str) -> str:
+    """The My_Sys system config followed by `memory_modes` (vela .ini sections)."""
+    return TINY_SYSTEM_CONFIG + "\n" + memory_modes

@@ -112,14 +112,17 @@ def _window_reason(node: Node, kernel, stride) -> str | None:
     return None
 
 
-# -- max_pool2d --------------------------------------------------------------------------------
-def _max_window(node: Node):
+def _window(node: Node):
+    """(kernel, stride, padding) of max_pool2d/avg_pool2d; stride defaults to the kernel."""
     kernel = _pair(arg(node, 1, "kernel_size"), [1, 1])
     return kernel, _pair(arg(node, 2, "stride"), kernel), _pair(arg(node, 3, "padding"), [0, 0])
 
 
+# -- max_pool2d --------------------------------------------------------------------------------
+
+
 def _max_pool_support(node: Node, spec) -> str | None:
-    kernel, stride, _ = _max_window(node)
+    kernel, stride, _ = _window(node)
     dilation = _pair(arg(node, 4, "dilation"), [1, 1])
     if any(d != 1 for d in dilation):
         return f"max_pool2d with dilation {dilation} is not lowered (TOSA MAX_POOL2D has no dilation)"
@@ -132,7 +135,7 @@ def _max_pool_support(node: Node, spec) -> str | None:
 @register_op("max_pool2d", [aten.max_pool2d_with_indices.default, aten.max_pool2d.default],
              support=_max_pool_support, quant=Quant.SHARED)
 def lower_max_pool2d(ctx: LoweringContext, node: Node):
-    kernel, stride, padding = _max_window(node)
+    kernel, stride, padding = _window(node)
     y = pool(ctx, node, Op.MAX_POOL2D, kernel, stride, padding, "exclude")
     if aten_target(node.target) is aten.max_pool2d_with_indices.default:
         return (y, None)  # the indices are refused by the support rule
@@ -140,13 +143,8 @@ def lower_max_pool2d(ctx: LoweringContext, node: Node):
 
 
 # -- avg_pool2d --------------------------------------------------------------------------------
-def _avg_window(node: Node):
-    kernel = _pair(arg(node, 1, "kernel_size"), [1, 1])
-    return kernel, _pair(arg(node, 2, "stride"), kernel), _pair(arg(node, 3, "padding"), [0, 0])
-
-
 def _avg_pool_support(node: Node, spec) -> str | None:
-    kernel, stride, _ = _avg_window(node)
+    kernel, stride, _ = _window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is not None and divisor <= 0:
         return f"avg_pool2d divisor_override={divisor} must be positive"
@@ -155,7 +153,7 @@ def _avg_pool_support(node: Node, spec) -> str | None:
 
 @register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE)
 def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
-    kernel, stride, padding = _avg_window(node)
+    kernel, stride, padding = _window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is not None:
         # every window position then holds data or a zero: average * area / divisor = sum / divisor
