@@ -15,7 +15,7 @@ import torch
 from torch.fx import Node
 
 from . import layout
-from .builder import DType, Op, T, TosaGraphBuilder, tosa_dtype
+from .builder import DType, Op, T, TosaGraphBuilder, numpy_dtype, tosa_dtype
 from .errors import LoweringError
 from .specification import TosaSpecification
 
@@ -147,8 +147,6 @@ class LoweringContext:
 
     def scalar(self, value: float, dtype: DType, rank: int) -> T:
         """A broadcastable constant of shape [1]*rank."""
-        from .builder import numpy_dtype
-
         return self.b.const(np.full([1] * rank, value, dtype=numpy_dtype(dtype)), dtype)
 
     def reshape(self, value: Value, shape) -> Value:

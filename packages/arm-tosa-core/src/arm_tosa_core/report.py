@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import operator
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -94,9 +93,8 @@ def partition_report(program: Any) -> PartitionReport:
             inner = [n.name for n in lowered.original_module.graph.nodes
                      if n.op == "call_function" and n.target not in _NOT_COMPUTE]
             payload = bytes(lowered.processed_bytes)
-            report.delegates.append(DelegateSummary(lowered.backend_id, inner,
-                                                    _counts(payload) if lowered.backend_id == "TOSABackend"
-                                                    else dict(Counter()), len(payload)))
+            ops = _counts(payload) if lowered.backend_id == "TOSABackend" else {}
+            report.delegates.append(DelegateSummary(lowered.backend_id, inner, ops, len(payload)))
         elif node.target not in _NOT_COMPUTE:
             reason = node.meta.get(REASON_KEY) or "not claimed by any partitioner"
             report.cpu_nodes.append(CpuNode(node.name, str(aten_target(node.target)), reason))

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch.fx import Node
 
-from ..builder import DType, Op, T, numpy_dtype, tosa_dtype
+from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 
 aten = torch.ops.aten
@@ -32,10 +32,6 @@ def is_constant_input(node: Node, index: int) -> bool:
     if isinstance(a, Node) and "dequantize" in str(a.target):  # a quantized weight: look through
         a = a.args[0]
     return isinstance(a, Node) and a.meta.get("arm_constant", False)
-
-
-def zeros_like_scalar(ctx: LoweringContext, dtype: DType) -> T:
-    return ctx.b.const(np.zeros([1], dtype=numpy_dtype(dtype)), dtype)
 
 
 def mul_shift(ctx: LoweringContext) -> T:
