@@ -34,17 +34,28 @@ COMPILE_COLUMNS = [
     ("fold_sqnr_float_db", "fold.fl", "{:.1f}"),
 ]
 
-# Device-specific columns: Ethos-U (vela) and VGF (Vulkan on the host).
-DEVICE_COLUMNS = [
+# Ethos-U columns (vela estimates).
+ETHOSU_COLUMNS = [
     ("vela_s", "vela_s", "{:.2f}"),
     ("vela_npu_cycles", "npu_cyc", "{:.0f}"),
     ("vela_total_cycles", "tot_cyc", "{:.0f}"),
     ("vela_sram_kib", "SRAMKiB", "{:.1f}"),
     ("vela_flash_kib", "flashKiB", "{:.1f}"),
+]
+
+# VGF columns: compile cost, size, and the VGF run on this host's Vulkan device against the TOSA
+# reference model on the graph it was converted from.
+VGF_COLUMNS = [
+    ("lower_s", "lower", "{:.2f}"),
+    ("convert_s", "convert", "{:.2f}"),
     ("vgf_bytes", "VGFKiB", "{:.0f}"),
-    ("vulkan_latency_s", "vk ms", "{:.2f}"),
+    ("vulkan_latency_s", "vk ms", "{:.1f}"),
+    ("vulkan_latency_repeats", "vk n", "{}"),
     ("ref_latency_s", "ref ms", "{:.1f}"),
+    ("vk_over_ref", "vk/ref", "{:.2f}"),
+    ("vk_vs_ref", "vk=ref", "{}"),
     ("vulkan_rel_err", "vk err", "{:.2e}"),
+    ("vulkan_sqnr_fq_db", "vkSQNRfq", "{:.1f}"),
 ]
 
 _SCALE = {"vgf_bytes": 1 / 1024, "vulkan_latency_s": 1e3, "ref_latency_s": 1e3}
@@ -52,11 +63,18 @@ _BOUNDARY_QDQ = ("quantize_per_tensor", "dequantize_per_tensor")
 
 
 def add_derived(row: Row) -> Row:
-    """Add ``compute_share``: delegated share not counting the float boundary's quantize/dequantize.
+    """Add ``compute_share``: delegated share not counting the float boundary's quantize/dequantize;
+    for VGF rows ``vk_over_ref`` (Vulkan latency / reference-model latency) and ``vk_vs_ref``
+    ("exact", or the relative error of the Vulkan outputs against the reference model's).
 
     PT2E leaves one quantize at each float input and one dequantize at each float output; both
     toolkits keep them on the CPU by design, so they are not what "100 % delegation" is about.
     """
+    if row.get("vulkan_latency_s") and row.get("ref_latency_s"):
+        row["vk_over_ref"] = row["vulkan_latency_s"] / row["ref_latency_s"]
+    if "vulkan_vs_ref_bit_exact" in row:  # Vulkan against the reference model, same graph and inputs
+        exact = row["vulkan_vs_ref_bit_exact"]
+        row["vk_vs_ref"] = "exact" if exact else f"{row['vulkan_vs_ref_rel_err']:.1e}"
     if "delegated_nodes" in row:
         boundary = sum(v for k, v in row.get("not_delegated", {}).items() if any(q in k for q in _BOUNDARY_QDQ))
         counted = row["total_nodes"] - boundary
@@ -70,6 +88,8 @@ def _cell(row: Row, key: str, fmt: str) -> str:
         return "-"
     if isinstance(value, float) and math.isinf(value):
         return "inf"
+    if isinstance(value, str):
+        return value
     return fmt.format(value * _SCALE.get(key, 1))
 
 
@@ -94,10 +114,15 @@ def compile_table(rows: list[Row]) -> str:
     return "\n".join(_table(rows, COMPILE_COLUMNS, lambda r: True))
 
 
-def device_table(rows: list[Row]) -> str:
-    """vela and VGF numbers, for the Ethos-U and VGF rows only ("" when there are none)."""
-    keep = lambda r: r["case"].startswith(("ethosu", "vgf"))  # noqa: E731
-    lines = _table(rows, DEVICE_COLUMNS, keep)
+def ethosu_table(rows: list[Row]) -> str:
+    """vela numbers, for the Ethos-U rows only ("" when there are none)."""
+    lines = _table(rows, ETHOSU_COLUMNS, lambda r: r["case"].startswith("ethosu"))
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def vgf_table(rows: list[Row]) -> str:
+    """VGF compile cost, size and host latency, for the VGF rows only ("" when there are none)."""
+    lines = _table(rows, VGF_COLUMNS, lambda r: r["case"].startswith("vgf"))
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -127,6 +152,8 @@ RATIO_KEYS = [  # (key, label): ours / upstream
     ("tosa_rescale", "RESCALE"),
     ("vela_npu_cycles", "npu_cyc"),
     ("vela_total_cycles", "tot_cyc"),
+    ("convert_s", "convert"),
+    ("vgf_bytes", "VGFsize"),
     ("vulkan_latency_s", "vk lat"),
 ]
 

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import vgf_device
 from bench_common import (
     cpu_seconds,
     guard,
     layer_summary,
-    median_seconds,
     partition_stats,
     rel_max_error,
     sqnr_db,
@@ -228,27 +228,12 @@ def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-
 def _vgf_api() -> Any:
     import arm_vgf
 
-    missing = [n for n in ("VgfCompileSpec", "VgfPartitioner", "run_on_vulkan", "time_vgf", "read_vgf")
+    missing = [n for n in ("VgfCompileSpec", "VgfPartitioner", "VgfQuantizer", "run_on_vulkan", "run_vgf",
+                           "time_vgf", "read_vgf")
                if not hasattr(arm_vgf, n)]
     if missing:
         raise ImportError(f"arm_vgf does not expose {', '.join(missing)} yet")
     return arm_vgf
-
-
-# Large models take seconds per run on lavapipe and on the reference model: stop repeating once a
-# measurement has used this many seconds (at least 5 Vulkan runs / 1 reference run are taken).
-LATENCY_BUDGET_S = 12.0
-
-
-def _tosa_ref_latency(tosa_file: Path, arrays: list, repeats: int) -> tuple[float, int]:
-    """Median seconds of TOSA reference-model runs of the graph the VGF was converted from, and
-    how many runs that median is over (``repeats``, fewer when one run is slow)."""
-    import tosa_reference_model as trm
-
-    graph = tosa_file.read_bytes()
-    first = median_seconds(lambda: trm.run(graph, arrays), 1, warmup=0)
-    n = max(1, min(repeats, int(LATENCY_BUDGET_S / max(first, 1e-6))))
-    return (first, 1) if n == 1 else (median_seconds(lambda: trm.run(graph, arrays), n, warmup=0), n)
 
 
 @guard
@@ -262,20 +247,40 @@ def our_vgf(module: torch.nn.Module, inputs: tuple, precision: str = "fp", laten
     import_s = _import_core()
     try:
         vgf = _vgf_api()
+        import arm_vgf.backend as vgf_backend
     except ImportError as exc:
         return {"unavailable": f"arm_vgf not available: {exc}"}
+
+    # Time the model converter's share of lowering by wrapping the function the backend calls.
+    convert_times: list[float] = []
+    convert = vgf_backend.convert_tosa_to_vgf
+
+    def timed_convert(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return convert(*args, **kwargs)
+        finally:
+            convert_times.append(time.perf_counter() - t0)
+
+    vgf_backend.convert_tosa_to_vgf = timed_convert
     with torch.no_grad():
         float_out = module(*inputs)
     c0 = cpu_seconds()
     with tempfile.TemporaryDirectory() as tmp:
         spec = vgf.VgfCompileSpec("TOSA-1.0+FP" if precision == "fp" else "TOSA-1.0+INT")
         spec.dump_intermediate_artifacts_to(tmp)
+        fq_out = None
         if precision == "int8":
-            ep, _, export_s, quantize_s = _quantize(module, inputs, vgf.VgfQuantizer(spec))
+            ep, quantized, export_s, quantize_s = _quantize(module, inputs, vgf.VgfQuantizer(spec))
+            c_fq = cpu_seconds()
+            with torch.no_grad():
+                fq_out = quantized(*inputs)
+            c0 += cpu_seconds() - c_fq  # the fake-quant reference run is not part of the flow
         else:
             (ep, export_s), quantize_s = _export(module, inputs), 0.0
         res, edge = _lower(ep, vgf.VgfPartitioner(spec))
         res["total_cpu_s"] = cpu_seconds() - c0
+        res["convert_s"] = sum(convert_times)
         res |= _report_share(edge) | _serialize(edge) | tosa_stats_of_dir(Path(tmp))
         vgf_files, tosa_files = unique_files(Path(tmp), ".vgf"), unique_files(Path(tmp), ".tosa")
         res["vgf_files"] = len(vgf_files)
@@ -284,44 +289,32 @@ def our_vgf(module: torch.nn.Module, inputs: tuple, precision: str = "fp", laten
         got = vgf.run_on_vulkan(edge, *inputs)
         res |= {"vulkan_run_s": time.perf_counter() - t0, "vulkan_rel_err": rel_max_error(float_out, got),
                 "vulkan_sqnr_float_db": sqnr_db(float_out, got)}
+        if fq_out is not None:
+            res |= {"vulkan_rel_err_fq": rel_max_error(fq_out, got), "vulkan_sqnr_fq_db": sqnr_db(fq_out, got)}
         if len(vgf_files) == 1 and len(tosa_files) == 1:  # latency of the one delegated graph
-            lat, arrays = _vgf_latency(vgf, vgf_files[0], latency_repeats)
-            ref_s, ref_n = _tosa_ref_latency(tosa_files[0], arrays, ref_repeats)
-            res |= lat | {"ref_latency_s": ref_s, "ref_latency_repeats": ref_n}
+            res |= vgf_device.device_numbers(vgf, vgf_files[0], tosa_files[0], latency_repeats, ref_repeats)
+        else:
+            res["latency_skipped"] = f"{len(vgf_files)} VGF files: latency is measured for one only"
     total = export_s + quantize_s + res["lower_s"]
     return {"flow": f"our_vgf[{precision}]", "import_s": import_s, "export_s": export_s,
             "quantize_s": quantize_s, "total_s": total} | res  # fmt: skip
 
 
-def _vgf_latency(vgf: Any, vgf_file: Path, repeats: int) -> tuple[dict[str, Any], list]:
-    """Median seconds per dispatch of a VGF on random inputs of the shapes and dtypes it declares
-    (and those inputs)."""
-    import numpy as np
-
-    data = vgf_file.read_bytes()
-    model = vgf.read_vgf(data)
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(t.shape).astype(t.numpy_dtype()) if t.numpy_dtype().kind == "f"
-              else rng.integers(-128, 128, t.shape).astype(t.numpy_dtype()) for t in model.inputs]
-    first = vgf.time_vgf(data, arrays, repeats=1, warmup=1)[0]  # also builds the pipeline
-    repeats = max(5, min(repeats, int(LATENCY_BUDGET_S / max(first, 1e-6))))
-    times = sorted(vgf.time_vgf(data, arrays, repeats=repeats, warmup=0))
-    return {"vulkan_latency_s": times[len(times) // 2], "vulkan_latency_min_s": times[0],
-            "vulkan_latency_repeats": repeats}, arrays
-
-
 @guard
-def time_vgf_file(module: torch.nn.Module, inputs: tuple, vgf_path: str = "",
-                  latency_repeats: int = 20) -> dict[str, Any]:
-    """Latency of someone else's VGF file (upstream's) on our Vulkan runner; ``module`` is unused."""
+def time_vgf_file(module: torch.nn.Module, inputs: tuple, vgf_path: str = "", tosa_path: str = "",
+                  latency_repeats: int = 20, ref_repeats: int = 3) -> dict[str, Any]:
+    """Latency of someone else's VGF file (upstream's) on our Vulkan runner, and of the TOSA graph it
+    was converted from (``tosa_path``, optional) on the reference model; ``module`` is unused."""
     del module, inputs
     try:
         vgf = _vgf_api()
     except ImportError as exc:
         return {"unavailable": f"arm_vgf not available: {exc}"}
-    res, _ = _vgf_latency(vgf, Path(vgf_path), latency_repeats)
-    shutil.rmtree(Path(vgf_path).parent, ignore_errors=True)  # the copy upstream_vgf kept for us
-    return res
+    try:
+        tosa = Path(tosa_path) if tosa_path else None
+        return vgf_device.device_numbers(vgf, Path(vgf_path), tosa, latency_repeats, ref_repeats)
+    finally:
+        shutil.rmtree(Path(vgf_path).parent, ignore_errors=True)  # the copies upstream_vgf kept for us
 
 
 FLOWS = {"tosa": our_tosa, "ethosu": our_ethosu, "vgf": our_vgf, "time_vgf_file": time_vgf_file}

@@ -93,26 +93,38 @@ def _run(side: str, model: str, case: str, size: int | None, seed: int, log_dir:
 
 def _time_upstream_vgf(row: dict[str, Any], size: int | None, seed: int, log_dir: Path) -> None:
     """Time upstream's VGF on our Vulkan runner (same runner, same device as ours)."""
-    path = row.pop("vgf_path", None)
+    path, tosa = row.pop("vgf_path", None), row.pop("tosa_path", "")
     if not path:
         return
     res = run_isolated_example("our_flows", "time_vgf_file", row["model"], seed, size,
                                log_file=log_dir / f"{row['model']}-{row['case']}-upstream-vk.log",
-                               timeout_s=CHILD_TIMEOUT_S, vgf_path=path)
+                               timeout_s=CHILD_TIMEOUT_S, vgf_path=path, tosa_path=tosa)
     if "error" in res or "unavailable" in res:
         row["vulkan_latency_error"] = res.get("error", res.get("unavailable"))
     else:
-        row |= {k: v for k, v in res.items() if k.startswith("vulkan_latency")}
+        row |= {k: v for k, v in res.items() if k.startswith(("vulkan_", "ref_"))}
+
+
+def _names(ap: argparse.ArgumentParser, option: str, values: list[str] | None, valid: list[str]) -> list[str]:
+    """Split "a,b c" into ["a", "b", "c"] and check each against ``valid`` (argparse's ``choices``
+    would refuse the comma form)."""
+    names = [n for v in values or [] for n in v.split(",") if n]
+    bad = [n for n in names if n not in valid]
+    if bad:
+        ap.error(f"{option}: unknown {', '.join(bad)}; valid: {' '.join(valid)}")
+    return names
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     models = sorted(example_models())
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--models", nargs="+", choices=models, default=None,
-                    help=f"default: {' '.join(DEFAULT_MODELS)}")
-    ap.add_argument("--flows", nargs="+", choices=sorted(CASES), default=None,
-                    help=f"default: {' '.join(DEFAULT_FLOWS)}")
+    ap.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                    help=f"any of {' '.join(models)}, space- or comma-separated "
+                         f"(default: {' '.join(DEFAULT_MODELS)})")
+    ap.add_argument("--flows", nargs="+", default=None, metavar="FLOW",
+                    help=f"any of {' '.join(sorted(CASES))}, space- or comma-separated "
+                         f"(default: {' '.join(DEFAULT_FLOWS)})")
     ap.add_argument("--input-size", type=int, default=224,
                     help="image side for the image models (default 224); the transformer blocks keep "
                          "their own sequence lengths (197 and 32)")
@@ -126,8 +138,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         if args.models or args.flows or args.input_size != 224:
             ap.error("--quick fixes the models, flows and input size; drop --models/--flows/--input-size")
         args.models, args.flows = QUICK_MODELS, QUICK_FLOWS
-    args.models = args.models or DEFAULT_MODELS
-    args.flows = args.flows or DEFAULT_FLOWS
+    args.models = _names(ap, "--models", args.models, models) or DEFAULT_MODELS
+    args.flows = _names(ap, "--flows", args.flows, sorted(CASES)) or DEFAULT_FLOWS
     if args.input_size < 32:
         ap.error(f"--input-size {args.input_size} is too small: image models need >= 32")
     return args
@@ -158,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = _run(side, model, case, size, args.seed, log_dir)
                 if side == "upstream" and case.startswith("vgf"):
                     _time_upstream_vgf(row, size, args.seed, log_dir)
+                    bench_report.add_derived(row)  # again: the Vulkan numbers came in after _run
                 rows.append(row)
                 state = ("not available" if "unavailable" in row else
                          "ERROR " + row.get("root_cause", row.get("error", ""))[:120] if "error" in row else "ok")
@@ -170,10 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     print("\nCompile, delegation, TOSA ops, accuracy (times in s; SQNR in dB; deleg = delegated share "
           "without the float boundary's Q/DQ)")
     print(bench_report.compile_table(rows))
-    device = bench_report.device_table(rows)
-    if device:
-        print("\nEthos-U (vela estimates) and VGF (Vulkan on this host)")
-        print(device)
+    ethosu = bench_report.ethosu_table(rows)
+    if ethosu:
+        print("\nEthos-U (vela estimates)")
+        print(ethosu)
+    vgf = bench_report.vgf_table(rows)
+    if vgf:
+        print("\nVGF (lower includes the model converter; latencies are medians on this host: Vulkan "
+              "through the ML SDK emulation layers, and the TOSA reference model on the same graph)")
+        print(vgf)
     if ratio_rows:
         print("\nOurs / upstream (lower than 1 is better for times, ops, RESCALEs, cycles; dSQNR = ours - "
               "upstream dB, higher is better)")

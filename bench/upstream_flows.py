@@ -25,7 +25,9 @@ Each flow takes ``(module, example_inputs)`` and returns a flat dict:
     lower_s);
   accuracy (TOSA flows): ref_rel_err / ref_sqnr_float_db (upstream's TOSA graph on the TOSA
     reference model against the float model), ref_sqnr_fq_db (against the fake-quant model);
-  VGF: vgf_bytes, and vgf_path (a kept copy, when there is one VGF) for ``our_flows.time_vgf_file``;
+  VGF: vgf_bytes; convert_s (a second, timed model-converter run on the dumped TOSA with upstream's
+    flags; convert_same_vgf: it wrote upstream's VGF byte for byte); vgf_path / tosa_path (kept
+    copies, when there is one VGF) for ``our_flows.time_vgf_file``;
   error / root_cause / traceback_tail: set instead of the numbers when the flow raised.
 """
 
@@ -59,6 +61,7 @@ from bench_common import (  # noqa: E402
     tosa_stats_of_dir,
     unique_files,
 )
+from vgf_device import time_converter  # noqa: E402
 
 _FIRST_IMPORT = True
 
@@ -258,8 +261,9 @@ def upstream_vgf(module: torch.nn.Module, inputs: tuple, precision: str = "fp",
                  workdir: str | None = None, keep_vgf: bool = True) -> dict[str, Any]:
     """Upstream VGF flow: ``precision`` "fp" (TOSA-1.0+FP) or "int8" (VgfQuantizer PTQ, +INT).
 
-    With ``keep_vgf`` and a single VGF, a copy stays in a fresh temporary folder named by
-    ``vgf_path`` (the caller times it on Vulkan with ``our_flows.time_vgf_file``, which removes it).
+    With ``keep_vgf`` and a single VGF, a copy of it (``vgf_path``) and of the TOSA graph it was
+    converted from (``tosa_path``) stay in a fresh temporary folder: the caller times them on Vulkan
+    and on the reference model with ``our_flows.time_vgf_file``, which removes the folder.
     """
     if precision not in ("fp", "int8"):
         raise ValueError(f"precision must be 'fp' or 'int8', got {precision!r}")
@@ -285,13 +289,20 @@ def upstream_vgf(module: torch.nn.Module, inputs: tuple, precision: str = "fp",
             export_s = time.perf_counter() - t0
         res, _ = _lower(ep, VgfPartitioner(compile_spec), Path(tmp))
         res["total_cpu_s"] = cpu_seconds() - c0 - res["serialize_cpu_s"]
-        vgf_files = unique_files(Path(tmp), ".vgf")
+        vgf_files, tosa_files = unique_files(Path(tmp), ".vgf"), unique_files(Path(tmp), ".tosa")
         res["vgf_files"] = len(vgf_files)
         res["vgf_bytes"] = sum(f.stat().st_size for f in vgf_files)
+        if len(vgf_files) == 1 and len(tosa_files) == 1:
+            # The converter runs inside upstream's lowering; time a second run of it on the dumped
+            # TOSA with upstream's flags (convert_same_vgf says whether it wrote the same VGF).
+            res |= time_converter(tosa_files[0], list(compile_spec.compiler_flags), vgf_files[0])
         if keep_vgf and len(vgf_files) == 1:
-            keep = Path(tempfile.mkdtemp(prefix="bench_upstream_vgf_")) / vgf_files[0].name
-            shutil.copyfile(vgf_files[0], keep)
-            res["vgf_path"] = str(keep)
+            keep_dir = Path(tempfile.mkdtemp(prefix="bench_upstream_vgf_"))
+            res["vgf_path"] = str(keep_dir / vgf_files[0].name)
+            shutil.copyfile(vgf_files[0], res["vgf_path"])
+            if len(tosa_files) == 1:
+                res["tosa_path"] = str(keep_dir / tosa_files[0].name)
+                shutil.copyfile(tosa_files[0], res["tosa_path"])
     total = export_s + quantize_s + res["lower_s"]
     return {"flow": f"upstream_vgf[{precision}]", "import_s": import_s, "export_s": export_s,
             "quantize_s": quantize_s, "total_s": total} | res  # fmt: skip

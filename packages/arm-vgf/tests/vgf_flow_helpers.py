@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -55,14 +57,60 @@ def payloads(edge) -> list[tuple[str, bytes]]:
 def run_on_kept_tosa(program, inputs: Sequence[torch.Tensor], intermediate_dir) -> Any:
     """Run a VGF program with each delegate replaced by the TOSA graph VgfBackend kept beside its
     VGF in `intermediate_dir` (`partition_<n>.tosa` / `partition_<n>.vgf`), on the reference model."""
-    from pathlib import Path
-
     from arm_tosa_core.reference import run_program, run_tosa
 
-    kept = {p.read_bytes(): p.with_suffix(".tosa").read_bytes()
-            for p in Path(intermediate_dir).glob("partition_*.vgf")}
+    kept = _kept_tosa(intermediate_dir)
 
     def runner(backend_id, processed, compile_specs, ins):
         return run_tosa(kept[bytes(processed)], ins)
 
     return run_program(program, inputs, runner)
+
+
+def _kept_tosa(intermediate_dir) -> dict[bytes, bytes]:
+    """VGF bytes -> the TOSA graph it was converted from, as VgfBackend keeps them."""
+    return {p.read_bytes(): p.with_suffix(".tosa").read_bytes()
+            for p in Path(intermediate_dir).glob("partition_*.vgf")}
+
+
+@dataclass
+class DelegateComparison:
+    """One delegate call, run on Vulkan and on the reference model with the same inputs."""
+
+    index: int
+    vulkan: list[torch.Tensor]
+    reference: list[torch.Tensor]
+
+    @property
+    def bit_exact(self) -> bool:
+        return all(a.dtype == b.dtype and torch.equal(a, b)
+                   for a, b in zip(self.vulkan, self.reference, strict=True))
+
+    def describe(self) -> str:
+        parts = []
+        for i, (a, b) in enumerate(zip(self.vulkan, self.reference, strict=True)):
+            diff = (a.double() - b.double()).abs()
+            parts.append(f"output {i} {a.dtype}/{b.dtype} {list(a.shape)}: {int((diff > 0).sum())} "
+                         f"elements differ, max {diff.max().item():.4g}")
+        return f"delegate call {self.index}: " + "; ".join(parts)
+
+
+def compare_delegates_on_kept_tosa(program, inputs: Sequence[torch.Tensor],
+                                   intermediate_dir) -> tuple[Any, list[DelegateComparison]]:
+    """Run a VGF program with every delegate call on the reference model (its kept TOSA graph) and,
+    on the same delegate inputs, on Vulkan; return the reference run's program outputs and one
+    comparison per delegate call. Both runs of a delegate see identical inputs, so a difference
+    in a comparison comes from that delegate alone, never from error carried in from upstream."""
+    from arm_tosa_core.reference import run_program, run_tosa
+    from arm_vgf.host_runner import run_vgf_delegate
+
+    kept = _kept_tosa(intermediate_dir)
+    calls: list[DelegateComparison] = []
+
+    def runner(backend_id, processed, compile_specs, ins):
+        reference = run_tosa(kept[bytes(processed)], ins)
+        vulkan = run_vgf_delegate(backend_id, processed, compile_specs, ins)
+        calls.append(DelegateComparison(len(calls), vulkan, reference))
+        return reference
+
+    return run_program(program, inputs, runner), calls

@@ -63,5 +63,5 @@ def _check_flags(flags: Sequence[str] | None) -> list[str]:
     bad = [f for f in flags if not isinstance(f, str)]
     if bad:
         raise TypeError(f"compiler_flags must all be strings; got {bad!r} (write numbers as text, "
-                        "e.g. ['--type-narrowing', 'fp16'])")
+                        "e.g. ['--type-narrowing', 'full'])")
     return list(flags)

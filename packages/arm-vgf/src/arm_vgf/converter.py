@@ -49,7 +49,7 @@ def convert_tosa_to_vgf(
 
     Writes `model.tosa` and `model.vgf` into `work_dir` (created if needed) and leaves them there
     for inspection. `compiler_flags` are extra `model-converter` arguments, e.g.
-    `["--type-narrowing", "fp16"]` or `["--require-static-shape"]`.
+    `["--type-narrowing", "full"]` or `["--require-static-shape"]`.
     Raises VgfConversionError (message, command, kept TOSA path) when the converter fails.
     """
     if not isinstance(tosa_bytes, bytes | bytearray | memoryview):

@@ -110,7 +110,7 @@ class VgfRunner:
             if tuple(arr.shape) != t.shape:
                 raise ValueError(
                     f"input {t.index} ({t.name}) must have shape {list(t.shape)}, "
-                    f"got {list(arr.shape)} (VGF tensors are NHWC as in the TOSA graph)"
+                    f"got {list(arr.shape)} (read_vgf(vgf).inputs lists the shapes the VGF declares)"
                 )
             self._scenario.upload(tid, np.ascontiguousarray(arr))
 
@@ -164,7 +164,8 @@ def clear_vgf_cache() -> None:
 
 
 def run_vgf(vgf_bytes: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Run a VGF once on the Vulkan device; inputs/outputs in the VGF's order, NHWC, exact dtype."""
+    """Run a VGF once on the Vulkan device; inputs/outputs in the VGF's order, with
+    the shapes and dtypes it declares (`read_vgf(vgf_bytes).inputs` / `.outputs`)."""
     return prepare_vgf(vgf_bytes).run(inputs)
 
 
