@@ -11,6 +11,7 @@ from arm_tosa_core.registry import quant_lookup
 
 from .annotator import annotate_graph
 from .config import QuantizationConfig, get_symmetric_quantization_config
+from .decompose_for_int import prepare_for_int
 
 _UNSET = object()
 
@@ -77,8 +78,15 @@ class TOSAQuantizer(Quantizer):
 
     # -- Quantizer API -----------------------------------------------------------------------
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        """Rewrite the graph before annotation: python scalars in binary ops become tensor attributes,
-        so they get observers like any other operand."""
+        """Rewrite the graph before annotation.
+
+        For an INT spec (or none), ops with no integer rule (softmax, layer_norm, attention, division,
+        ...) that will be quantized are decomposed into ops that have one, and constant sub-graphs
+        (masks) are folded into buffers: see `decompose_for_int`. Then python scalars in binary ops
+        become tensor attributes, so they get observers like any other operand."""
+        spec = self.compile_spec.tosa_spec if self.compile_spec is not None else None
+        if spec is None or spec.support_integer():
+            prepare_for_int(model, want=lambda node: self._config_for(node) is not None)
         graph = model.graph
         counter = 0
         for node in list(graph.nodes):

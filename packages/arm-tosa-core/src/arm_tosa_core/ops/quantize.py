@@ -43,9 +43,25 @@ def lower_quantize(ctx: LoweringContext, node: Node) -> Value:
     target = qparams_of(node)
     if value.qparams is None:
         raise ValueError(f"{node.name}: quantizing a float value inside a partition is not lowered")
+    if value.is_const:
+        return requantize_constant(ctx, node, value, target)
     out = requantize(ctx, value, target)
     shape, dtype = ctx.out_meta(node)
     return Value(shape, dtype, tensor=ctx.tensor(out), perm=out.perm, qparams=target)
+
+
+def requantize_constant(ctx: LoweringContext, node: Node, value: Value, target: QParams) -> Value:
+    """A quantized constant (e.g. a view of a weight) re-expressed with `target` qparams at compile time,
+    rounding like torch's quantize_per_tensor (half to even)."""
+    q = value.qparams
+    shape, dtype = ctx.out_meta(node)
+    if q.same_as(target):
+        return Value(shape, dtype, const=value.const, qparams=target)
+    if q.per_channel:
+        raise ValueError(f"{node.name}: requantizing a per-channel constant is not lowered")
+    real = (value.const.double() - q.zero_point) * float(q.scale)
+    codes = torch.clamp(torch.round(real / float(target.scale)) + target.zero_point, target.qmin, target.qmax)
+    return Value(shape, dtype, const=codes.to(target.dtype).reshape(shape), qparams=target)
 
 
 @register_op("dequantize", sorted({qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default},

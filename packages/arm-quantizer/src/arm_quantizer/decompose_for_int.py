@@ -1,0 +1,253 @@
+"""Before INT annotation: composite ops with no integer rule become ops that have one.
+
+softmax/log_softmax, layer_norm, group_norm, var/var_mean, division and scaled_dot_product_attention
+are re-traced with make_fx into aten ops whose families the INT lowering runs (amax, sub, exp and
+reciprocal/rsqrt/log as TABLE, sum/mean, mul, add, bmm, data movement). torch's own decompositions
+(torch._decomp) do the work, steered by three overrides:
+- a / b becomes a * reciprocal(b): reciprocal is a 256-entry int8 TABLE, TOSA INT has no division;
+- var_mean becomes mean, x - mean, (x - mean)^2, mean: torch's goes to prims.var, which has no rule;
+- scaled_dot_product_attention is decomposed here: torch's goes through _safe_softmax and a -inf
+  additive mask, and an observer that sees -inf gives an infinite scale. A causal or boolean mask
+  instead multiplies exp(s - max s) by a 0/1 keep mask before the row sum (same result as the -inf
+  mask for every row with an unmasked entry).
+Every new node inherits the decomposed node's metadata (nn_module_stack, so set_module_name/type
+still apply), so the annotator gives each intermediate its own Q/DQ. Constant sub-graphs left by a
+decomposition (the causal mask) are folded into buffers by `fold_constants`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from functools import partial
+
+import torch
+from torch._decomp import get_decompositions
+from torch.fx import GraphModule, Node
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.node import map_arg
+from torch.fx.passes.dialect.common.cse_pass import CSEPass
+
+from .const_fold import attr_value, fold_constants, fresh_attr_name
+
+aten = torch.ops.aten
+
+_SDPA = aten.scaled_dot_product_attention.default
+_TORCH_DECOMPOSED = {  # traced through torch's decomposition tables
+    aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
+    aten.layer_norm.default, aten.native_layer_norm.default, aten.group_norm.default,
+    aten.native_group_norm.default, aten.var.correction, aten.var_mean.correction,
+    aten.div.Tensor, aten.div.Scalar,
+}
+DECOMPOSED = frozenset(_TORCH_DECOMPOSED | {_SDPA})
+
+
+# -- overrides of torch's decompositions ---------------------------------------------------------
+def _div(a, b, *, rounding_mode=None):
+    if rounding_mode is not None:  # not reached: _wanted keeps these nodes whole
+        raise ValueError("only true division is decomposed")
+    if isinstance(b, torch.Tensor):
+        return a * torch.reciprocal(b)
+    return a * (1.0 / b)
+
+
+def _var_mean(x, dim=None, *, correction=None, keepdim=False):
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else [d % x.dim() for d in dim]
+    correction = 1 if correction is None else correction
+    n = math.prod(x.shape[d] for d in dims)
+    mean = torch.mean(x, dims, keepdim=True)
+    centered = x - mean
+    squares = centered * centered
+    if correction == 0:
+        var = torch.mean(squares, dims, keepdim=keepdim)
+    else:
+        var = torch.sum(squares, dims, keepdim=keepdim) * (1.0 / (n - correction))
+    return var, (mean if keepdim else torch.squeeze(mean, dims))
+
+
+def _var(x, dim=None, *, correction=None, keepdim=False):
+    return _var_mean(x, dim, correction=correction, keepdim=keepdim)[0]
+
+
+_TABLE = {
+    **get_decompositions([aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm]),
+    aten.div.Tensor: _div, aten.div.Scalar: _div,
+    aten.var_mean.correction: _var_mean, aten.var.correction: _var,
+}
+
+
+# -- scaled dot-product attention ----------------------------------------------------------------
+def _mask_plan(gm: GraphModule, mask) -> str:
+    """How a float attn_mask is applied: "add" (as given), "keep" (0/-inf: a 0/1 keep mask) or
+    "keep+add" (masked entries plus finite biases). Only a constant mask can be inspected."""
+    if not isinstance(mask, Node):
+        return "none"
+    value = attr_value(gm, mask.target) if mask.op == "get_attr" else None
+    if mask.meta["val"].dtype == torch.bool:
+        return "keep"
+    if not isinstance(value, torch.Tensor):
+        return "add"  # a runtime mask: added as is (its observer must see finite values)
+    masked = value <= torch.finfo(value.dtype).min / 2
+    if not bool(masked.any()):
+        return "add"
+    return "keep" if bool((value[~masked] == 0).all()) else "keep+add"
+
+
+def _rows(mask, hkv: int, groups: int, length: int, s: int):
+    """A mask broadcastable to [B, Hq, L, S] as [B', Hkv', G*L, S] (query heads folded into rows)."""
+    if groups == 1:
+        return mask
+    while mask.dim() < 4:
+        mask = mask.unsqueeze(0)
+    mb, mh = mask.shape[0], mask.shape[1]
+    mask = mask.expand(mb, mh, length, s)
+    if mh == 1:
+        return mask.repeat(1, 1, groups, 1)
+    return mask.reshape(mb, hkv, groups * length, s)
+
+
+def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False,
+          plan="none"):
+    """softmax(Q K^T * scale + mask) V with grouped query heads folded into the rows of one KV head."""
+    b, hq, length, e = q.shape
+    hkv, s = k.shape[1], k.shape[2]
+    groups = hq // hkv
+    scale = 1.0 / math.sqrt(e) if scale is None else scale
+    if groups > 1:
+        q = q.reshape(b, hkv, groups * length, e)
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    keep = None
+    if is_causal:
+        keep = torch.ones(length, s, dtype=torch.bool).tril()
+    elif plan == "keep" and attn_mask.dtype == torch.bool:
+        keep = attn_mask
+    elif plan in ("keep", "keep+add"):
+        keep = attn_mask > torch.finfo(attn_mask.dtype).min / 2
+        if plan == "keep+add":
+            scores = scores + _rows(torch.where(keep, attn_mask, 0.0), hkv, groups, length, s)
+    elif plan == "add":
+        scores = scores + _rows(attn_mask, hkv, groups, length, s)
+    if keep is None:
+        probs = torch.softmax(scores, -1)
+    else:
+        keep = _rows(keep.to(scores.dtype), hkv, groups, length, s)
+        exps = torch.exp(scores - torch.amax(scores, -1, keepdim=True)) * keep
+        probs = exps * torch.reciprocal(torch.sum(exps, -1, keepdim=True))
+    out = torch.matmul(probs, v)
+    return out.reshape(b, hq, length, v.shape[-1]) if groups > 1 else out
+
+
+# -- the pass ------------------------------------------------------------------------------------
+def _static_float(node: Node) -> bool:
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+    return bool(tensors) and tensors[0].dtype.is_floating_point and all(
+        isinstance(d, int) for t in tensors for d in t.shape)
+
+
+def _wanted(node: Node) -> bool:
+    if node.op != "call_function" or node.target not in DECOMPOSED or not _static_float(node):
+        return False
+    if node.target in (aten.div.Tensor, aten.div.Scalar) and node.kwargs.get("rounding_mode") is not None:
+        return False
+    if node.target is _SDPA:
+        dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+        q, k = node.args[0].meta["val"], node.args[1].meta["val"]
+        return not dropout and q.dim() == 4 and k.dim() == 4 and q.shape[1] % k.shape[1] == 0
+    return True
+
+
+def _implementation(gm: GraphModule, node: Node) -> Callable:
+    if node.target is _SDPA:
+        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        return partial(_sdpa, plan=_mask_plan(gm, mask))
+    return node.target  # decomposed by _TABLE while tracing
+
+
+def _example(val: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(tuple(val.shape), dtype=val.dtype)
+
+
+def _cleanup(traced: GraphModule) -> GraphModule:
+    """Dead code out, common sub-expressions merged (var_mean and layer_norm both compute x - mean),
+    contiguous as_strided (group_norm's decomposition) as view."""
+    traced.graph.eliminate_dead_code()
+    for node in traced.graph.nodes:
+        if node.op == "call_function" and node.target is aten.as_strided.default:
+            src, size, stride = node.args[0].meta["val"], list(node.args[1]), list(node.args[2])
+            offset = node.args[3] if len(node.args) > 3 else 0
+            if not offset and src.is_contiguous() and src.numel() == math.prod(size) and \
+                    stride == list(torch.empty(size, device="meta").stride()):
+                node.target, node.args = aten.view.default, (node.args[0], size)
+    traced.recompile()
+    return CSEPass()(traced).graph_module
+
+
+def _splice(gm: GraphModule, node: Node, traced: GraphModule, inputs: list[Node]) -> None:
+    """Insert `traced`'s nodes before `node` and route `node`'s users to their result."""
+    graph = gm.graph
+    env: dict[Node, Node] = {}
+    inherited = {k: v for k, v in node.meta.items() if k not in ("val", "tensor_meta")}
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    env.update(zip(placeholders, inputs, strict=True))
+    result = None
+    with graph.inserting_before(node):
+        for tn in traced.graph.nodes:
+            if tn.op == "placeholder":
+                continue
+            if tn.op == "output":
+                result = map_arg(tn.args[0], env.__getitem__)
+                break
+            if tn.op == "get_attr":
+                name = fresh_attr_name(gm, "_arm_decomposed")
+                gm.register_buffer(name, attr_value(traced, tn.target).detach().clone())
+                new = graph.get_attr(name)
+                new.meta["val"] = getattr(gm, name)
+            else:
+                new = graph.call_function(tn.target, map_arg(tn.args, env.__getitem__),
+                                          map_arg(tn.kwargs, env.__getitem__))
+                new.meta = {**inherited, "val": tn.meta.get("val")}
+            env[tn] = new
+    if isinstance(result, (tuple, list)):
+        for user in list(node.users):
+            if user.target is not operator.getitem:
+                raise ValueError(f"{node.name}: tuple result used by {user.name}, expected getitem")
+            user.replace_all_uses_with(result[user.args[1]])
+            graph.erase_node(user)
+    else:
+        node.replace_all_uses_with(result)
+    graph.erase_node(node)
+
+
+def decompose_for_int(gm: GraphModule, want: Callable[[Node], bool] = lambda n: True) -> int:
+    """Decompose every node of DECOMPOSED (static float shapes, `want(node)` true) in place; returns
+    how many were decomposed."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if not _wanted(node) or not want(node):
+            continue
+        inputs = list(node.all_input_nodes)
+        impl = _implementation(gm, node)
+
+        def fn(*tensors, node=node, inputs=inputs, impl=impl):
+            lookup = dict(zip(inputs, tensors, strict=True))
+            return impl(*map_arg(node.args, lookup.__getitem__), **map_arg(node.kwargs, lookup.__getitem__))
+
+        traced = make_fx(fn, decomposition_table=_TABLE, tracing_mode="fake")(
+            *(_example(n.meta["val"]) for n in inputs))
+        _splice(gm, node, _cleanup(traced), inputs)
+        count += 1
+    if count:
+        gm.graph.lint()
+        gm.recompile()
+    return count
+
+
+def prepare_for_int(gm: GraphModule, want: Callable[[Node], bool] = lambda n: True) -> GraphModule:
+    """Fold constants, decompose for INT, fold what the decompositions built from constants (masks)."""
+    fold_constants(gm)
+    if decompose_for_int(gm, want):
+        fold_constants(gm)
+    return gm

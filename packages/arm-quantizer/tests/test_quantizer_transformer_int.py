@@ -1,0 +1,176 @@
+"""INT profile for the transformer ops: softmax, log_softmax, layer/group norm, division and
+scaled_dot_product_attention are decomposed by TOSAQuantizer.transform_for_annotation into ops with
+integer rules (arm_quantizer.decompose_for_int), so each lowers fully for TOSA-1.0+INT.
+
+Tolerance: the TOSA INT result against the PT2E fake-quantized module (convert_pt2e's output), in
+LSBs of the output scale. Every intermediate of a decomposition has its own Q/DQ and each integer rule
+reproduces its fake-quant op exactly up to RESCALE's round-half-up against torch's round-half-even,
+so a case may differ by 1 LSB on a rounding tie; measured: 0 LSB for every case here.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from quant_harness import check_int, quantize
+from torch import nn
+
+from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
+from arm_quantizer.const_fold import fold_constants
+from arm_quantizer.decompose_for_int import DECOMPOSED, decompose_for_int, prepare_for_int
+from arm_tosa_core import TosaCompileSpec
+from arm_tosa_core.testing import FnModule as Fn
+
+aten = torch.ops.aten
+torch.manual_seed(0)
+
+
+def _sdpa(**kw):
+    return Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, **kw))
+
+
+def _qkv(b=1, h=2, length=8, e=16, hkv=None):
+    return (torch.randn(b, h, length, e), torch.randn(b, hkv or h, length, e), torch.randn(b, hkv or h, length, e))
+
+
+_MASK = torch.rand(8, 8) > 0.3
+_MASK.fill_diagonal_(True)  # every row keeps an entry (a fully masked row is NaN in float)
+_NEG_INF_BIAS = torch.where(_MASK, torch.randn(8, 8) * 0.5, float("-inf"))
+
+CASES = [
+    ("softmax_last", Fn(lambda s, x: F.softmax(x, -1)), (torch.randn(2, 4, 16) * 2,)),
+    ("softmax_dim1", Fn(lambda s, x: torch.softmax(x, 1)), (torch.randn(2, 6, 5),)),
+    ("log_softmax", Fn(lambda s, x: F.log_softmax(x, -1)), (torch.randn(3, 12) * 2,)),
+    ("layer_norm", nn.LayerNorm(16), (torch.randn(2, 4, 16) * 3 + 1,)),
+    ("layer_norm_2d_no_affine", nn.LayerNorm([4, 6], elementwise_affine=False), (torch.randn(2, 4, 6),)),
+    ("group_norm", nn.GroupNorm(2, 4), (torch.randn(1, 4, 3, 3),)),
+    ("div_tensor", Fn(lambda s, a, b: a / b), (torch.randn(2, 8), torch.rand(2, 8) + 0.5)),
+    ("div_scalar", Fn(lambda s, a: a / 3.0), (torch.randn(2, 8),)),
+    ("sdpa", _sdpa(), _qkv()),
+    ("sdpa_causal", _sdpa(is_causal=True), _qkv()),
+    ("sdpa_scale", _sdpa(scale=0.3), _qkv(length=6, e=8)),
+    ("sdpa_gqa_causal", _sdpa(is_causal=True, enable_gqa=True), _qkv(h=4, hkv=2)),
+    ("sdpa_bool_mask", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=s.m), m=_MASK),
+     _qkv()),
+    ("sdpa_neg_inf_bias", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=s.m),
+                             m=_NEG_INF_BIAS), _qkv()),
+    # an HF-style causal mask built in forward from factory ops: folded into a constant before annotation
+    ("sdpa_mask_from_factories", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.arange(8)[:, None] >= torch.arange(8)[None, :])), _qkv()),
+]
+
+
+@pytest.mark.parametrize("name,module,inputs", CASES, ids=[c[0] for c in CASES])
+def test_transformer_op_int_within_one_lsb(name, module, inputs):
+    _, report, lsb, converted = check_int(module, inputs, max_lsb=1, case=name)
+    assert len(report.delegates) == 1, report
+    targets = {str(n.target) for n in converted.graph.nodes if n.op == "call_function"}
+    assert not any(op in t for t in targets for op in ("softmax", "layer_norm", "group_norm", "div",
+                                                       "scaled_dot_product", "arange", "tril")), targets
+    print(f"{name}: {lsb:.0f} LSB")
+
+
+_GQA_MASK = torch.rand(1, 4, 8, 8) > 0.3
+_GQA_MASK[..., 0] = True
+FLOAT_ONLY_CASES = [  # mask layouts of grouped-query attention, and masks given at run time
+    ("gqa_per_head_bool_mask", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=s.m, enable_gqa=True), m=_GQA_MASK), _qkv(h=4, hkv=2)),
+    ("gqa_finite_bias", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=s.m, enable_gqa=True), m=torch.randn(8, 8)), _qkv(h=4, hkv=2)),
+    ("runtime_float_mask", Fn(lambda s, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+     (*_qkv(), torch.randn(8, 8))),
+    ("runtime_bool_mask", Fn(lambda s, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+     (*_qkv(), _MASK)),
+    ("var_mean", Fn(lambda s, x: torch.var_mean(x, dim=1, correction=1)), (torch.randn(3, 7, 2),)),
+]
+
+
+@pytest.mark.parametrize("name,module,inputs", CASES + FLOAT_ONLY_CASES,
+                         ids=[c[0] for c in CASES + FLOAT_ONLY_CASES])
+def test_decomposition_is_exact_in_float(name, module, inputs):
+    """Before quantization the rewritten graph computes what the model does (to float rounding)."""
+    gm = _traced(module, inputs)
+    prepare_for_int(gm)
+    assert not _targets(gm) & DECOMPOSED, _targets(gm)
+    with torch.no_grad():
+        expected, actual = module(*inputs), gm(*inputs)
+    for a, e in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected),
+                    strict=True):
+        assert torch.allclose(a, e, atol=1e-5, rtol=1e-5), (a - e).abs().max()
+
+
+def _traced(module, inputs):
+    return torch.export.export(module.eval(), inputs).module()
+
+
+def _targets(gm):
+    return {n.target for n in gm.graph.nodes if n.op == "call_function"}
+
+
+def test_fp_spec_keeps_attention_whole():
+    """The FP path is unaffected: an FP-only quantizer leaves SDPA/softmax whole (the FP lowering keeps
+    SDPA as one op)."""
+    module, inputs = _sdpa(is_causal=True), _qkv()
+    gm = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+FP")).transform_for_annotation(_traced(module, inputs))
+    assert aten.scaled_dot_product_attention.default in _targets(gm)
+    quantizer = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT")).set_global(get_symmetric_quantization_config())
+    gm = quantizer.transform_for_annotation(_traced(module, inputs))
+    assert aten.scaled_dot_product_attention.default not in _targets(gm)
+    assert {aten.bmm.default, aten.amax.default, aten.exp.default, aten.reciprocal.default} <= _targets(gm)
+
+
+class _TwoSoftmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.float_part = Fn(lambda s, x: F.softmax(x, -1))
+        self.int_part = Fn(lambda s, x: F.softmax(x, -1))
+
+    def forward(self, x):
+        return self.int_part(x) + self.float_part(x)
+
+
+def test_module_left_in_float_is_not_decomposed():
+    """Decomposition follows the per-module configs: a submodule set to None keeps its softmax whole."""
+    x = torch.randn(2, 8)
+    quantizer = (TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT")).set_global(get_symmetric_quantization_config())
+                 .set_module_name("float_part", None))
+    converted = quantize(_TwoSoftmax(), (x,), quantizer=quantizer)
+    softmaxes = [n for n in converted.graph.nodes if n.target is aten.softmax.int]
+    assert len(softmaxes) == 1
+    assert "float_part" in str(softmaxes[0].meta["nn_module_stack"])
+
+
+def test_decomposed_nodes_keep_module_metadata():
+    gm = _traced(nn.Sequential(nn.LayerNorm(8)), (torch.randn(2, 8),))
+    assert decompose_for_int(gm) == 1
+    compute = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert compute and all("0" in str(n.meta["nn_module_stack"]) for n in compute)
+    assert aten.rsqrt.default in _targets(gm) and aten.layer_norm.default not in _targets(gm)
+
+
+class _Folding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4))
+        self.register_buffer("table", torch.randn(8, 4))
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        self.count.add_(1)
+        mask = torch.ones(4, 4).tril()[:2]  # factory ops: folded
+        return x * self.w.reshape(1, 4) + self.table[:2] * self.count + mask
+
+
+def test_constant_folding_keeps_parameters_and_mutated_buffers():
+    """Factory ops and reads of constant buffers fold; a parameter (QAT may train it) and a buffer the
+    graph mutates are not constants."""
+    gm = _traced(_Folding(), (torch.randn(2, 4),))
+    assert fold_constants(gm) == 2  # the mask and the slice of `table`
+    targets = _targets(gm)
+    assert not {aten.ones.default, aten.tril.default, aten.slice.Tensor} & targets, targets
+    assert {aten.reshape.default, aten.add_.Tensor} <= targets  # the parameter's view, the mutation
+    attrs = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    assert "w" in attrs and "count" in attrs and "table" not in attrs
+    reference = _Folding()
+    reference.load_state_dict({k: v for k, v in gm.state_dict().items() if not k.startswith("_arm")})
+    x = torch.randn(2, 4)
+    assert torch.equal(gm(x), reference(x))
