@@ -68,7 +68,7 @@ def test_debug_map_links_tosa_ops_to_torch_nodes(tmp_path):
                    partitioner=TOSAPartitioner(spec))
     debug = json.loads(next(tmp_path.glob("*.debug.json")).read_text())
     ops = {o["op"]: o for o in debug["operators"]}
-    assert "convolution" in ops["CONV2D"]["node"] and ops["CONV2D"]["stack_trace"]
+    assert "conv2d" in ops["CONV2D"]["node"] and ops["CONV2D"]["stack_trace"]
     assert (tmp_path / "partition_0.tosa").read_bytes()[4:8] == b"TOSA"
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 from torch.fx import Node
 
+from arm_tosa_core.ops.conv import conv_args, is_convolution
 from arm_tosa_core.registry import aten_target, lookup
 
 aten = torch.ops.aten
@@ -105,11 +106,12 @@ def _prod(values) -> int:
 def _channels(node: Node, family: str) -> str | None:
     """Convolution/linear channels must fit vela's 16-bit channel axis."""
     target = aten_target(node.target)
-    if target in (aten.convolution.default, aten.linear.default) and len(node.args) > 1:
+    conv = conv_args(node) if is_convolution(node) else None
+    if (conv is not None or target is aten.linear.default) and len(node.args) > 1:
         w = _val(node.args[1])
         if w is not None and w.dim() >= 2:
-            transposed = target is aten.convolution.default and bool(node.args[6])
-            groups = int(node.args[8]) if target is aten.convolution.default else 1
+            transposed = conv is not None and conv.transposed
+            groups = conv.groups if conv is not None else 1
             cin = w.shape[0] * groups if transposed else w.shape[1] * groups
             cout = w.shape[1] if transposed else w.shape[0]
             for what, c in (("input", cin), ("output", cout)):
@@ -165,12 +167,14 @@ def _u55_shapes(node: Node, family: str) -> str | None:
 
 
 def _u55_convolution(node: Node, family: str) -> str | None:
-    if aten_target(node.target) is not aten.convolution.default:
+    if not is_convolution(node):
         return None
-    x, w = _val(node.args[0]), _val(node.args[1])
+    args = conv_args(node)
+    x, w = _val(args.input), _val(args.weight)
     if x is None or w is None:
         return None
-    stride, padding, dilation, transposed, _, groups = node.args[3:9]
+    stride, padding, dilation, transposed, groups = (args.stride, args.padding, args.dilation,
+                                                     args.transposed, args.groups)
     kernel = list(w.shape[2:])
     if transposed:
         return _u55_transpose_conv(list(stride), kernel, list(x.shape[2:]))

@@ -20,6 +20,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from . import registry
+from .batch_norm_folding import fold_conv_batch_norm
 from .compile_spec import TosaCompileSpec
 from .quantized import duplicate_dequantize, mark_quantized_region
 
@@ -119,7 +120,13 @@ class TOSAPartitioner(Partitioner):
 
     def transform_for_pre_decomposition(self, exported_program: ExportedProgram) -> ExportedProgram:
         """Before exir decomposes: let families that are kept whole prepare the graph (e.g. SDPA), and
-        give each dequantize user its own copy (see duplicate_dequantize)."""
+        give each dequantize user its own copy (see duplicate_dequantize).
+
+        Inference batch norms after a convolution are folded into it first (a copy of the program;
+        the one given is not changed), unless `additional_checks` might want to exclude them.
+        """
+        if not self.additional_checks:
+            exported_program = fold_conv_batch_norm(exported_program)
         for entry in registry.entries():
             prepare = entry.extra.get("prepare_preserve")
             if entry.preserve and prepare is not None:
@@ -130,16 +137,31 @@ class TOSAPartitioner(Partitioner):
         return exported_program
 
     def ops_to_not_decompose(self, ep: ExportedProgram):
+        """The ops exir should keep whole: registry families marked `preserve` whose every node in
+        `ep` this partitioner will take.
+
+        The check is made here, per op, rather than handed back to exir as a per-node filter: exir
+        then needs one re-trace of the program instead of three (and none when nothing else is left to
+        decompose), the largest part of compile time for a CNN. An op with even one node we cannot
+        take is decomposed everywhere, which is always safe since its pieces lower too. With
+        `additional_checks`, families kept whole only for speed (`preserve_for_speed`) are decomposed
+        as exir would, so checks written against the decomposed ops still match.
+        """
         mark_constants(ep)
         if self.compile_spec.tosa_spec.support_integer():
             mark_quantized_region(ep.graph)
         support = self.support()
-        ops = [t for entry in registry.entries() if entry.preserve for t in entry.targets]
-
-        def keep(node: Node) -> bool:
-            return support.reason(node) is None
-
-        return ops, keep
+        # user checks name ops as exir decomposes them (DontPartition(aten.convolution)): keep those
+        # ops whole only when kept for a better lowering, not only for compile speed
+        preservable = {t for entry in registry.entries() if entry.preserve
+                       and not (self.additional_checks and entry.extra.get("preserve_for_speed"))
+                       for t in entry.targets}
+        nodes_by_op: dict = {}
+        for node in ep.graph.nodes:
+            if node.op == "call_function" and node.target in preservable:
+                nodes_by_op.setdefault(node.target, []).append(node)
+        keep = [op for op, nodes in nodes_by_op.items() if all(support.reason(n) is None for n in nodes)]
+        return keep, None
 
 
 def _stranded_quantized_nodes(partitions) -> dict[Node, str]:

@@ -4,6 +4,11 @@ An entry says which aten overloads it covers, which TOSA profiles it claims, an 
 (returning a reason in words when a node cannot be lowered), whether exir must keep the op whole
 (`preserve`), how the quantizer annotates it (`quant`), and how it lowers. The partitioner, the
 quantizer and the lowering all read the same entry, so they cannot disagree.
+
+`preserve` keeps an op whole through exir's decomposition when every node of it is supported: for a
+better lowering (SDPA, linear, resize), or, with the extra flag `preserve_for_speed=True`, only to
+spare exir a re-trace of the program (convolutions); the latter are decomposed as usual when the user
+passes `additional_checks`, which name ops as exir decomposes them.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ weights are permuted at compile time, and the output stays NHWC for the next op 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch.fx import Node
@@ -19,11 +21,62 @@ aten = torch.ops.aten
 NHWC = layout.NCHW_TO_NHWC
 
 
+@dataclass(frozen=True)
+class ConvArgs:
+    """A convolution node's arguments, the same for aten.convolution and the conv1d/conv2d/
+    conv_transpose2d overloads, which are kept whole (so exir need not re-trace the program to
+    decompose them into aten.convolution)."""
+
+    input: Node
+    weight: Node
+    bias: Node | None
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    transposed: bool
+    output_padding: list[int]
+    groups: int
+
+
+def _per_dim(value, rank: int) -> list[int]:
+    return [int(value)] * rank if isinstance(value, int) else [int(v) for v in value]
+
+
+CONVOLUTIONS = (aten.convolution.default, aten.conv2d.default, aten.conv1d.default, aten.conv_transpose2d.input)
+_SIGNATURES = {  # the preserved overloads' argument names and defaults (after input, weight, bias)
+    aten.conv2d.default: (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1)),
+    aten.conv1d.default: (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1)),
+    aten.conv_transpose2d.input: (("stride", 1), ("padding", 0), ("output_padding", 0), ("groups", 1),
+                                  ("dilation", 1)),
+}
+
+
+def is_convolution(node: Node) -> bool:
+    return node.op == "call_function" and aten_target(node.target) in CONVOLUTIONS
+
+
+def conv_args(node: Node) -> ConvArgs:
+    """Normalized arguments of a convolution node (any target in CONVOLUTIONS)."""
+    if aten_target(node.target) is aten.convolution.default:
+        x, w, bias, stride, padding, dilation, transposed, out_pad, groups = node.args[:9]
+        return ConvArgs(x, w, bias, list(stride), list(padding), list(dilation), bool(transposed),
+                        list(out_pad), int(groups))
+    target = aten_target(node.target)
+    names = ("input", "weight", "bias", *(name for name, _ in _SIGNATURES[target]))
+    given = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
+    x, w, bias = given["input"], given["weight"], given.get("bias")
+    dims = x.meta["val"].dim() - 2
+    opt = {name: given.get(name, default) for name, default in _SIGNATURES[target]}
+    return ConvArgs(x, w, bias, _per_dim(opt["stride"], dims), _per_dim(opt["padding"], dims),
+                    _per_dim(opt["dilation"], dims), target is aten.conv_transpose2d.input,
+                    _per_dim(opt.get("output_padding", 0), dims), int(opt["groups"]))
+
+
 def _conv_support(node: Node, spec) -> str | None:
-    x = node.args[0]
-    transposed, groups = node.args[6], node.args[8]
-    rank = x.meta["val"].dim()
-    if node.meta.get("arm_quantized") and (rank == 3 or groups not in (1, x.meta["val"].shape[1])):
+    args = conv_args(node)
+    rank = args.input.meta["val"].dim()
+    groups = args.groups
+    if node.meta.get("arm_quantized") and (rank == 3 or groups not in (1, args.input.meta["val"].shape[1])):
         from ..registry import _activation_dtype
 
         if _activation_dtype(node) == torch.int16:
@@ -31,12 +84,12 @@ def _conv_support(node: Node, spec) -> str | None:
                     "concatenate the INT48 accumulator)")
     if rank not in (3, 4):
         return f"{rank - 2}-d convolution is not lowered (only 1-d and 2-d)"
-    if transposed:
+    if args.transposed:
         if rank != 4:
             return "only 2-d transposed convolution is lowered"
         if groups != 1:
             return "grouped transposed convolution is not lowered"
-        if any(d != 1 for d in node.args[5]):
+        if any(d != 1 for d in args.dilation):
             return "dilated transposed convolution is not lowered (TOSA TRANSPOSE_CONV2D has no dilation)"
     return None
 
@@ -66,19 +119,21 @@ def _nhwc_input(ctx: LoweringContext, x: Value, drop_h: int, drop_w: int) -> T:
 def _weight_axis(node: Node) -> int:
     """Per-channel axis of the weight: output channels are dim 1 of a transposed conv's weight."""
     target = aten_target(node.target)
-    transposed = target is aten.conv_transpose2d.input or (
-        target is aten.convolution.default and node.args[6])
-    return 1 if transposed else 0
+    if target is aten.conv_transpose2d.input:
+        return 1
+    return 1 if target is aten.convolution.default and node.args[6] else 0
 
 
-@register_op("convolution", [aten.convolution.default], support=_conv_support, quant=Quant.WEIGHTED,
-             quant_aliases=[aten.conv2d.default, aten.conv1d.default, aten.conv_transpose2d.input],
+@register_op("convolution", CONVOLUTIONS,
+             support=_conv_support, preserve=True, preserve_for_speed=True, quant=Quant.WEIGHTED,
              weight_axis=_weight_axis, int16=True)
 def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = None,
                       bias_value: Value | None = None) -> Value:
     """FP/INT convolution; `weight`/`bias_value` override the node's (used to fold a batch norm)."""
-    x, w, bias = ctx.val(node.args[0]), weight or ctx.val(node.args[1]), node.args[2]
-    stride, padding, dilation, transposed, out_pad, groups = node.args[3:9]
+    args = conv_args(node)
+    x, w, bias = ctx.val(args.input), weight or ctx.val(args.weight), args.bias
+    stride, padding, dilation = args.stride, args.padding, args.dilation
+    transposed, out_pad, groups = args.transposed, args.output_padding, args.groups
     out_shape, dtype = ctx.out_meta(node)
     conv1d = x.rank == 3
     if conv1d:  # run as 2-d with H = 1
@@ -161,7 +216,8 @@ def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 x int8 -> int32 accumulator with scale in_scale * weight_scale (per output channel)."""
     from .quantize import accumulator_value
 
-    x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
+    args = conv_args(node)
+    x, w = ctx.val(args.input), ctx.val(args.weight)
     if x.qparams is None or w.qparams is None or not w.is_const:
         raise ValueError("quantized convolution needs a quantized input and constant quantized weights")
     scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
@@ -172,13 +228,13 @@ def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
 def fold_batch_norm(ctx: LoweringContext, conv: Node, scale: torch.Tensor, shift: torch.Tensor) -> Value | None:
     """The convolution `conv` with a following per-channel `y * scale + shift` folded into its constant
     weight and bias (None when it cannot be folded: runtime weights or a quantized convolution)."""
-    w = ctx.val(conv.args[1])
-    bias = ctx.val(conv.args[2]) if conv.args[2] is not None else None
+    from ..batch_norm_folding import fold_into_conv
+
+    args = conv_args(conv)
+    w = ctx.val(args.weight)
+    bias = ctx.val(args.bias) if args.bias is not None else None
     if not w.is_const or (bias is not None and not bias.is_const) or w.qparams is not None:
         return None
-    transposed = conv.args[6]
-    axis_shape = [1] * w.rank
-    axis_shape[1 if transposed else 0] = -1
-    weight = (w.const.double() * scale.reshape(axis_shape)).to(w.dtype)
-    b = bias.const.double() if bias is not None else torch.zeros_like(scale)
-    return lower_convolution(ctx, conv, ctx.constant(weight), ctx.constant((b * scale + shift).to(w.dtype)))
+    weight, folded_bias = fold_into_conv(w.const, bias.const if bias is not None else None, scale, shift,
+                                         args.transposed)
+    return lower_convolution(ctx, conv, ctx.constant(weight), ctx.constant(folded_bias))

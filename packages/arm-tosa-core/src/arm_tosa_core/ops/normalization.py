@@ -15,7 +15,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import Op
 from ..context import LoweringContext, Value
-from ..registry import aten_target, register_op
+from ..registry import register_op
 from .common import arg, is_constant_input, mul_shift
 from .reductions import as_runtime, binary, centered_variance, float_only, unary, values_only
 
@@ -59,19 +59,19 @@ def _bn_inference_support(node: Node, spec) -> str | None:
 @register_op("batch_norm_inference", [aten._native_batch_norm_legit_no_training.default],
              support=_bn_inference_support, profiles=("FP",))
 def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
+    # imported here: batch_norm_folding imports the op rules (a cycle at module level)
+    from ..batch_norm_folding import bn_scale_shift
+    from .conv import conv_args, fold_batch_norm, is_convolution
+
     x = ctx.val(node.args[0])
-    weight, bias, mean, var = (ctx.val(a).const.double() if a is not None else None for a in node.args[1:5])
-    eps = node.args[6]
+    scale, shift = bn_scale_shift(*(ctx.val(a).const if a is not None else None for a in node.args[1:5]),
+                                  eps=float(node.args[6]))
     channels = x.shape[1]
-    scale = torch.rsqrt(var + eps) * (weight if weight is not None else 1.0)
-    shift = (bias if bias is not None else torch.zeros(channels, dtype=torch.float64)) - mean * scale
     shape = (channels,) + (1,) * (x.rank - 2)
     source = node.args[0]
-    if (source.op == "call_function" and aten_target(source.target) is aten.convolution.default
-            and len(source.users) == 1 and (not source.args[6] or source.args[8] == 1)):
+    if is_convolution(source) and len(source.users) == 1 and (
+            not conv_args(source).transposed or conv_args(source).groups == 1):
         # conv -> batch norm: fold into the conv's weights at compile time (the unfolded conv is dropped)
-        from .conv import fold_batch_norm
-
         folded = fold_batch_norm(ctx, source, scale, shift)
         if folded is not None:
             return (folded, None, None)
