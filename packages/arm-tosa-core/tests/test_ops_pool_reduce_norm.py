@@ -152,11 +152,16 @@ def test_standalone_inference_batch_norm_is_mul_add():
     assert not any(op.startswith("REDUCE") or op == "RSQRT" for op in ops), ops
 
 
-def test_global_average_is_one_reduction_per_axis():
-    """adaptive_avg_pool2d(1) arrives as mean.dim and becomes two REDUCE_SUMs and one MUL."""
+def test_global_average_is_one_op():
+    """adaptive_avg_pool2d(1) arrives as mean.dim. After an (NHWC) convolution it is one AVG_POOL2D;
+    on an NCHW input H and W are adjacent, so one REDUCE_SUM over them (and a MUL), no TRANSPOSE."""
     result = check_lowering(nn.AdaptiveAvgPool2d(1), (torch.randn(1, 4, 6, 6),), case="gap")
     ops = result.report.delegates[0].ops
-    assert ops.get("REDUCE_SUM", 0) == 2 and ops.get("MUL", 0) == 1, ops
+    assert ops.get("REDUCE_SUM", 0) == 1 and ops.get("MUL", 0) == 1 and "TRANSPOSE" not in ops, ops
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2))
+    result = check_lowering(model, (torch.randn(2, 3, 9, 7),), case="conv_gap")
+    ops = result.report.delegates[0].ops
+    assert ops.get("AVG_POOL2D", 0) == 1 and not any(op.startswith("REDUCE") for op in ops), ops
 
 
 UNSUPPORTED_CASES = [

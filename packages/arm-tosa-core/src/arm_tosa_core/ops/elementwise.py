@@ -6,7 +6,7 @@ import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import DType, Op, tosa_dtype
+from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg, elementwise, mul_shift
@@ -133,15 +133,51 @@ def _promoted(node: Node) -> torch.dtype:
                                                                         if isinstance(a, Node)])
 
 
+_BOOL_EQUALITY = (aten.eq.Tensor, aten.eq.Scalar, aten.ne.Tensor, aten.ne.Scalar)
+
+
 def _compare_support(node: Node, spec) -> str | None:
     dtypes = {a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node)}
     if len(dtypes) > 1:
         return f"comparison of mixed dtypes {sorted(map(str, dtypes))} is not lowered"
+    if dtypes == {torch.bool}:  # TOSA compares numbers only: bool (in)equality is LOGICAL_XOR
+        if aten_target(node.target) not in _BOOL_EQUALITY:
+            return "ordering comparisons (<, <=, >, >=) of bool tensors are not lowered"
+        if any(not isinstance(a, Node) and a not in (0, 1) for a in node.args[:2]):
+            return "comparing a bool tensor with a number other than 0 or 1 is not lowered"
     return None
+
+
+def _folded(ctx: LoweringContext, node: Node) -> Value | None:
+    """The node computed at compile time when every tensor input is a constant, else None.
+
+    Masks built from arange/full (causal masks) then cost no operator, and int32 index comparisons,
+    which TOSA's FP profile lacks, never reach the graph (see registry._FOLDS_CONSTANTS).
+    """
+    args = []
+    for a in node.args:
+        if isinstance(a, Node):
+            value = ctx.val(a)
+            if not value.is_const:
+                return None
+            a = value.const
+        args.append(a)
+    return ctx.constant(aten_target(node.target)(*args, **node.kwargs))
+
+
+def _bool_equality(ctx: LoweringContext, node: Node, equal: bool) -> Value:
+    """a == b / a != b on bool tensors: LOGICAL_XOR (TOSA's EQUAL takes no bool operands)."""
+    xor = elementwise(ctx, node, Op.LOGICAL_XOR, [ctx.val(a) for a in node.args[:2]])
+    return ctx.emit(Op.LOGICAL_NOT, [xor.tensor], xor.shape, torch.bool, xor.perm) if equal else xor
 
 
 @register_op("compare", list(_COMPARE), support=_compare_support)
 def lower_compare(ctx: LoweringContext, node: Node) -> Value:
+    folded = _folded(ctx, node)
+    if folded is not None:
+        return folded
+    if _promoted(node) == torch.bool:
+        return _bool_equality(ctx, node, equal=True)
     op, swap = _COMPARE[aten_target(node.target)]
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     if swap:
@@ -151,12 +187,20 @@ def lower_compare(ctx: LoweringContext, node: Node) -> Value:
 
 @register_op("ne", [aten.ne.Tensor, aten.ne.Scalar], support=_compare_support)
 def lower_ne(ctx: LoweringContext, node: Node) -> Value:
+    folded = _folded(ctx, node)
+    if folded is not None:
+        return folded
+    if _promoted(node) == torch.bool:
+        return _bool_equality(ctx, node, equal=False)
     eq = elementwise(ctx, node, Op.EQUAL, [ctx.val(a) for a in node.args[:2]], in_dtype=_promoted(node))
     return ctx.emit(Op.LOGICAL_NOT, [eq.tensor], eq.shape, torch.bool, eq.perm)
 
 
 _LOGICAL = {aten.logical_and.default: Op.LOGICAL_AND, aten.logical_or.default: Op.LOGICAL_OR,
-            aten.logical_xor.default: Op.LOGICAL_XOR}
+            aten.logical_xor.default: Op.LOGICAL_XOR,
+            # `mask & other` etc.: bitwise ops, lowered on bool tensors only (see _logical_support)
+            aten.bitwise_and.Tensor: Op.LOGICAL_AND, aten.bitwise_or.Tensor: Op.LOGICAL_OR,
+            aten.bitwise_xor.Tensor: Op.LOGICAL_XOR}
 _NOT = (aten.logical_not.default, aten.bitwise_not.default)  # `~mask` is bitwise_not on bool
 
 
@@ -169,6 +213,9 @@ def _logical_support(node: Node, spec) -> str | None:
 
 @register_op("logical", list(_LOGICAL) + list(_NOT), support=_logical_support)
 def lower_logical(ctx: LoweringContext, node: Node) -> Value:
+    folded = _folded(ctx, node)
+    if folded is not None:
+        return folded
     target = aten_target(node.target)
     if target in _NOT:
         v = ctx.val(node.args[0])
@@ -180,6 +227,9 @@ def lower_logical(ctx: LoweringContext, node: Node) -> Value:
 
 @register_op("where", [aten.where.self])
 def lower_where(ctx: LoweringContext, node: Node) -> Value:
+    folded = _folded(ctx, node)
+    if folded is not None:
+        return folded
     shape, dtype = ctx.out_meta(node)
     cond, a, b = (ctx.with_rank(ctx.val(x), len(shape)) for x in node.args[:3])
     perm = ctx.common_layout([cond, a, b], len(shape))
@@ -189,43 +239,68 @@ def lower_where(ctx: LoweringContext, node: Node) -> Value:
 
 
 # -- INT rules: inputs requantized to a shared int32 scale, the result is an int32 accumulator -------
-_ADD_HEADROOM = 2**20  # int32 units per input LSB: keeps fractional precision of the smaller scale
+# int8 add/sub: the operand with the larger scale becomes int32 in units of (its scale) / 2^19 and the
+# other one in the same units (a factor below 2^19). This is TFLite's elementwise-add scaling (inputs
+# shifted left by 20, divided by twice the larger scale), the form vela folds, together with the
+# RESCALE to int8 after the ADD, into one NPU elementwise op with input/output scaling.
+_ADD_UNIT_BITS = 19
+_WIDE_UNIT_BITS = 13  # int16 codes need 17 bits: keep the sum inside int32
+# Equal scales would give both operands the factor 2^19, which vela does not fold (it needs exactly one
+# operand at 2^19). 2^19 - 2^-12 is multiplier 2^31 - 1, shift 12: for |x| < 2^11 (every int8 code minus
+# its zero point) round(x * that) is exactly x * 2^19, so the results do not change.
+_NEARLY_UNIT = 2.0**_ADD_UNIT_BITS - 2.0**-12
 
 
-def _int32_operands(ctx: LoweringContext, node: Node, unit_of) -> tuple[list[Value], float]:
+def _int32_operands(ctx: LoweringContext, node: Node, factors) -> tuple[list[T], tuple[int, ...]]:
+    """Both quantized operands RESCALEd to int32 (zero point removed, times their factor) in the
+    layout the op runs in. A layout change happens on the int8 tensor, before the RESCALE: a quarter
+    of the bytes, and vela can then fold the RESCALE into the elementwise op."""
     from ..quantized import rescale
 
+    shape, _ = ctx.out_meta(node)
+    values = _quantized_operands(node, ctx)
+    ranked = [ctx.with_rank(v, len(shape)) for v in values]
+    perm = ctx.common_layout(ranked, len(shape))
+    tensors = [rescale(ctx.b, ctx.tensor(r, perm), f, v.qparams.zero_point, 0, DType.INT32)
+               for v, r, f in zip(values, ranked, factors, strict=True)]
+    return tensors, perm
+
+
+def _quantized_operands(node: Node, ctx: LoweringContext) -> list[Value]:
     values = [ctx.val(a) for a in node.args[:2]]
     if any(v.qparams is None for v in values):
         raise ValueError(f"{node.name}: quantized arithmetic needs quantized operands")
-    unit = unit_of([float(v.qparams.scale) for v in values])
-    out = []
-    for v in values:
-        t = rescale(ctx.b, ctx.tensor(v), float(v.qparams.scale) / unit if unit_of is not _product_unit
-                    else 1.0, v.qparams.zero_point, 0, DType.INT32)
-        out.append(Value(v.shape, torch.int32, tensor=t, perm=v.perm if not v.is_const else
-                         tuple(range(v.rank))))
-    return out, unit
+    return values
 
 
-def _product_unit(scales: list[float]) -> float:
-    return scales[0] * scales[1]
+def add_sub_factors(scales: list[float], wide: bool = False) -> tuple[list[float], float]:
+    """(RESCALE factor per operand, scale of one int32 unit) for a quantized add/sub.
+
+    The larger scale maps to exactly 2^19 units per code (2^13 for int16 operands); with equal int8
+    scales the second operand uses the equivalent factor `_NEARLY_UNIT` (see above).
+    """
+    unit = max(scales) / 2.0 ** (_WIDE_UNIT_BITS if wide else _ADD_UNIT_BITS)
+    factors = [s / unit for s in scales]
+    if not wide and factors[0] == factors[1]:
+        factors[1] = _NEARLY_UNIT
+    return factors, unit
 
 
 @register_int_rule("add")
 @register_int_rule("sub")
 def lower_add_sub_int(ctx: LoweringContext, node: Node) -> Value:
-    """Both operands to int32 in units of max(scale) / 2^20, then ADD/SUB: an int32 accumulator."""
+    """Both operands to int32 in a shared unit (see `add_sub_factors`), then ADD/SUB: an int32
+    accumulator the following quantize RESCALEs to int8."""
     from .quantize import accumulator_value
 
     target = aten_target(node.target)
     if arg(node, 2, "alpha", 1) != 1 or target is aten.rsub.Scalar:
         raise ValueError("quantized add/sub with alpha or rsub is not lowered")
-    wide = any(ctx.val(a).qparams and ctx.val(a).qparams.dtype == torch.int16 for a in node.args[:2])
-    headroom = 2**13 if wide else _ADD_HEADROOM  # int16 codes need 17 bits: keep the sum inside int32
-    (a, b), unit = _int32_operands(ctx, node, lambda s: max(s) / headroom)
+    values = _quantized_operands(node, ctx)
+    wide = any(v.qparams.dtype == torch.int16 for v in values)
+    factors, unit = add_sub_factors([float(v.qparams.scale) for v in values], wide)
+    (ta, tb), perm = _int32_operands(ctx, node, factors)
     shape, _ = ctx.out_meta(node)
-    (ta, tb), perm = ctx.broadcast([a, b], len(shape), DType.INT32)
     op = Op.ADD if target in (aten.add.Tensor, aten.add.Scalar) else Op.SUB
     t = ctx.b.op(op, [ta, tb], layout.apply(shape, perm), DType.INT32)
     return accumulator_value(shape, torch.int32, t, perm, unit)
@@ -236,8 +311,9 @@ def lower_mul_int(ctx: LoweringContext, node: Node) -> Value:
     """(qa - za) * (qb - zb) in int32: an accumulator with scale sa * sb."""
     from .quantize import accumulator_value
 
-    (a, b), unit = _int32_operands(ctx, node, _product_unit)
+    values = _quantized_operands(node, ctx)
+    (ta, tb), perm = _int32_operands(ctx, node, [1.0, 1.0])
     shape, _ = ctx.out_meta(node)
-    (ta, tb), perm = ctx.broadcast([a, b], len(shape), DType.INT32)
     t = ctx.b.op(Op.MUL, [ta, tb, mul_shift(ctx)], layout.apply(shape, perm), DType.INT32)
+    unit = float(values[0].qparams.scale) * float(values[1].qparams.scale)
     return accumulator_value(shape, torch.int32, t, perm, unit)

@@ -1,5 +1,6 @@
 """Pooling (FP), run in NHWC like convolution: max_pool2d, avg_pool2d, and adaptive avg/max pooling
-when the input divides evenly into the output (exir already turns a 1x1 adaptive average into mean.dim).
+when the input divides evenly into the output (exir turns a 1x1 adaptive average into mean.dim, which
+`reductions` lowers with `global_avg_pool`; `aten.adaptive_avg_pool2d` is accepted too when kept).
 
 TOSA pools take the padding as an attribute and leave padded positions out of both the max and the
 average divisor, and need `(size + pad_lo + pad_hi - kernel) % stride == 0`. The rule works out, per
@@ -103,6 +104,20 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
     return value if batched else ctx.reshape(value, out_shape)
 
 
+def global_avg_pool(ctx: LoweringContext, x: Value) -> Value:
+    """AVG_POOL2D over all of H x W of a rank-4 [N, C, H, W] value: [N, C, 1, 1], stored NHWC.
+
+    A quantized value's average keeps its qparams (TOSA's integer average rounds once).
+    """
+    t = ctx.tensor(x, NHWC)
+    n, h, w, c = t.shape
+    quantized = x.qparams is not None
+    zp = ctx.b.zero_point(t.dtype, x.qparams.zero_point if quantized else 0)
+    y = ctx.b.op(Op.AVG_POOL2D, [t, zp, zp], [n, 1, 1, c], t.dtype, [h, w], [1, 1], [0, 0, 0, 0],
+                 DType.INT32 if quantized else DType.FP32)
+    return Value((n, c, 1, 1), x.dtype, tensor=y, perm=NHWC, qparams=x.qparams)
+
+
 def _window_reason(node: Node, kernel, stride) -> str | None:
     rank = node.args[0].meta["val"].dim()
     if rank not in (3, 4):
@@ -183,7 +198,10 @@ def _adaptive_support(node: Node, spec) -> str | None:
     return reason
 
 
-@register_op("adaptive_pool2d", [aten._adaptive_avg_pool2d.default, aten.adaptive_max_pool2d.default],
+_ADAPTIVE_AVG = (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
+
+
+@register_op("adaptive_pool2d", [*_ADAPTIVE_AVG, aten.adaptive_max_pool2d.default],
              support=_adaptive_support, quant=Quant.REDUCE)
 def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
     in_hw, out_hw = _adaptive_window(node)
@@ -203,6 +221,12 @@ def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
 
 @register_int_rule("adaptive_pool2d")
 def lower_adaptive_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
-    if aten_target(node.target) is not aten._adaptive_avg_pool2d.default:
+    if aten_target(node.target) not in _ADAPTIVE_AVG:
         raise ValueError("quantized adaptive max pooling is not lowered")
+    in_hw, out_hw = _adaptive_window(node)
+    if out_hw == [1, 1] and ctx.val(node.args[0]).rank == 4:
+        # global average: the same exact integer lowering as the spatial mean exir makes of it
+        from .reductions import lower_sum_mean_int
+
+        return lower_sum_mean_int(ctx, node)
     return lower_adaptive_pool2d(ctx, node)

@@ -1,0 +1,112 @@
+"""The INT forms of add/sub and of the spatial mean are bit-exact against the PT2E fake-quant model.
+
+add/sub: both int8 operands are RESCALEd to int32 in units of (larger scale) / 2^19, ADDed, and
+RESCALEd once to int8 (the form vela folds into one NPU elementwise op). The spatial mean is one
+REDUCE_SUM over the merged H*W axis and one RESCALE (exact single rounding), or a single AVG_POOL2D
+when its output keeps the input's qparams.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from quant_harness import check_int
+from torch import nn
+
+from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
+from arm_tosa_core.ops.elementwise import _NEARLY_UNIT, add_sub_factors
+from arm_tosa_core.quantized import multiplier_shift
+from arm_tosa_core.testing import FnModule as Fn
+from arm_tosa_core.testing import lower
+
+qd = torch.ops.quantized_decomposed
+
+
+def test_add_factors_put_the_larger_scale_at_two_to_the_19():
+    factors, unit = add_sub_factors([0.1, 0.025])
+    assert factors == [2.0**19, 2.0**17] and unit == 0.1 / 2**19
+    assert multiplier_shift(factors[0]) == (1 << 30, 11)  # the RESCALE vela folds into the ADD
+    # equal scales: the second operand gets the equivalent factor with multiplier 2^31 - 1
+    factors, _ = add_sub_factors([0.05, 0.05])
+    assert factors[0] == 2.0**19 and factors[1] == _NEARLY_UNIT
+    assert multiplier_shift(_NEARLY_UNIT) == ((1 << 31) - 1, 12)
+    # int16 operands keep 2^13 units per code (their sum must stay inside int32)
+    assert add_sub_factors([0.5, 0.25], wide=True)[0] == [2.0**13, 2.0**12]
+
+
+def test_nearly_unit_rescale_equals_two_to_the_19_for_every_int8_code():
+    """TOSA RESCALE (SINGLE_ROUND): (x * m + 2^(s-1)) >> s. With (2^31 - 1, 12) it is x * 2^19 for
+    every x = q - zero_point of int8 codes, so the equal-scale form changes no result."""
+    x = torch.arange(-255, 256, dtype=torch.int64)
+    m, s = multiplier_shift(_NEARLY_UNIT)
+    assert torch.equal((x * m + (1 << (s - 1))) >> s, x * 2**19)
+
+
+# the second input is 9x larger, so the two operands get different scales (except `same_tensor`)
+ADD_CASES = [
+    ("add", Fn(lambda s, a, b: a + b), [(1, 8, 16, 16), (1, 8, 16, 16)], "ADD"),
+    ("sub", Fn(lambda s, a, b: a - b), [(4, 64), (4, 64)], "SUB"),
+    ("same_tensor", Fn(lambda s, a: a + a), [(1, 8, 16, 16)], "ADD"),  # equal scales
+    ("broadcast_relu", Fn(lambda s, a, b: F.relu(a + b)), [(2, 3, 40), (40,)], "ADD"),
+    ("residual", Fn(lambda s, x: s.c(x) + x, c=nn.Conv2d(8, 8, 3, padding=1)), [(1, 8, 12, 12)], "ADD"),
+]
+
+
+@pytest.mark.parametrize("name,module,shapes,op", ADD_CASES, ids=[c[0] for c in ADD_CASES])
+def test_add_sub_is_bit_exact_with_three_rescales(name, module, shapes, op):
+    gen = torch.Generator().manual_seed(1)
+    inputs = tuple(torch.randn(s, generator=gen) * (9.0 if i else 1.0) for i, s in enumerate(shapes))
+    _, report, lsb, _ = check_int(module, inputs, max_lsb=0.0, case=name)
+    ops = report.delegates[0].ops
+    assert lsb == 0.0 and ops.get(op) == 1, ops
+    # two operands to int32 and one back to int8 (plus the convolution's own RESCALE)
+    assert ops.get("RESCALE") == 3 + ("CONV2D" in ops), ops
+
+
+MEAN_CASES = [
+    ("gap_linear", nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU6(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                 nn.Linear(16, 4)), (1, 3, 9, 9)),
+    ("mean_hw", Fn(lambda s, x: s.c(x).mean((2, 3)), c=nn.Conv2d(3, 16, 1)), (2, 3, 7, 5)),
+    ("mean_hw_keepdim", Fn(lambda s, x: s.c(x).mean((-1, -2), keepdim=True), c=nn.Conv2d(3, 8, 1)),
+     (1, 3, 6, 6)),
+]
+
+
+@pytest.mark.parametrize("name,module,shape", MEAN_CASES, ids=[c[0] for c in MEAN_CASES])
+def test_spatial_mean_is_one_exact_reduction(name, module, shape):
+    """The quantizer gives the mean its own output qparams: sum over the merged H*W axis (one
+    REDUCE_SUM, no TRANSPOSE after the NHWC convolution), rounded once like the fake-quant model."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    _, report, lsb, _ = check_int(module, (x,), max_lsb=0.0, case=name)
+    ops = report.delegates[0].ops
+    assert lsb == 0.0 and ops.get("REDUCE_SUM") == 1 and "AVG_POOL2D" not in ops, ops
+    assert ops.get("TRANSPOSE", 0) == 1, ops  # the NCHW input only
+
+
+class SharedQparamsMean(nn.Module):
+    """A quantized graph written out: the mean's output keeps its input's qparams (as a quantizer
+    that shares them would produce)."""
+
+    def forward(self, x):
+        args = (0.04, -7, -128, 127, torch.int8)
+        q = qd.quantize_per_tensor.default(x, *args)
+        m = qd.dequantize_per_tensor.default(q, *args).mean((2, 3), keepdim=True)
+        return qd.dequantize_per_tensor.default(qd.quantize_per_tensor.default(m, *args), *args)
+
+
+def test_spatial_mean_with_shared_qparams_is_one_avg_pool():
+    x = torch.randn(2, 1, 7, 7, generator=torch.Generator().manual_seed(3)) * 2
+    module = SharedQparamsMean()
+    edge = lower(module, (x,), TOSAPartitioner(TosaCompileSpec("TOSA-1.0+INT")))
+    ops = partition_report(edge).delegates[0].ops
+    assert ops.get("AVG_POOL2D") == 1 and "RESCALE" not in ops and "REDUCE_SUM" not in ops, ops
+    assert torch.equal(run_on_reference_model(edge, x), module(x))
+
+
+def test_adaptive_avg_pool2d_is_a_pooling_target():
+    """Kept whole (not turned into mean.dim), adaptive_avg_pool2d lowers as adaptive pooling; the
+    quantizer annotates it as an average (its own output qparams)."""
+    from arm_tosa_core.registry import Quant, lookup, quant_lookup
+
+    entry = lookup(torch.ops.aten.adaptive_avg_pool2d.default)
+    assert entry is not None and entry.name == "adaptive_pool2d" and entry.quant == Quant.REDUCE
+    assert quant_lookup(torch.ops.aten.adaptive_avg_pool2d.default) is entry
