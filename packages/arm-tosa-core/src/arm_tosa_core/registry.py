@@ -13,6 +13,7 @@ passes `additional_checks`, which name ops as exir decomposes them.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,16 +145,94 @@ def _load_rules() -> None:
 
 # -- the generic part of every support decision -------------------------------------------------
 _FLOAT = {torch.float32, torch.float16}
-_INTEGER = {torch.int8, torch.int32, torch.bool}
+_INTEGER = {torch.int8, torch.int32, torch.int64}  # int64 is carried as INT32 (see builder)
+_INDEX_INTEGERS = {torch.int32, torch.int64}
+
+# TOSA 1.0's FP profile has 32-bit integers only for index arithmetic: ADD, SUB, MUL and INTDIV,
+# CAST to and from float, GATHER indices, ARGMAX results, CONST and IDENTITY. Every other operator on
+# int32 (comparisons, SELECT, MAXIMUM, CLAMP, NEGATE, RESHAPE, TRANSPOSE, SLICE, CONCAT, REDUCE_*,
+# casts to or from bool) needs the INT profile; `tosa-opt --tosa-validate=strict-op-spec-alignment`
+# rejects it (see profile_check.py). These families lower integer tensors with only those operators
+# (for add/sub/mul see `_fp_integer_reason`; the indexing families check their values themselves).
+_FP_INDEX_MATH = frozenset({"add", "sub", "mul", "clone_cast", "embedding", "index_select", "index_tensor",
+                            "tensor_factory"})
+# Families whose lowering turns compile-time-constant inputs into a constant, emitting no operator.
+_FOLDS_CONSTANTS = frozenset({"view", "permute", "transpose", "clone_cast", "expand", "repeat", "slice",
+                              "select", "split", "unbind", "constant_pad", "tensor_factory", "compare",
+                              "ne", "logical", "where"})
 
 
 def legal_dtypes(spec: TosaSpecification) -> set[torch.dtype]:
-    dtypes = {torch.bool, torch.int32, torch.int64}
+    """The dtypes a tensor of any family may have under `spec`.
+
+    Under a spec without the INT profile, int32/int64 tensors are legal only for index arithmetic
+    (see `_FP_INDEX_MATH`), not in general.
+    """
+    dtypes = {torch.bool}
     if spec.support_float():
         dtypes |= _FLOAT | ({torch.bfloat16} if spec.support_extension("bf16") else set())
     if spec.support_integer():
         dtypes |= _INTEGER | ({torch.int16} if spec.support_extension("int16") else set())
     return dtypes
+
+
+def is_compile_time_constant(node: Any, depth: int = 16) -> bool:
+    """Whether `node` lowers to a compile-time constant: a parameter, buffer or lifted constant
+    (`arm_constant`, set by the partitioner), or a constant-folding family applied to constants."""
+    if not isinstance(node, Node):
+        return True  # a python scalar
+    if node.op == "placeholder":
+        return bool(node.meta.get("arm_constant", False))
+    entry = lookup(node.target) if node.op == "call_function" else None
+    if entry is None or entry.name not in _FOLDS_CONSTANTS or depth == 0:
+        return False
+    if entry.name == "tensor_factory":  # *_like factories read only their input's shape
+        return True
+    return all(is_compile_time_constant(a, depth - 1) for a in node.all_input_nodes)
+
+
+def _lowered_metas(node: Node) -> list[Any]:
+    """The tensors a lowering touches: every input, and the outputs that are used (max pooling's
+    unused int64 indices, for example, are never computed)."""
+    metas = [a.meta.get("val") for a in node.all_input_nodes]
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        used = {u.args[1] for u in node.users if u.target is operator.getitem}
+        metas += [v for i, v in enumerate(val) if i in used]
+    else:
+        metas.append(val)
+    return [m for m in metas if isinstance(m, torch.Tensor)]
+
+
+def _fp_integer_reason(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
+    """Why a node cannot be lowered with its int32/int64 tensors under a spec without the INT
+    profile (see `_FP_INDEX_MATH`); None when it can, or when it has no such tensors."""
+    metas = _lowered_metas(node)
+    dtype = next((m.dtype for m in metas if m.dtype in _INDEX_INTEGERS), None)
+    if dtype is None:
+        return None
+    if entry.name in _FOLDS_CONSTANTS and all(is_compile_time_constant(a) for a in node.all_input_nodes):
+        return None  # folded at compile time: no integer operator is emitted
+    if entry.name in ("add", "sub", "mul"):
+        rank = len(node.meta["val"].shape)
+        for a in node.all_input_nodes:
+            val = a.meta.get("val")
+            if val is not None and val.dtype in _INDEX_INTEGERS and val.dim() != rank \
+                    and not is_compile_time_constant(a):
+                return (f"{entry.name} broadcasting a rank-{val.dim()} {val.dtype} tensor to rank {rank} needs "
+                        f"an int32 RESHAPE, which only the INT profile has; under {spec} it runs on the CPU")
+        return None
+    if entry.name == "clone_cast":
+        kinds = {"float" if m.dtype.is_floating_point else "bool" if m.dtype == torch.bool else "int"
+                 for m in metas}
+        if "bool" not in kinds:
+            return None  # CAST between int32 and float, or no operator at all (int64 <-> int32)
+        return (f"casting between bool and {dtype} needs the INT profile; under {spec} it runs on the CPU")
+    if entry.name in _FP_INDEX_MATH:
+        return None
+    return (f"{entry.name} on {dtype} tensors needs the INT profile (TOSA 1.0 FP has 32-bit integers only "
+            f"for index arithmetic: add/sub/mul, casts to and from float, gather indices); under {spec} it "
+            "runs on the CPU")
 
 
 def _tensor_metas(node: Node) -> list[tuple[str, Any]]:
@@ -199,8 +278,9 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
+    fp_only = not spec.support_integer()
     for where, meta in _tensor_metas(node):
-        if meta.dtype not in legal:
+        if meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
             hint = ""
             if meta.dtype.is_floating_point and not spec.support_float():
                 hint = " (quantize the model, or use a spec with the FP profile)"
@@ -209,6 +289,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
             return f"{where} has rank {meta.dim()}; TOSA allows at most {MAX_RANK}"
         if any(not isinstance(d, int) for d in meta.shape):
             return f"{where} has a dynamic shape {tuple(meta.shape)}; TOSA 1.0 needs static shapes"
-    if entry.support is not None:
-        return entry.support(node, spec)
-    return None
+    reason = entry.support(node, spec) if entry.support is not None else None
+    if reason is None and fp_only:  # the family's own reason first: it is more specific
+        reason = _fp_integer_reason(node, entry, spec)
+    return reason
