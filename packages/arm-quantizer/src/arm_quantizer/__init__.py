@@ -15,6 +15,7 @@ from .config import (
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
+from .exact_reference import run_exactly
 from .quantizer import TOSAQuantizer, default_quantizer
 
 __version__ = "0.1.0"
@@ -26,4 +27,5 @@ __all__ = [
     "default_quantizer",
     "get_symmetric_a16w8_quantization_config",
     "get_symmetric_quantization_config",
+    "run_exactly",
 ]

@@ -15,6 +15,8 @@ from torchao.quantization.pt2e import (
 )
 from torchao.quantization.pt2e.quantizer import QuantizationSpec
 
+from .observers import FastHistogramObserver
+
 
 class CalibrationError(RuntimeError):
     """convert_pt2e ran before the prepared model saw any data."""
@@ -38,6 +40,7 @@ def _require_calibration(observer_cls):
 
 _MinMax = _require_calibration(MinMaxObserver)
 _PerChannelMinMax = _require_calibration(PerChannelMinMaxObserver)
+_Histogram = _require_calibration(FastHistogramObserver)
 
 
 @dataclass(eq=False)
@@ -62,7 +65,13 @@ def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> Quantizat
         ctr = PlaceholderObserver.with_args(eps=2**-12)
     elif is_qat:
         ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver, eps=2**-12)
+    elif dtype == torch.int8:
+        # int8: clip outliers where that lowers the L2 error (torchao's histogram search, the usual
+        # PT2E choice and upstream's): MobileNetV2 224 TOSA INT vs float 16.2 -> 17.8 dB (seed 0);
+        # over seeds and the other example models it is within -0.4..+0.4 dB of MinMax
+        ctr = _Histogram.with_args(eps=2**-12)
     else:
+        # int16: rounding noise is 256x smaller than int8's, so clipping rarely pays: min/max is enough
         ctr = _MinMax.with_args(eps=2**-12)
     qscheme = torch.per_tensor_affine if dtype == torch.int8 else torch.per_tensor_symmetric
     return QuantizationSpec(dtype=dtype, quant_min=info.min, quant_max=info.max, qscheme=qscheme,
@@ -85,6 +94,9 @@ def _weight(is_per_channel: bool, is_qat: bool) -> QuantizationSpec:
 def get_symmetric_quantization_config(is_per_channel: bool = True, is_qat: bool = False,
                                       is_dynamic: bool = False) -> QuantizationConfig:
     """8-bit symmetric weights (per-channel or per-tensor), 8-bit asymmetric activations, int32 bias.
+
+    Static activation ranges come from a histogram search (outliers are clipped where that lowers
+    the L2 error); weights use their min/max.
 
     `is_dynamic` computes activation qparams at run time (those nodes stay on the CPU for TOSA, which
     needs constant scales); `is_qat` uses fake-quantize modules for quantization-aware training.
