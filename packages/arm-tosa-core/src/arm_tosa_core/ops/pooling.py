@@ -148,7 +148,7 @@ def _max_pool_support(node: Node, spec) -> str | None:
 
 
 @register_op("max_pool2d", [aten.max_pool2d_with_indices.default, aten.max_pool2d.default],
-             support=_max_pool_support, quant=Quant.SHARED)
+             support=_max_pool_support, quant=Quant.SHARED, preserve=True, preserve_for_speed=True)
 def lower_max_pool2d(ctx: LoweringContext, node: Node):
     kernel, stride, padding = _window(node)
     y = pool(ctx, node, Op.MAX_POOL2D, kernel, stride, padding, "exclude")
@@ -202,12 +202,17 @@ _ADAPTIVE_AVG = (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.def
 
 
 @register_op("adaptive_pool2d", [*_ADAPTIVE_AVG, aten.adaptive_max_pool2d.default],
-             support=_adaptive_support, quant=Quant.REDUCE)
+             support=_adaptive_support, quant=Quant.REDUCE, preserve=True, preserve_for_speed=True)
 def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
     in_hw, out_hw = _adaptive_window(node)
     kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
     if aten_target(node.target) is aten.adaptive_max_pool2d.default:
         return (pool(ctx, node, Op.MAX_POOL2D, kernel, kernel, [0, 0], "exclude"), None)
+    if out_hw == [1, 1] and ctx.val(node.args[0]).rank == 4:
+        # global average: lowered like the mean exir would make of it (no TRANSPOSE on NCHW input)
+        from .reductions import lower_sum_mean
+
+        return lower_sum_mean(ctx, node)
     return pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "exclude")
 
 

@@ -198,7 +198,7 @@ def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
         from .pooling import global_avg_pool
 
         y = global_avg_pool(ctx, x)
-    elif aten_target(node.target) in (aten.mean.dim, aten.mean.default):
+    elif aten_target(node.target) in _MEANS:
         y = scale(ctx, reduce_sum(ctx, x, dims), 1.0 / count(x.shape, dims))
     else:
         y = reduce_sum(ctx, x, dims)
