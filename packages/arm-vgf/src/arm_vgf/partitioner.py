@@ -1,52 +1,25 @@
 """VgfPartitioner: the core TOSA partitioner plus what the ML SDK model converter rejects.
 
-The constraints below were found by converting the TOSA graphs of the core's op tables (every FP
-family, and the main int8 and int16-activation families): everything the TOSA reference model
-accepts converts, except CASTs between bool and floating point, which `spirv.Tosa.Cast` refuses
-(bool converts only to and from int8/int16/int32). Such casts stay on the CPU with the reason
-below; tests/test_vgf_backend.py shows the converter failing without this check.
+Converting the TOSA graphs of the core's op tables (every FP family, and the main int8 and
+int16-activation families) found one limitation: CASTs between bool and floating point, which
+`spirv.Tosa.Cast` refuses. TOSA 1.0 has no such CAST either, so the core now lowers them as SELECT /
+LOGICAL_NOT(EQUAL), which converts; `VGF_CONSTRAINTS` is where a future converter limitation goes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-import torch
 from torch.fx import Node
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from arm_tosa_core import TOSAPartitioner, registry
+from arm_tosa_core import TOSAPartitioner
 
 from .compile_spec import VgfCompileSpec
 
-
-def _dtype(node: Node) -> torch.dtype | None:
-    # Quantized nodes are float in torch but carried as integers (the core's storage dtype).
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor):
-        return None
-    return node.meta.get("arm_storage_dtype", val.dtype)
-
-
-def _bool_float_cast(node: Node) -> str | None:
-    entry = registry.lookup(node.target)
-    if entry is None or entry.name != "clone_cast" or not node.args:
-        return None
-    source = node.args[0]
-    if not isinstance(source, Node) or source.meta.get("arm_constant"):
-        return None  # constants are converted at compile time: no CAST is emitted
-    src, dst = _dtype(source), _dtype(node)
-    if src is None or dst is None:
-        return None
-    if (src == torch.bool and dst.is_floating_point) or (src.is_floating_point and dst == torch.bool):
-        return (f"the ML SDK model converter cannot CAST {src} to {dst} (bool converts only to and "
-                f"from int8/int16/int32 there); cast through an integer, e.g. "
-                f"x.to(torch.int32).to({dst})")
-    return None
-
-
-# One entry per converter limitation: a check returning the reason in words, or None.
-VGF_CONSTRAINTS = (_bool_float_cast,)
+# One entry per model-converter limitation: a check returning the reason in words, or None.
+# None is known with ai-ml-sdk-model-converter 0.11.0 for what the core emits (see the docstring).
+VGF_CONSTRAINTS: tuple[Callable[[Node], str | None], ...] = ()
 
 
 class VgfPartitioner(TOSAPartitioner):

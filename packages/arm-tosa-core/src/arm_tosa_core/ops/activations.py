@@ -9,7 +9,7 @@ import math
 import torch
 from torch.fx import Node
 
-from ..builder import Op, scalar_bytes, tosa_dtype
+from ..builder import DType, Op, scalar_bytes, tosa_dtype
 from ..context import LoweringContext, Value
 from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg, mul_shift, unary
@@ -48,14 +48,36 @@ def lower_sqrt(ctx: LoweringContext, node: Node) -> Value:
 
 
 def clamp_value(ctx: LoweringContext, x: Value, lo: float | None, hi: float | None, shape, dtype) -> Value:
-    """CLAMP x to [lo, hi] (None = unbounded), in x's layout."""
+    """CLAMP x to [lo, hi] (None = unbounded), in x's layout.
+
+    TOSA 1.0 has no int32 CLAMP in any profile (only int8/int16 and float): int32 (and int64, carried
+    as int32) clamps become MAXIMUM/MINIMUM, which the INT profile has for int32.
+    """
     dt = tosa_dtype(dtype)
+    if dt == DType.INT32:
+        return _int32_clamp(ctx, x, lo, hi, shape, dtype)
     info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
     lo = info.min if lo is None else lo
     hi = info.max if hi is None else hi
     t = ctx.tensor(x, None, dt if x.is_const else None)
     return ctx.emit(Op.CLAMP, [t], shape, dtype, None if x.is_const else x.perm,
                     scalar_bytes(lo, dt), scalar_bytes(hi, dt), nan_propagate())
+
+
+def _int32_clamp(ctx: LoweringContext, x: Value, lo, hi, shape, dtype) -> Value:
+    if x.is_const:
+        return ctx.constant(x.const.clamp(lo, hi).to(dtype))
+    out = x
+    # torch rounds float bounds of an integer clamp toward the integer range: ceil(lo), floor(hi)
+    for bound, op in ((lo, Op.MAXIMUM), (hi, Op.MINIMUM)):
+        if bound is None:
+            continue
+        bound = math.ceil(bound) if op == Op.MAXIMUM else math.floor(bound)
+        b = ctx.scalar(min(max(bound, -2**31), 2**31 - 1), DType.INT32, x.rank)
+        out = ctx.emit(op, [ctx.tensor(out), b], shape, dtype, out.perm, nan_propagate())
+    if out is x:  # no bound at all: torch still returns a copy
+        return Value(shape, dtype, tensor=x.tensor, perm=x.perm)
+    return out
 
 
 _CLAMPS = [aten.relu.default, aten.hardtanh.default, aten.clamp.default]

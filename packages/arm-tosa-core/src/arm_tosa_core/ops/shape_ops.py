@@ -59,7 +59,16 @@ def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     if tosa_dtype(dtype) == x.tensor.dtype:
         return Value(shape, dtype, tensor=x.tensor, perm=x.perm, qparams=x.qparams)
     t = x.tensor
-    if t.dtype in _FLOAT_TOSA and not dtype.is_floating_point and dtype != torch.bool:
+    # TOSA 1.0 has no CAST between bool and float (1.1 adds it): compose it from FP-profile operators
+    if t.dtype == DType.BOOL and dtype.is_floating_point:
+        dt = tosa_dtype(dtype)
+        one, zero = ctx.scalar(1.0, dt, len(t.shape)), ctx.scalar(0.0, dt, len(t.shape))
+        return ctx.emit(Op.SELECT, [t, one, zero], shape, dtype, x.perm)
+    if t.dtype in _FLOAT_TOSA and dtype == torch.bool:
+        zero = ctx.scalar(0.0, t.dtype, len(t.shape))
+        is_zero = ctx.b.op(Op.EQUAL, [t, zero], t.shape, DType.BOOL)  # NaN != 0: true, as in torch
+        return ctx.emit(Op.LOGICAL_NOT, [is_zero], shape, dtype, x.perm)
+    if t.dtype in _FLOAT_TOSA and not dtype.is_floating_point:
         t = _truncate(ctx, t)  # torch truncates toward zero; TOSA CAST rounds to nearest
     return ctx.emit(Op.CAST, [t], shape, dtype, x.perm)
 
