@@ -139,6 +139,16 @@ def test_extract_vgf_writes_each_delegate_with_a_matching_sidecar(partial_progra
     np.testing.assert_allclose(y, conv, rtol=0, atol=EAGER_RTOL * np.abs(conv).max())
 
 
+def test_a_bool_tensor_crosses_the_vgf_boundary():
+    """The compare runs on Vulkan and hands its bool mask to a CPU op (cumsum has no TOSA lowering)."""
+    module = Fn(lambda s, x: torch.cumsum(x > 0, dim=-1))
+    x = torch.randn(2, 8)
+    edge = lower_vgf(module, (x,), VgfCompileSpec())
+    ((_, vgf),) = payloads(edge)
+    assert [t.dtype for t in read_vgf(vgf).outputs] == ["bool"]
+    assert torch.equal(run_on_vulkan(edge, x), module(x))
+
+
 def test_seed_flow_quantized_pte_runs_bit_exact_against_the_reference(tmp_path):
     """VgfCompileSpec -> VgfQuantizer -> VgfPartitioner -> .pte, int8, on Vulkan and extracted."""
     torch.manual_seed(1)
