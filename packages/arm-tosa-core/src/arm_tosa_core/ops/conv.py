@@ -118,10 +118,7 @@ def _nhwc_input(ctx: LoweringContext, x: Value, drop_h: int, drop_w: int) -> T:
 
 def _weight_axis(node: Node) -> int:
     """Per-channel axis of the weight: output channels are dim 1 of a transposed conv's weight."""
-    target = aten_target(node.target)
-    if target is aten.conv_transpose2d.input:
-        return 1
-    return 1 if target is aten.convolution.default and node.args[6] else 0
+    return 1 if conv_args(node).transposed else 0
 
 
 @register_op("convolution", CONVOLUTIONS,

@@ -69,8 +69,8 @@ def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
     channels = x.shape[1]
     shape = (channels,) + (1,) * (x.rank - 2)
     source = node.args[0]
-    if is_convolution(source) and len(source.users) == 1 and (
-            not conv_args(source).transposed or conv_args(source).groups == 1):
+    conv = conv_args(source) if is_convolution(source) else None
+    if conv is not None and len(source.users) == 1 and (not conv.transposed or conv.groups == 1):
         # conv -> batch norm: fold into the conv's weights at compile time (the unfolded conv is dropped)
         folded = fold_batch_norm(ctx, source, scale, shift)
         if folded is not None:

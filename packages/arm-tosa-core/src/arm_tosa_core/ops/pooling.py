@@ -1,6 +1,6 @@
 """Pooling (FP), run in NHWC like convolution: max_pool2d, avg_pool2d, and adaptive avg/max pooling
-when the input divides evenly into the output (exir turns a 1x1 adaptive average into mean.dim, which
-`reductions` lowers with `global_avg_pool`; `aten.adaptive_avg_pool2d` is accepted too when kept).
+when the input divides evenly into the output. A 1x1 adaptive average (kept whole, or the mean.dim
+exir makes of it) is lowered by `reductions` as a mean over H, W, with `global_avg_pool` where it fits.
 
 TOSA pools take the padding as an attribute and leave padded positions out of both the max and the
 average divisor, and need `(size + pad_lo + pad_hi - kernel) % stride == 0`. The rule works out, per
@@ -22,7 +22,14 @@ from ..context import LoweringContext, Value
 from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg
 from .elementwise import nan_propagate
-from .reductions import float_only, scale, values_only
+from .reductions import (
+    ADAPTIVE_AVG_POOLS,
+    float_only,
+    lower_sum_mean,
+    lower_sum_mean_int,
+    scale,
+    values_only,
+)
 
 aten = torch.ops.aten
 NHWC = layout.NCHW_TO_NHWC
@@ -198,20 +205,20 @@ def _adaptive_support(node: Node, spec) -> str | None:
     return reason
 
 
-_ADAPTIVE_AVG = (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
+def _is_global(ctx: LoweringContext, node: Node) -> bool:
+    """An adaptive pool of a rank-4 value to 1x1: the mean over H and W (see reductions)."""
+    return _adaptive_window(node)[1] == [1, 1] and ctx.val(node.args[0]).rank == 4
 
 
-@register_op("adaptive_pool2d", [*_ADAPTIVE_AVG, aten.adaptive_max_pool2d.default],
+@register_op("adaptive_pool2d", [*ADAPTIVE_AVG_POOLS, aten.adaptive_max_pool2d.default],
              support=_adaptive_support, quant=Quant.REDUCE, preserve=True, preserve_for_speed=True)
 def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
     in_hw, out_hw = _adaptive_window(node)
     kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
     if aten_target(node.target) is aten.adaptive_max_pool2d.default:
         return (pool(ctx, node, Op.MAX_POOL2D, kernel, kernel, [0, 0], "exclude"), None)
-    if out_hw == [1, 1] and ctx.val(node.args[0]).rank == 4:
+    if _is_global(ctx, node):
         # global average: lowered like the mean exir would make of it (no TRANSPOSE on NCHW input)
-        from .reductions import lower_sum_mean
-
         return lower_sum_mean(ctx, node)
     return pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "exclude")
 
@@ -226,12 +233,9 @@ def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
 
 @register_int_rule("adaptive_pool2d")
 def lower_adaptive_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
-    if aten_target(node.target) not in _ADAPTIVE_AVG:
+    if aten_target(node.target) not in ADAPTIVE_AVG_POOLS:
         raise ValueError("quantized adaptive max pooling is not lowered")
-    in_hw, out_hw = _adaptive_window(node)
-    if out_hw == [1, 1] and ctx.val(node.args[0]).rank == 4:
+    if _is_global(ctx, node):
         # global average: the same exact integer lowering as the spatial mean exir makes of it
-        from .reductions import lower_sum_mean_int
-
         return lower_sum_mean_int(ctx, node)
     return lower_adaptive_pool2d(ctx, node)

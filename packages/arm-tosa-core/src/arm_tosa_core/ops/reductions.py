@@ -162,15 +162,16 @@ def _sum_mean_support(node: Node, spec) -> str | None:
     return None
 
 
-# a global adaptive average pool (output 1x1) is the mean over H, W with keepdim (pooling's INT rule)
-_GLOBAL_POOLS = (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
-_MEANS = (aten.mean.dim, aten.mean.default, *_GLOBAL_POOLS)
+# the adaptive average pools (pooling's family); with a 1x1 output one is the mean over H, W with
+# keepdim, which pooling's rules hand to this module's
+ADAPTIVE_AVG_POOLS = (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
+_MEANS = (aten.mean.dim, aten.mean.default, *ADAPTIVE_AVG_POOLS)
 
 
 def _sum_mean_dims(node: Node, rank: int) -> tuple[list[int], bool]:
     """(reduced dims, keepdim) of a sum/mean node."""
     target = aten_target(node.target)
-    if target in _GLOBAL_POOLS:
+    if target in ADAPTIVE_AVG_POOLS:
         return [rank - 2, rank - 1], True
     if target in (aten.sum.dim_IntList, aten.mean.dim):
         return reduce_dims(arg(node, 1, "dim"), rank), arg(node, 2, "keepdim", False)
