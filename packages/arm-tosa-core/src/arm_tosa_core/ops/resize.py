@@ -11,6 +11,12 @@ onto it as follows (p/q = output/input ratio as a reduced fraction):
 Rather than trusting that algebra for every size and float scale factor, the support rule computes each
 axis' sampling weights both ways (torch's, by running the op on a one-hot basis; TOSA's, from the
 pseudocode) and only claims the node when they agree and the parameters are within the spec's limits.
+
+INT (int8): the output shares the input's qparams (a resize never leaves the input's range). NEAREST
+runs on int8 as is. BILINEAR on int8 yields int32 sums of the four neighbours weighted in units of
+1/(n_y * n_x); since those weights sum to n_y * n_x, the zero point rides along and one RESCALE by
+1 / (n_y * n_x) (a pure shift when both numerators are powers of two, the form vela takes) gives the
+int8 result.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import Op
+from ..builder import DType, Op
 from ..context import LoweringContext, Value
-from ..registry import aten_target, register_op
+from ..quantized import rescale
+from ..registry import Quant, aten_target, register_int_rule, register_op
 
 aten = torch.ops.aten
 NHWC = layout.NCHW_TO_NHWC
@@ -139,7 +146,7 @@ def _plan(node: Node):
     if x.dim() != 4:
         return f"resize of a rank-{x.dim()} tensor is not lowered (only 4-d NCHW)"
     if not x.dtype.is_floating_point:
-        return f"resize of {x.dtype} is not lowered in the FP profile"
+        return f"resize of {x.dtype} is not lowered (float, or int8 in a quantized model)"
     _, align, scales = _args(node)
     target = aten_target(node.target)
     plans = []
@@ -164,9 +171,9 @@ def _resize_support(node: Node, spec) -> str | None:
 
 
 # preserve: exir would otherwise decompose nearest-exact into index arithmetic and a gather
-@register_op("resize", sorted(_NEAREST | _BILINEAR, key=str), support=_resize_support, profiles=("FP",),
-             preserve=True)
-def lower_resize(ctx: LoweringContext, node: Node) -> Value:
+@register_op("resize", sorted(_NEAREST | _BILINEAR, key=str), support=_resize_support, preserve=True,
+             quant=Quant.SHARED, int16=False)
+def lower_resize(ctx: LoweringContext, node: Node, out_type: DType | None = None) -> Value:
     import tosa_serializer as ts
 
     (ny, dy, oy, by), (nx, dx, ox, bx) = _plan(node)
@@ -176,4 +183,27 @@ def lower_resize(ctx: LoweringContext, node: Node) -> Value:
     b = ctx.b
     operands = [ctx.tensor(x, NHWC), b.shape_const([ny, dy, nx, dx]), b.shape_const([oy, ox]),
                 b.shape_const([by, bx])]
-    return ctx.emit(Op.RESIZE, operands, shape, dtype, NHWC, mode)
+    return ctx.emit(Op.RESIZE, operands, shape, dtype, NHWC, mode, tosa_type=out_type)
+
+
+@register_int_rule("resize")
+def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
+    """int8 RESIZE; bilinear sums come back as int32 in units of 1/(n_y*n_x) and are RESCALEd (see above)."""
+    from .quantize import lower_shared, output_qparams
+
+    x = ctx.val(node.args[0])
+    q = x.qparams
+    if q is None or q.dtype != torch.int8:
+        raise ValueError("quantized resize needs an int8 input")
+    if aten_target(node.target) not in _BILINEAR:
+        return lower_shared(ctx, node, lower_resize)
+    (ny, *_), (nx, *_) = _plan(node)
+    target = output_qparams(node)
+    node.meta["arm_storage_dtype"] = torch.int8
+    acc = lower_resize(ctx, node, DType.INT32)
+    # real = s_in * (acc / N - zp_in); out = real / s_out + zp_out. With s_out == s_in (shared qparams) the
+    # zero points cancel: out = round(acc / N) + (zp_out - zp_in).
+    if not np.isclose(float(target.scale), float(q.scale), rtol=0, atol=0) or target.dtype != torch.int8:
+        raise ValueError("quantized bilinear resize expects its output to share the input's qparams")
+    out = rescale(ctx.b, ctx.tensor(acc), 1.0 / (ny * nx), 0, target.zero_point - q.zero_point, DType.INT8)
+    return Value(acc.shape, torch.int8, tensor=out, perm=acc.perm, qparams=target)
