@@ -52,8 +52,16 @@ CASES = [
     ("bilinear_downscale", _interp(scale_factor=0.5, mode="bilinear"), [(1, 2, 8, 6)]),
     ("bilinear_align_corners_x2", _interp(scale_factor=2, mode="bilinear", align_corners=True), [(2, 1, 3, 4)]),
     ("bilinear_align_corners_size", _interp(size=(7, 9), mode="bilinear", align_corners=True), [(1, 2, 4, 5)]),
-    ("conv_upsample_conv", nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Upsample(scale_factor=2,
-                                         mode="bilinear"), nn.Conv2d(4, 2, 3, padding=1)), [(1, 3, 5, 4)]),
+    # convolution variants: padding modes (the edge copies run on int8), "same", 3-d, grouped transposed
+    ("conv_reflect", nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), [(1, 3, 6, 5)]),
+    ("conv_replicate", nn.Conv2d(3, 4, 3, padding=1, padding_mode="replicate"), [(1, 3, 5, 5)]),
+    ("conv_circular", nn.Conv2d(3, 4, 3, padding=1, padding_mode="circular"), [(1, 3, 5, 6)]),
+    ("conv1d_reflect", nn.Conv1d(3, 4, 3, padding=1, padding_mode="reflect"), [(2, 3, 8)]),
+    ("conv_same_even_kernel", nn.Conv2d(3, 4, 4, padding="same"), [(1, 3, 7, 6)]),
+    ("conv1d_same", nn.Conv1d(3, 4, 4, padding="same"), [(2, 3, 9)]),
+    ("conv3d", nn.Conv3d(3, 4, 3, padding=1), [(1, 3, 4, 5, 5)]),
+    ("conv3d_relu", nn.Sequential(nn.Conv3d(2, 4, (1, 3, 3), stride=(1, 2, 2)), nn.ReLU()), [(1, 2, 3, 9, 8)]),
+    ("conv_transpose_grouped", nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, groups=2), [(1, 4, 5, 5)]),
     # quantizer patterns
     ("input_feeds_conv_and_add", Fn(lambda s, x: x + F.relu(s.c(x)), c=nn.Conv2d(4, 4, 3, padding=1)),
      [(1, 4, 6, 6)]),
@@ -90,3 +98,12 @@ def test_bilinear_x2_rescale_is_a_shift():
     """vela takes a bilinear RESIZE only when its RESCALE is a pure shift by log2(n_y * n_x)."""
     report = check_exact(_interp(scale_factor=2, mode="bilinear"), [(1, 2, 4, 4)], "bilinear_shift")
     assert report.delegates[0].ops.get("RESIZE") == 1 and report.delegates[0].ops.get("RESCALE") == 1
+
+
+def test_bilinear_between_convs():
+    """A bilinear sum halfway between two codes rounds up in TOSA's RESCALE and to even in torch: 1 LSB
+    at the resize, which the next convolution may turn into 2 output LSBs (as in MobileNetV2)."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Upsample(scale_factor=2, mode="bilinear"),
+                          nn.Conv2d(4, 2, 3, padding=1))
+    ops = check_exact(model, [(1, 3, 5, 4)], "conv_upsample_conv", max_lsb=2).delegates[0].ops
+    assert ops.get("RESIZE") == 1 and ops.get("TRANSPOSE", 0) == 2, ops

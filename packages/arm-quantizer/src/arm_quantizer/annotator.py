@@ -43,11 +43,15 @@ def _set(node: Node, inputs: dict, output) -> None:
                                                        _annotated=True)
 
 
-def _bias_spec(act_edge: tuple[Node, Node], weight_edge: tuple[Node, Node], axis: int) -> DerivedQuantizationSpec:
+def _bias_spec(act_edge: tuple[Node, Node], weight_edge: tuple[Node, Node], axis: int,
+               repeats: int = 1) -> DerivedQuantizationSpec:
+    """int32 bias at scale act_scale * weight_scale per output channel (the weight's per-channel
+    scales `repeats` times over, for a grouped transposed conv)."""
+
     def derive(observers):
         act_scale, _ = observers[0].calculate_qparams()
         w_scale, _ = observers[1].calculate_qparams()
-        scale = (act_scale * w_scale).to(torch.float32)
+        scale = (act_scale * w_scale.reshape(-1).repeat(repeats)).to(torch.float32)
         return scale, torch.zeros_like(scale, dtype=torch.int32)
 
     return DerivedQuantizationSpec(derived_from=[act_edge, weight_edge], derive_qparams_fn=derive,
@@ -121,7 +125,8 @@ def _annotate_weighted(node: Node, entry: OpEntry, config: QuantizationConfig, c
         w_spec = QuantizationSpec_with_axis(w_spec, axis)
     inputs = {x: config.input_activation, weight: w_spec}
     if isinstance(bias, Node) and w_spec is not None and config.input_activation is not None:
-        inputs[bias] = _bias_spec((x, node), (weight, node), axis)
+        repeats = entry.extra["bias_repeats"](node) if "bias_repeats" in entry.extra else 1
+        inputs[bias] = _bias_spec((x, node), (weight, node), axis, repeats)
     _set(node, inputs, _output_spec(node, config, config_for))
 
 

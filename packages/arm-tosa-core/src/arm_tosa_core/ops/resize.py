@@ -5,7 +5,8 @@ scale n/d, an offset and a border that fixes the output size:
     OH = ((IH - 1) * n - offset + border) / d + 1   (exact division)
 NEAREST rounds that position half up, BILINEAR interpolates (clamping at the edges). Torch's modes map
 onto it as follows (p/q = output/input ratio as a reduced fraction):
-    nearest (floor(oy * q / p))                -> n = 2p, d = 2q, offset = -p
+    nearest (floor(oy * q / p))                -> n = 2p, d = 2q, offset = -p (q - p when p/q is
+                                                  an integer: the same samples, in vela's form)
     nearest-exact, bilinear (half-pixel)       -> n = 2p, d = 2q, offset = q - p
     bilinear, align_corners=True               -> n/d = (OH-1)/(IH-1), offset = 0
 Rather than trusting that algebra for every size and float scale factor, the support rule computes each
@@ -106,6 +107,9 @@ def _candidates(mode: str, in_size: int, out_size: int, scale: float | None, ali
     for r in ratios:
         p, q = r.numerator, r.denominator
         if mode == "nearest":
+            # for integer upscales torch's floor(oy * q / p) equals the half-pixel form (which vela
+            # takes on every Ethos-U); the weights check below decides
+            yield 2 * p, 2 * q, q - p
             yield 2 * p, 2 * q, -p
         elif align:
             yield p, q, 0
