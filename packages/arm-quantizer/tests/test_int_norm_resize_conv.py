@@ -52,6 +52,10 @@ CASES = [
     ("bilinear_downscale", _interp(scale_factor=0.5, mode="bilinear"), [(1, 2, 8, 6)]),
     ("bilinear_align_corners_x2", _interp(scale_factor=2, mode="bilinear", align_corners=True), [(2, 1, 3, 4)]),
     ("bilinear_align_corners_size", _interp(size=(7, 9), mode="bilinear", align_corners=True), [(1, 2, 4, 5)]),
+    # dilated max pooling: taps gathered by SLICE/RESHAPE/CONCAT, one MAX_POOL2D on int8
+    ("maxpool_dilated", nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(3, 1, dilation=2)), [(1, 3, 9, 9)]),
+    ("maxpool_dilated_stride_pad", nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(3, 2, 1, dilation=2)),
+     [(1, 3, 11, 10)]),
     # convolution variants: padding modes (the edge copies run on int8), "same", 3-d, grouped transposed
     ("conv_reflect", nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), [(1, 3, 6, 5)]),
     ("conv_replicate", nn.Conv2d(3, 4, 3, padding=1, padding_mode="replicate"), [(1, 3, 5, 5)]),
