@@ -18,6 +18,13 @@ runs on int8 as is. BILINEAR on int8 yields int32 sums of the four neighbours we
 1/(n_y * n_x); since those weights sum to n_y * n_x, the zero point rides along and one RESCALE by
 1 / (n_y * n_x) (a pure shift when both numerators are powers of two, the form vela takes) gives the
 int8 result.
+
+vela 5.2 compiles no BILINEAR RESIZE for Ethos-U55/U65 (every scale, offset and shift form fails with
+"Resize could not run on NPU"), and NEAREST only for power-of-two upscales 2x..8x in the half-pixel
+form. So under the "u55" subset a 2x half-pixel bilinear upscale is lowered as what it equals: NEAREST 2x,
+edge rows replicated, then a 3x3 DEPTHWISE_CONV2D with weights [1,2,1] x [1,2,1] / 16 (out[2i] =
+x[i-1]/4 + 3x[i]/4 and out[2i+1] = 3x[i]/4 + x[i+1]/4, exactly). arm_ethosu's constraints keep other
+bilinear resizes on the CPU there.
 """
 
 from __future__ import annotations
@@ -201,8 +208,11 @@ def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
         raise ValueError("quantized resize needs an int8 input")
     if aten_target(node.target) not in _BILINEAR:
         return lower_shared(ctx, node, lower_resize)
-    (ny, *_), (nx, *_) = _plan(node)
+    plan = _plan(node)
     target = output_qparams(node)
+    if ctx.spec.is_u55_subset and is_bilinear_x2(plan):
+        return _bilinear_x2_as_depthwise(ctx, node, x, target)
+    (ny, *_), (nx, *_) = plan
     node.meta["arm_storage_dtype"] = torch.int8
     acc = lower_resize(ctx, node, DType.INT32)
     # real = s_in * (acc / N - zp_in); out = real / s_out + zp_out. With s_out == s_in (shared qparams) the
@@ -211,3 +221,38 @@ def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
         raise ValueError("quantized bilinear resize expects its output to share the input's qparams")
     out = rescale(ctx.b, ctx.tensor(acc), 1.0 / (ny * nx), 0, target.zero_point - q.zero_point, DType.INT8)
     return Value(acc.shape, torch.int8, tensor=out, perm=acc.perm, qparams=target)
+
+
+BILINEAR_X2 = (4, 2, -1, 1)  # half-pixel 2x upscale: n, d, offset, border
+
+
+def is_bilinear_x2(plan) -> bool:
+    """Whether a resize plan is the 2x half-pixel upscale on both axes."""
+    return not isinstance(plan, str) and all(tuple(axis) == BILINEAR_X2 for axis in plan)
+
+
+def _bilinear_x2_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target) -> Value:
+    """int8 2x bilinear as NEAREST 2x, replicated edges and a [1,2,1]^2/16 DEPTHWISE_CONV2D (see above)."""
+    import tosa_serializer as ts
+
+    from .padding import pad_axis
+
+    b = ctx.b
+    n, d, offset, border = BILINEAR_X2
+    t = ctx.tensor(x, NHWC)
+    up_shape = [t.shape[0], 2 * t.shape[1], 2 * t.shape[2], t.shape[3]]
+    up = b.op(Op.RESIZE, [t, b.shape_const([n, d, n, d]), b.shape_const([offset, offset]),
+                          b.shape_const([border, border])], up_shape, t.dtype, ts.ResizeMode.NEAREST)
+    padded = pad_axis(ctx, pad_axis(ctx, up, 1, 1, 1, "replicate"), 2, 1, 1, "replicate")
+    channels = t.shape[3]
+    taps = torch.tensor([1, 2, 1], dtype=torch.int32)
+    weight = (taps[:, None] * taps[None, :]).reshape(3, 3, 1, 1).expand(3, 3, channels, 1)
+    operands = [padded, b.const(weight.to(torch.int8).contiguous(), DType.INT8),
+                b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32),
+                b.zero_point(DType.INT8, x.qparams.zero_point), b.zero_point(DType.INT8)]
+    acc = b.op(Op.DEPTHWISE_CONV2D, operands, up_shape, DType.INT32, [0, 0, 0, 0], [1, 1], [1, 1], False,
+               DType.INT32)
+    # acc = 16 * (bilinear - zp_in) in input steps; shared qparams: out = round(acc / 16) + zp_out
+    out = rescale(b, acc, float(x.qparams.scale) / 16 / float(target.scale), 0, target.zero_point, DType.INT8)
+    shape, _ = ctx.out_meta(node)
+    return Value(shape, torch.int8, tensor=out, perm=NHWC, qparams=target)
