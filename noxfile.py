@@ -12,7 +12,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf"]
+nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf", "test-runtime"]
 nox.options.default_venv_backend = "none"
 
 VULKAN_PACKAGES = ["mesa-vulkan-drivers", "libvulkan1", "vulkan-tools"]
@@ -56,6 +56,12 @@ def test_vgf(session: nox.Session) -> None:
 
     ensure_debian_packages(VULKAN_PACKAGES)
     _pytest(session, "arm-vgf")
+
+
+@nox.session(name="test-runtime")
+def test_runtime(session: nox.Session) -> None:
+    """runtime-cpp: our C++ backends in the pip executorch runtime (numerics, bad input, bounded fuzz)."""
+    _pytest(session, "runtime-cpp")
 
 
 @nox.session
