@@ -285,14 +285,14 @@ def _finish(ctx: LoweringContext, node: Node, y: T, out4, conv1d: bool, dtype) -
 @register_int_rule("convolution")
 def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 x int8 -> int32 accumulator with scale in_scale * weight_scale (per output channel)."""
-    from .quantize import accumulator_value
+    from .quantize import accumulator_value, bias_for_accumulator
 
     args = conv_args(node)
     x, w = ctx.val(args.input), ctx.val(args.weight)
     if x.qparams is None or w.qparams is None or not w.is_const:
         raise ValueError("quantized convolution needs a quantized input and constant quantized weights")
     scale = float(x.qparams.scale) * np.tile(np.asarray(w.qparams.scale, dtype=np.float64), bias_repeats(node))
-    acc = lower_convolution(ctx, node)
+    acc = lower_convolution(ctx, node, bias_value=bias_for_accumulator(ctx, args.bias, scale))
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=1)
 
 

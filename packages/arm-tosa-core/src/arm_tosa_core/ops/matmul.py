@@ -101,9 +101,10 @@ def _linear_support(node: Node, spec) -> str | None:
 
 
 @register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED)
-def lower_linear(ctx: LoweringContext, node: Node) -> Value:
+def lower_linear(ctx: LoweringContext, node: Node, bias: Value | None = None) -> Value:
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
-    bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
+    if bias is None:
+        bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
     shape, dtype = ctx.out_meta(node)
     x2 = ctx.reshape(x, (int(torch.Size(x.shape[:-1]).numel()), x.shape[-1]))
     y = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype)
@@ -115,13 +116,13 @@ def lower_linear(ctx: LoweringContext, node: Node) -> Value:
 @register_int_rule("linear")
 def lower_linear_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 linear -> int32 accumulator, scale in_scale * weight_scale per output feature."""
-    from .quantize import accumulator_value
+    from .quantize import accumulator_value, bias_for_accumulator
 
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     if x.qparams is None or w.qparams is None:
         raise ValueError("quantized linear needs a quantized input and weight")
-    acc = lower_linear(ctx, node)
     scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
+    acc = lower_linear(ctx, node, bias_for_accumulator(ctx, arg(node, 2, "bias"), scale))
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=len(acc.shape) - 1)
 
 
