@@ -3,7 +3,9 @@
 from . import (  # noqa: F401
     activations,
     attention,
+    composed_math,
     conv,
+    division,
     elementwise,
     indexing,
     matmul,

@@ -52,15 +52,13 @@ def lower_mul(ctx: LoweringContext, node: Node) -> Value:
 
 
 def _div_support(node: Node, spec) -> str | None:
-    if node.kwargs.get("rounding_mode") is not None:
-        return "division with a rounding mode is not lowered (only true division)"
     if not node.meta["val"].dtype.is_floating_point:
         return "integer division is not lowered; TOSA INTDIV truncates, torch floors"
     return None
 
 
-# exir spells torch.div(..., rounding_mode=...) as the *_mode overloads; registered so their reason shows
-@register_op("div", [aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode],
+# torch.div(..., rounding_mode=...) (the *_mode overloads) is the div_rounding family (division.py)
+@register_op("div", [aten.div.Tensor, aten.div.Scalar],
              support=_div_support, profiles=("FP",))
 def lower_div(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
