@@ -44,6 +44,10 @@ def _load_runtime() -> None:
     # resolves to that same file, so registrations land in the registry it reads.
     import executorch.extension.pybindings.portable_lib  # noqa: F401
 
+    # Our INT programs keep quantize/dequantize at their float boundary on the CPU: this registers
+    # the quantized out-variant kernels into the same runtime.
+    import executorch.kernels.quantized  # noqa: F401
+
 
 def _register(entry: dict) -> BackendStatus:
     name = entry["name"]
