@@ -96,9 +96,22 @@ def lower_minimum(ctx: LoweringContext, node: Node) -> Value:
 
 
 def _pow_support(node: Node, spec) -> str | None:
-    if node.meta.get("arm_quantized") and aten_target(node.target) is aten.pow.Tensor_Tensor:
-        return "quantized pow with a tensor exponent is not lowered (a constant exponent is a TABLE)"
+    tensor_exponent = aten_target(node.target) is aten.pow.Tensor_Tensor
+    if node.meta.get("arm_quantized"):
+        if tensor_exponent:
+            return "quantized pow with a tensor exponent is not lowered (a constant exponent is a TABLE)"
+        return None
+    if not node.meta["val"].dtype.is_floating_point:
+        # TOSA POW and RECIPROCAL are float-only: integers get repeated MULs for a constant n >= 0
+        exponent = node.args[1]
+        if tensor_exponent or not _small_natural(exponent):
+            return (f"integer pow with exponent {'a tensor' if tensor_exponent else exponent} is not lowered "
+                    "(TOSA POW is float-only; integer powers lower for constant exponents 0..64)")
     return None
+
+
+def _small_natural(exponent) -> bool:
+    return isinstance(exponent, (int, float)) and float(exponent).is_integer() and 0 <= exponent <= 64
 
 
 @register_op("pow", [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], support=_pow_support, quant=Quant.TABLE)
