@@ -98,6 +98,8 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
     plans = [plan_axis(x.shape[2 + i], kernel[i], stride[i], padding[i], out4[2 + i], mode) for i in range(2)]
     t = _prepare_input(ctx, x, plans)
     pads = [plans[0].tosa_lo, plans[0].tosa_hi, plans[1].tosa_lo, plans[1].tosa_hi]
+    if op == Op.AVG_POOL2D and mode == "sum" and x.qparams is not None:
+        return _window_sum_int(ctx, x, t, kernel, stride, pads, out4, out_shape, dtype, batched)
     if op == Op.AVG_POOL2D:
         # int8 averages keep the input's scale and zero point; integers accumulate in INT32
         quantized = x.qparams is not None
@@ -108,6 +110,22 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
         y = ctx.b.op(op, [t], layout.apply(out4, NHWC), t.dtype, list(kernel), list(stride), pads,
                      nan_propagate())
     value = Value(tuple(out4), dtype, tensor=y, perm=NHWC, qparams=x.qparams)
+    return value if batched else ctx.reshape(value, out_shape)
+
+
+def _window_sum_int(ctx: LoweringContext, x: Value, t: T, kernel, stride, pads, out4, out_shape, dtype,
+                    batched: bool) -> Value:
+    """Exact window sums of a quantized value: DEPTHWISE_CONV2D with all-ones int8 weights, an int32
+    accumulator in units of the input scale (TOSA's integer AVG_POOL2D would round the average first)."""
+    from ..quantized import QParams
+
+    channels = t.shape[3]
+    ones = ctx.b.const(torch.ones(kernel[0], kernel[1], channels, 1, dtype=torch.int8), DType.INT8)
+    bias = ctx.b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32)
+    zps = [ctx.b.zero_point(t.dtype, x.qparams.zero_point), ctx.b.zero_point(DType.INT8)]
+    y = ctx.b.op(Op.DEPTHWISE_CONV2D, [t, ones, bias, *zps], layout.apply(out4, NHWC), DType.INT32, pads,
+                 list(stride), [1, 1], False, DType.INT32)
+    value = Value(tuple(out4), torch.int32, tensor=y, perm=NHWC, qparams=QParams.accumulator(x.qparams.scale))
     return value if batched else ctx.reshape(value, out_shape)
 
 
@@ -292,9 +310,16 @@ def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
 @register_int_rule("avg_pool2d")
 def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 AVG_POOL2D: the average keeps the input's qparams (the following quantize rescales)."""
-    if arg(node, 6, "divisor_override") is not None:
-        raise ValueError("quantized avg_pool2d with divisor_override is not lowered")
-    return lower_avg_pool2d(ctx, node)
+    divisor = arg(node, 6, "divisor_override")
+    if divisor is None:
+        return lower_avg_pool2d(ctx, node)
+    from ..quantized import QParams
+
+    # sum / divisor: the exact int32 window sum, with the divisor folded into its scale
+    kernel, stride, padding = _window(node)
+    y = pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, "sum")
+    y.qparams = QParams.accumulator(float(y.qparams.scale) / divisor)
+    return y
 
 
 @register_int_rule("adaptive_pool2d")
