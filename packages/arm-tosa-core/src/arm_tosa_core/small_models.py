@@ -4,7 +4,8 @@ CNN, a ViT patch embedding and a CRNN. Sizes are small (a few thousand to ~100k 
 quantizing, lowering and running them on the reference model takes seconds.
 
 Weights are seeded like `example_models` (fan-in scaled, batch-norm statistics measured on a seeded
-batch, then perturbed), so one seed always gives the same model.
+batch, then perturbed), so one seed always gives the same model. This file imports only torch and its
+sibling `example_models`, so the benchmark can load it without the package (bench/bench_common.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .example_models import ExampleModel, _calibrate_batchnorm, _seed_weights
+from .example_models import ExampleModel
 
 __all__ = ["SMALL_MODELS", "build_small", "convmixer", "crnn", "kws_cnn", "mobilenet_v3_small", "unet_decoder",
            "vit_patch_embed"]
@@ -171,8 +172,17 @@ def crnn(classes: int = 11, hidden: int = 32) -> nn.Module:
     return CRNN(classes, hidden)
 
 
+def _seeded(factory):
+    """Build with the global RNG seeded: layers that `_seed_weights` does not re-draw (GRU, parameters
+    made with torch.randn) then get the same values in every process."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return factory()
+
+
 def _small(name: str, description: str, factory, shape: tuple[int, ...]) -> ExampleModel:
-    return ExampleModel(name, description, lambda size: (factory(), shape), shape[-1], True)
+    # is_image: batch norms are calibrated on a seeded batch; the size argument is ignored (fixed shapes)
+    return ExampleModel(name, description, lambda size: (_seeded(factory), shape), 32, True)
 
 
 SMALL_MODELS: dict[str, ExampleModel] = {m.name: m for m in (
@@ -192,9 +202,4 @@ def build_small(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor
     """(eval-mode module, example inputs) of small model `name`, weights and inputs from `seed`."""
     if name not in SMALL_MODELS:
         raise ValueError(f"unknown small model {name!r}; valid names: {', '.join(sorted(SMALL_MODELS))}")
-    model, shape = SMALL_MODELS[name]._factory(None)
-    gen = torch.Generator().manual_seed(seed)
-    _seed_weights(model, gen)
-    _calibrate_batchnorm(model, torch.randn((4, *shape[1:]), generator=gen), gen)
-    model.eval()
-    return model, (torch.randn(shape, generator=gen),)
+    return SMALL_MODELS[name].build(seed)
