@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     quantize,
     reductions,
     resize,
+    selection,
     shape_ops,
     softmax,
 )

@@ -71,12 +71,12 @@ def lower_div(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MUL, [a, recip], extra=[mul_shift(ctx)])
 
 
-@register_op("maximum", [aten.maximum.default])
+@register_op("maximum", [aten.maximum.default], quant=Quant.SHARED)  # INT rule: selection.py
 def lower_maximum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MAXIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
 
-@register_op("minimum", [aten.minimum.default])
+@register_op("minimum", [aten.minimum.default], quant=Quant.SHARED)
 def lower_minimum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MINIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
@@ -223,7 +223,7 @@ def lower_logical(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, _LOGICAL[target], [ctx.val(a) for a in node.args[:2]])
 
 
-@register_op("where", [aten.where.self])
+@register_op("where", [aten.where.self], quant=Quant.SHARED)
 def lower_where(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:
