@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     matmul,
     normalization,
     pooling,
+    product,
     quantize,
     reductions,
     resize,
