@@ -93,6 +93,11 @@ def lower_pow(ctx: LoweringContext, node: Node) -> Value:
     if isinstance(exponent, (int, float)) and float(exponent).is_integer() and abs(exponent) <= 64:
         return _integer_power(ctx, node, base, int(exponent))
     # TOSA POW is defined for base >= 0 only; torch gives NaN there for non-integer exponents anyway
+    shape, dtype = ctx.out_meta(node)
+    if not shape:  # a 0-d result (a full-reduction norm): constants are at least rank 1, so work at [1]
+        base1, exp1 = ctx.reshape(base, (1,)), ctx.reshape(ctx.val(exponent), (1,))
+        (tb, te), perm = ctx.broadcast([base1, exp1], 1, tosa_dtype(dtype))
+        return ctx.reshape(ctx.emit(Op.POW, [tb, te], (1,), dtype, perm), ())
     return elementwise(ctx, node, Op.POW, [base, ctx.val(exponent)])
 
 
