@@ -150,7 +150,8 @@ def _annotate_io(node: Node, config: QuantizationConfig) -> None:
 
 def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
     first = node.args[0]
-    tensors = list(first) if isinstance(first, (list, tuple)) else [first]
+    # a list operand (cat, stack), else every tensor operand (where, minimum, clamp with tensor bounds)
+    tensors = list(first) if isinstance(first, (list, tuple)) else list(node.args)
     tensors = [t for t in tensors if _is_float_tensor(t)]
     if not tensors:
         return
@@ -161,8 +162,8 @@ def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
     if isinstance(node.meta.get("val"), (tuple, list)):
         # a multi-output op (split, unbind, chunk): its getitem users carry the shared qparams
         _set(node, inputs, None)
-        for user in node.users:
-            if user.target is operator.getitem:
+        for user in node.users:  # float results only: max.dim's int64 indices are never observed
+            if user.target is operator.getitem and _is_float_tensor(user):
                 _set(user, {}, SharedQuantizationSpec(edge))
     else:
         _set(node, inputs, SharedQuantizationSpec(edge))

@@ -12,9 +12,11 @@ from . import (  # noqa: F401
     normalization,
     padding,
     pooling,
+    product,
     quantize,
     reductions,
     resize,
+    selection,
     shape_ops,
     softmax,
 )

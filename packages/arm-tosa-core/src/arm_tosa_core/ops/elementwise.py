@@ -83,12 +83,12 @@ def lower_div(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MUL, [a, recip], extra=[mul_shift(ctx)])
 
 
-@register_op("maximum", [aten.maximum.default])
+@register_op("maximum", [aten.maximum.default], quant=Quant.SHARED)  # INT rule: selection.py
 def lower_maximum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MAXIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
 
-@register_op("minimum", [aten.minimum.default])
+@register_op("minimum", [aten.minimum.default], quant=Quant.SHARED)
 def lower_minimum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MINIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
@@ -118,6 +118,11 @@ def lower_pow(ctx: LoweringContext, node: Node) -> Value:
     if isinstance(exponent, (int, float)) and float(exponent).is_integer() and abs(exponent) <= 64:
         return _integer_power(ctx, node, base, int(exponent))
     # TOSA POW is defined for base >= 0 only; torch gives NaN there for non-integer exponents anyway
+    shape, dtype = ctx.out_meta(node)
+    if not shape:  # a 0-d result (a full-reduction norm): constants are at least rank 1, so work at [1]
+        base1, exp1 = ctx.reshape(base, (1,)), ctx.reshape(ctx.val(exponent), (1,))
+        (tb, te), perm = ctx.broadcast([base1, exp1], 1, tosa_dtype(dtype))
+        return ctx.reshape(ctx.emit(Op.POW, [tb, te], (1,), dtype, perm), ())
     return elementwise(ctx, node, Op.POW, [base, ctx.val(exponent)])
 
 
@@ -248,7 +253,7 @@ def lower_logical(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, _LOGICAL[target], [ctx.val(a) for a in node.args[:2]])
 
 
-@register_op("where", [aten.where.self])
+@register_op("where", [aten.where.self], quant=Quant.SHARED)
 def lower_where(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:

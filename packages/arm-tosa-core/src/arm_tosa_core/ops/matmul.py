@@ -90,8 +90,21 @@ def lower_addmm(ctx: LoweringContext, node: Node) -> Value:
     if b.is_const and bias.is_const and bias.rank <= 1:
         return _fc(ctx, a, b.const * alpha, ctx.constant(bias.const * beta), shape, dtype)
     prod = _matmul3(ctx, a, b, shape, dtype)
+    # beta * bias + alpha * (a @ b): the factors fold into constants, else one MUL each
+    prod, bias = _times(ctx, prod, alpha), _times(ctx, bias, beta)
     (tp, tbias), perm = ctx.broadcast([prod, bias], 2, tosa_dtype(dtype))
     return ctx.emit(Op.ADD, [tp, tbias], shape, dtype, perm)
+
+
+def _times(ctx: LoweringContext, v: Value, factor) -> Value:
+    if factor == 1:
+        return v
+    if v.is_const:
+        return ctx.constant(v.const * factor)
+    scale = ctx.scalar(factor, v.tensor.dtype, v.rank)
+    shift = ctx.b.const(np.zeros([1], dtype=np.int8), DType.INT8)
+    return ctx.from_tensor(ctx.b.op(Op.MUL, [v.tensor, scale, shift], v.tensor.shape, v.tensor.dtype),
+                           v.shape, v.dtype, v.perm)
 
 
 def _linear_support(node: Node, spec) -> str | None:
