@@ -1,7 +1,7 @@
 """VgfBackend on bad payloads: each one is an ExecuTorch Error with a log line, and the process lives.
 
 The payload parser is also fuzzed: a seeded mutation fuzzer feeds mutants of a real VGF to the
-parser's C entry point (`runtime_cpp_vgf_parse`, the same code `init` runs before any Vulkan call).
+parser's C entry point (`runtime_cpp_fuzz_vgf`, the same code `init` runs before any Vulkan call).
 RUNTIME_CPP_FUZZ_ITERATIONS sets the run length (default: a bounded run of a few seconds).
 """
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _parser():
-    parse = module_handle("vgf").runtime_cpp_vgf_parse
+    parse = module_handle("vgf").runtime_cpp_fuzz_vgf
     parse.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     parse.restype = ctypes.c_int
     return lambda data: parse(bytes(data), len(data))
