@@ -60,7 +60,15 @@ def test_vgf(session: nox.Session) -> None:
 
 @nox.session(name="test-runtime")
 def test_runtime(session: nox.Session) -> None:
-    """runtime-cpp: our C++ backends in the pip executorch runtime (numerics, bad input, bounded fuzz)."""
+    """runtime-cpp: our C++ backends in the pip executorch runtime (numerics, bad input, bounded fuzz).
+
+    VgfBackend builds against the Vulkan headers and runs on lavapipe: install them like test-vgf
+    (before the sync, which builds runtime-cpp).
+    """
+    sys.path.insert(0, str(ROOT / "tools"))
+    from system_packages import ensure_debian_packages
+
+    ensure_debian_packages([*VULKAN_PACKAGES, "libvulkan-dev"])
     _pytest(session, "runtime-cpp")
 
 

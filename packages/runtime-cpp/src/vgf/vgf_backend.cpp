@@ -2,6 +2,7 @@
 // it and builds the data-graph pipeline with its constants on a VK_ARM_data_graph device
 // (GraphProgram); execute copies the inputs in, submits the recorded commands and copies out.
 #include <memory>
+#include <exception>
 #include <mutex>
 #include <new>
 
@@ -32,6 +33,22 @@ struct VgfHandle {
   std::mutex lock;
 };
 
+// Decode + build, with any exception from the VGF library or the standard library stopped here.
+Error load(const uint8_t* data, size_t size, std::unique_ptr<GraphProgram>* out) {
+  try {
+    Model model;
+    const Error err = parse_model(data, size, &model);
+    if (err != Error::Ok) return err;
+    return GraphProgram::create(model, out);
+  } catch (const std::bad_alloc&) {
+    ET_LOG(Error, "%s: out of memory while loading the VGF", kId);
+    return Error::MemoryAllocationFailed;
+  } catch (const std::exception& e) {
+    ET_LOG(Error, "%s: loading the VGF failed: %s", kId, e.what());
+    return Error::InvalidProgram;
+  }
+}
+
 class VgfBackend final : public BackendInterface {
  public:
   bool is_available() const override { return true; }
@@ -44,10 +61,8 @@ class VgfBackend final : public BackendInterface {
     }
     auto handle = std::unique_ptr<VgfHandle>(new (std::nothrow) VgfHandle());
     if (!handle) return Error::MemoryAllocationFailed;
-    Model model;
-    Error err = parse_model(static_cast<const uint8_t*>(processed->data()), processed->size(),
-                            &model);
-    if (err == Error::Ok) err = GraphProgram::create(model, &handle->program);
+    const Error err = load(static_cast<const uint8_t*>(processed->data()), processed->size(),
+                           &handle->program);
     // The pipeline holds its own copies of the SPIR-V and constants: the payload can go.
     processed->Free();
     if (err != Error::Ok) return err;
@@ -70,11 +85,16 @@ VgfBackend g_backend;
 }  // namespace vgf
 }  // namespace runtime_cpp
 
-// Parses a VGF payload without touching Vulkan: the fuzz target (runtime_cpp tests call it through
-// ctypes). Returns the executorch Error code.
-RUNTIME_CPP_EXPORT int runtime_cpp_vgf_parse(const uint8_t* data, size_t size) {
-  runtime_cpp::vgf::Model model;
-  return static_cast<int>(runtime_cpp::vgf::parse_model(data, size, &model));
+// Decodes a VGF payload without touching Vulkan: the parser's fuzz target (tests/test_vgf_bad_input.py
+// calls it through ctypes). Returns the executorch Error code.
+RUNTIME_CPP_EXPORT int runtime_cpp_fuzz_vgf(const uint8_t* data, size_t size) {
+  try {
+    runtime_cpp::vgf::Model model;
+    return static_cast<int>(runtime_cpp::vgf::parse_model(data, size, &model));
+  } catch (const std::exception& e) {
+    ET_LOG(Error, "VgfBackend: decoding the VGF failed: %s", e.what());
+    return static_cast<int>(executorch::runtime::Error::InvalidProgram);
+  }
 }
 
 RUNTIME_CPP_REGISTER_FN(vgf) {

@@ -1,6 +1,7 @@
 // VGF payload decoding: see vgf_model.h.
 #include "vgf/vgf_model.h"
 
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -32,10 +33,18 @@ Error decode_sections(const uint8_t* data, size_t size, Sections* s) {
            kId, size, vl::HeaderSize());
     return Error::InvalidProgram;
   }
+  // "VGF1", or the older 0xF0E1D2C3 little-endian, at offset 0 (the VGF header's magic).
+  static const uint8_t kMagic[4] = {'V', 'G', 'F', '1'};
+  static const uint8_t kOldMagic[4] = {0xC3, 0xD2, 0xE1, 0xF0};
+  if (std::memcmp(data, kMagic, 4) != 0 && std::memcmp(data, kOldMagic, 4) != 0) {
+    ET_LOG(Error, "%s: payload is not a VGF file (wrong magic 0x%02x%02x%02x%02x); the delegate "
+                  "must hold model-converter output", kId, data[0], data[1], data[2], data[3]);
+    return Error::InvalidProgram;
+  }
   auto header = vl::CreateHeaderDecoder(data, vl::HeaderSize(), size);
   if (!header || !header->IsValid()) {
-    ET_LOG(Error, "%s: payload is not a VGF file (bad magic or header); the delegate must hold "
-                  "model-converter output", kId);
+    ET_LOG(Error, "%s: the VGF header is invalid: its sections lie past the end of the %zu-byte "
+                  "payload (truncated payload?)", kId, size);
     return Error::InvalidProgram;
   }
   if (!header->CheckVersion()) {

@@ -55,6 +55,52 @@ ScalarType scalar_type(int32_t vk_format) {
   }
 }
 
+// IEEE fp32 <-> fp16 bits, round to nearest even: a VGF converted with --type-narrowing takes and
+// returns fp16 where the .pte boundary stays fp32.
+uint16_t to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7FFFFFFFu;
+  if (x >= 0x7F800000u) return static_cast<uint16_t>(sign | (x > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  if (x >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past the max
+  if (x < 0x38800000u) {  // subnormal half (or zero)
+    if (x < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t m = (x & 0x007FFFFFu) | 0x00800000u;
+    const int shift = 126 - static_cast<int>(x >> 23);  // 14..24
+    uint32_t h = m >> shift;
+    const uint32_t rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = ((x - 0x38000000u) >> 13);
+  const uint32_t rest = x & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float from_half(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, x;
+  if (exp == 0x1Fu) {
+    x = sign | 0x7F800000u | (man << 13);
+  } else if (exp != 0) {
+    x = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    x = sign;
+  } else {  // subnormal: normalize
+    exp = 113;
+    while (!(man & 0x400u)) {
+      man <<= 1;
+      --exp;
+    }
+    x = sign | (exp << 23) | ((man & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 }  // namespace
 
 Error GraphProgram::create(const Model& model, std::unique_ptr<GraphProgram>* out) {
@@ -367,6 +413,14 @@ Error GraphProgram::copy_in(const Io& io, size_t arg, Span<EValue*> args) {
     }
     return Error::Ok;
   }
+  if (t.dtype == ScalarType::Float && want == ScalarType::Half && t.numel * 2 == io.nbytes) {
+    const auto* src = static_cast<const float*>(t.data);
+    for (size_t i = 0; i < t.numel; ++i) {
+      const uint16_t v = to_half(src[i]);
+      std::memcpy(dst + 2 * i, &v, 2);
+    }
+    return Error::Ok;
+  }
   if (t.dtype != want || t.nbytes != io.nbytes) {
     ET_LOG(Error, "%s: input %zu is %s with %zu bytes; the VGF takes %s (VkFormat %d) with %zu "
                   "bytes: the delegate was compiled for other shapes or dtypes", kId, arg,
@@ -389,6 +443,15 @@ Error GraphProgram::copy_out(const Io& io, size_t arg, Span<EValue*> args) {
       int32_t v;
       std::memcpy(&v, src + 4 * i, 4);
       dst[i] = v;
+    }
+    return Error::Ok;
+  }
+  if (t.dtype == ScalarType::Float && have == ScalarType::Half && t.numel * 2 == io.nbytes) {
+    auto* dst = static_cast<float*>(t.data);
+    for (size_t i = 0; i < t.numel; ++i) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * i, 2);
+      dst[i] = from_half(v);
     }
     return Error::Ok;
   }
