@@ -12,7 +12,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf"]
+nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf", "test-vulkan"]
 nox.options.default_venv_backend = "none"
 
 VULKAN_PACKAGES = ["mesa-vulkan-drivers", "libvulkan1", "vulkan-tools"]
@@ -56,6 +56,24 @@ def test_vgf(session: nox.Session) -> None:
 
     ensure_debian_packages(VULKAN_PACKAGES)
     _pytest(session, "arm-vgf")
+
+
+# lavapipe + the loader's headers, glslc and a compiler: the Vulkan delegate's runtime builds on first use
+VULKAN_BUILD_PACKAGES = [*VULKAN_PACKAGES, "libvulkan-dev", "glslc", "cmake", "g++"]
+
+
+@nox.session(name="test-vulkan")
+def test_vulkan(session: nox.Session) -> None:
+    """vulkan-delegate: installs lavapipe, glslc and the Vulkan headers when missing, builds the runtime
+    (packages/runtime-cpp/src/vulkan_delegate), then runs the op tables and models on lavapipe."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from system_packages import ensure_debian_packages
+
+    ensure_debian_packages(VULKAN_BUILD_PACKAGES)
+    _sync(session)
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "-c",
+                "from vulkan_delegate.runtime import build_runtime; build_runtime()", external=True)
+    _pytest(session, "vulkan-delegate")
 
 
 @nox.session
