@@ -97,6 +97,8 @@ Error parse_program(const void* data, size_t size, Program* out) {
     const uint8_t* b = nullptr;
     if (!r.bytes(len, &b)) return fail("shader name");
     name.assign(reinterpret_cast<const char*>(b), len);
+    for (char c : name)  // printable ASCII only: names end up in log lines (Python decodes them as UTF-8)
+      if (c < 0x21 || c > 0x7e) return fail("shader name is not printable ASCII");
   }
   p.tensors.resize(r.count());
   for (auto& t : p.tensors) {

@@ -54,12 +54,31 @@ def _dynamic_reason(node: Node) -> str | None:
     return None
 
 
+def constant_nodes(ep: ExportedProgram) -> set[Node]:
+    """Weights and the nodes computed only from weights: the lowering folds them at compile time."""
+    sig = ep.graph_signature
+    names = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *sig.inputs_to_lifted_tensor_constants}
+    consts: set[Node] = set()
+    for n in ep.graph.nodes:
+        if n.op == "placeholder" and n.name in names:
+            consts.add(n)
+        elif (n.op == "call_function" and n.target not in _NO_COMPUTE and n.all_input_nodes
+              and all(a in consts for a in n.all_input_nodes)):
+            consts.add(n)
+    return consts
+
+
+def _folds_to_float(node: Node) -> bool:
+    v = node.meta.get("val")
+    return isinstance(v, torch.Tensor) and v.dtype == torch.float32
+
+
 class _Support(OperatorSupportBase):
-    def __init__(self, allow: set[str] | None, block: set[str]) -> None:
-        self.allow, self.block = allow, block
+    def __init__(self, allow: set[str] | None, block: set[str], consts: set[Node] = frozenset()) -> None:
+        self.allow, self.block, self.consts = allow, block, consts
 
     def reason(self, node: Node) -> str | None:
-        if node.target in _NO_COMPUTE:
+        if node.target in _NO_COMPUTE or (node in self.consts and _folds_to_float(node)):
             return None
         name = _op_name(node.target)
         if name in self.block:
@@ -109,7 +128,7 @@ class VulkanPartitioner(Partitioner):
             _op_name(o) if not isinstance(o, str) else o for o in operator_allowlist}
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        support = _Support(self.allow, self.block)
+        support = _Support(self.allow, self.block, constant_nodes(exported_program))
         partitions = CapabilityBasedPartitioner(exported_program.graph_module, support,
                                                 allows_single_node_partition=True).propose_partitions()
         tags = {}

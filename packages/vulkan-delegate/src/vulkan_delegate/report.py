@@ -6,13 +6,14 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from executorch.exir.lowered_backend_module import executorch_call_delegate
 from torch.export import ExportedProgram
 
 from .partitioner import REASON_KEY
 from .registry import aten_key
 
-_NOT_COMPUTE = {operator.getitem, executorch_call_delegate}
+_NOT_COMPUTE = {operator.getitem, executorch_call_delegate, torch.ops.aten.sym_size.int}
 
 
 @dataclass

@@ -28,6 +28,6 @@ void main() {
   else if (op == 3) r = x / z;
   else if (op == 4) r = max(x, z);
   else if (op == 5) r = min(x, z);
-  else r = pow(x, z);
+  else r = pow_signed(x, z);
   y[i] = T(r);
 }

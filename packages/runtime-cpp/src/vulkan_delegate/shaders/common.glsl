@@ -14,3 +14,13 @@ layout(push_constant) uniform PushConstants { uint p[32]; } pc;
 uint linear_id() {
   return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
 }
+
+// torch.pow semantics for a negative base with an integer exponent (GLSL pow is undefined there).
+float pow_signed(float v, float e) {
+  if (e == 2.0) return v * v;
+  if (v < 0.0 && e == floor(e)) {
+    float m = pow(-v, e);
+    return mod(e, 2.0) == 1.0 ? -m : m;
+  }
+  return pow(v, e);
+}

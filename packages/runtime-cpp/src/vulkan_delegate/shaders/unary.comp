@@ -31,7 +31,7 @@ void main() {
     case 9: r = exp(v); break;
     case 10: r = inversesqrt(v); break;
     case 11: r = sqrt(v); break;
-    case 12: r = (a == 2.0) ? v * v : pow(v, a); break;
+    case 12: r = pow_signed(v, a); break;
     case 13: r = abs(v); break;
     case 14: r = log(v); break;
     default: r = 1.0 / v; break;
