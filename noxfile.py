@@ -1,4 +1,5 @@
-"""Sessions: one test session per package, `lint` and `bench`. Plain `nox` runs lint and every test session.
+"""Sessions: one test session per package, `lint`, `bench` and `sweep`. Plain `nox` runs lint and every
+test session (not `bench` or `sweep`).
 
 All sessions share the workspace environment that `uv sync --frozen --all-packages` builds from uv.lock,
 so a session costs seconds, not a fresh torch install.
@@ -112,3 +113,13 @@ def bench(session: nox.Session) -> None:
     _sync(session)
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/run_bench.py", *session.posargs,
                 external=True)
+
+
+@nox.session
+def sweep(session: nox.Session) -> None:
+    """The full never-crash op sweep (registry-derived cases, FP and INT on the reference model): prints
+    cases / lowered / CPU-with-reason / crashed per op family; fails if any case crashed. Options pass
+    through, e.g. `nox -s sweep -- --family add -v`."""
+    _sync(session)
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "packages/arm-tosa-core/tests/op_sweep.py",
+                *session.posargs, external=True)

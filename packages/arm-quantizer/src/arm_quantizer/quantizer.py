@@ -106,7 +106,7 @@ class TOSAQuantizer(Quantizer):
                 attr = graph.get_attr(name)
                 attr.meta["val"] = torch.tensor(float(scalar))
             node.args = (node.args[0], attr, *node.args[2:])
-            node.target = _tensor_overload(node.target)
+            _retarget_to_tensor_overload(node)
         model.recompile()
         return model
 
@@ -159,15 +159,23 @@ class TOSAQuantizer(Quantizer):
                 node.meta["quantization_annotation"] = QuantizationAnnotation(output_qspec=act, _annotated=True)
 
 
-def _tensor_overload(target):
-    """`aten.add.Scalar` -> `aten.add.Tensor` (same packet); other targets unchanged.
+def _retarget_to_tensor_overload(node: Node) -> None:
+    """`aten.add.Scalar(x, t, alpha)` -> `aten.add.Tensor(x, t, alpha=alpha)`; other targets unchanged.
 
     A `.Scalar` overload's schema takes a number, so once its scalar operand is a tensor attribute
-    the node must call the `.Tensor` overload, which computes the same for a 0-d tensor."""
+    the node must call the `.Tensor` overload, which computes the same for a 0-d tensor (its extra
+    arguments, such as alpha, are keyword-only there)."""
+    target = node.target
     packet = getattr(target, "overloadpacket", None)
     if packet is None or getattr(target, "_overloadname", "") != "Scalar" or "Tensor" not in packet.overloads():
-        return target
-    return packet.Tensor
+        return
+    new = packet.Tensor
+    positional = [a for a in new._schema.arguments if not a.kwarg_only]
+    extra = {a.name: v for a, v in zip(target._schema.arguments[len(positional):], node.args[len(positional):],
+                                       strict=False)}
+    node.target = new
+    node.args = node.args[:len(positional)]
+    node.kwargs = {**node.kwargs, **extra}
 
 
 def _strip(path: str) -> str:

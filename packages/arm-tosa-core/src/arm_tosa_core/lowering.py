@@ -54,7 +54,7 @@ class TosaGraph:
         return path
 
 
-def _constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:
+def constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:
     for test, get in ((is_param, get_param), (is_buffer, get_buffer),
                       (is_lifted_tensor_constant, get_lifted_tensor_constant)):
         if test(ep, node):
@@ -73,7 +73,7 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
     for node in ep.graph.nodes:
         builder.current_node = node
         if node.op == "placeholder":
-            const = _constant_of(ep, node)
+            const = constant_of(ep, node)
             if const is not None:
                 ctx.values[node] = ctx.constant(const)
                 continue
@@ -82,21 +82,8 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
             ctx.values[node] = ctx.from_tensor(t, tuple(meta.shape), meta.dtype)
             inputs.append({"name": node.name, "shape": list(meta.shape), "dtype": str(meta.dtype),
                            "tosa_dtype": t.dtype.name})
-        elif node.op == "call_function" and node.target is operator.getitem:
-            source, index = node.args
-            ctx.values[node] = ctx.values[source][index]
         elif node.op == "call_function":
-            entry = registry.lookup(node.target)
-            if entry is None:
-                raise LoweringError(f"no lowering for {node.target} (node {node.name}); the partitioner "
-                                    "should have left it on the CPU")
-            try:
-                ctx.values[node] = _rule_for(entry, node)(ctx, node)
-            except LoweringError:
-                raise
-            except Exception as exc:
-                raise LoweringError(f"lowering {entry.name} failed on node {node.name} "
-                                    f"({node.format_node()}): {exc}") from exc
+            lower_node(ctx, node)
         elif node.op == "output":
             builder.current_node = None
             outputs = _emit_outputs(ctx, node)
@@ -109,6 +96,32 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
         op_counts=builder.op_counts(),
         debug_map=[r.__dict__ for r in builder.records],
     )
+
+
+def lower_node(ctx: LoweringContext, node: Node) -> None:
+    """Lower one call_function node into `ctx.values[node]` with its registry rule.
+
+    Raises LoweringError (naming the node in `.node`) for any failure, so callers can tell which node
+    to leave on the CPU."""
+    ctx.b.current_node = node
+    if node.target is operator.getitem:
+        source, index = node.args
+        ctx.values[node] = ctx.values[source][index]
+        return
+    entry = registry.lookup(node.target)
+    try:
+        if entry is None:
+            raise LoweringError(f"no lowering for {node.target} (node {node.name}); the partitioner "
+                                "should have left it on the CPU")
+        ctx.values[node] = _rule_for(entry, node)(ctx, node)
+    except LoweringError as exc:
+        exc.node = node
+        raise
+    except Exception as exc:
+        error = LoweringError(f"lowering {entry.name} failed on node {node.name} "
+                              f"({node.format_node()}): {exc}")
+        error.node = node
+        raise error from exc
 
 
 def _rule_for(entry: registry.OpEntry, node: Node):
@@ -127,9 +140,14 @@ def _rule_for(entry: registry.OpEntry, node: Node):
 
 
 def _emit_outputs(ctx: LoweringContext, node: Node) -> list[dict]:
+    return emit_outputs(ctx, node.args[0])
+
+
+def emit_outputs(ctx: LoweringContext, nodes) -> list[dict]:
+    """Make the lowered values of `nodes` the graph's outputs, in order."""
     b = ctx.b
     outputs, used = [], set()
-    for arg in node.args[0]:
+    for arg in nodes:
         value: Value = ctx.val(arg)
         t = ctx.tensor(value, layout.identity(value.rank), None if not value.is_const
                        else tosa_dtype(value.dtype))

@@ -1,8 +1,10 @@
 """TOSAPartitioner: tags what the spec supports for delegation; everything else stays on the CPU.
 
 Support comes from the op registry (`registry.unsupported_reason`) plus any user `additional_checks`
-(e.g. executorch's DontPartition). Each node left on the CPU gets its reason in
-`node.meta["arm_reason"]`, which `partition_report` shows.
+(e.g. executorch's DontPartition); then the node's own lowering rule is tried, and every proposed
+partition is lowered once as the backend will (`trial_lowering`), so a claimed node always lowers:
+a failure sends the node back to the CPU with the failure as its reason. Each node left on the CPU
+gets its reason in `node.meta["arm_reason"]`, which `partition_report` shows.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from . import registry
 from .batch_norm_folding import fold_conv_batch_norm
 from .compile_spec import TosaCompileSpec
 from .quantized import duplicate_dequantize, mark_quantized_region
+from .trial_lowering import partition_failure, trial_reason
 
 REASON_KEY = "arm_reason"
 
@@ -44,6 +47,8 @@ class RegistrySupport(OperatorSupportBase):
         self.additional_checks = list(additional_checks)
         self.target_check = target_check
         self.rejected: dict[Node, str] = {}  # decided after seeing the partitions
+        self.program: ExportedProgram | None = None  # set: each supported node's lowering is tried
+        self._trials: dict[Node, str | None] = {}
 
     def reason(self, node: Node) -> str | None:
         if node in self.rejected:
@@ -51,7 +56,10 @@ class RegistrySupport(OperatorSupportBase):
         if node.target is operator.getitem:
             source = node.args[0]
             return None if source.meta.get(REASON_KEY) is None else "its source node stays on the CPU"
-        reason = registry.unsupported_reason(node, self.spec)
+        try:
+            reason = registry.unsupported_reason(node, self.spec)
+        except Exception as exc:  # noqa: BLE001 - a support rule tripping on odd arguments
+            reason = f"its support check failed, so it runs on the CPU: {exc}"
         if reason is None and self.target_check is not None:
             reason = self.target_check(node)
         if reason is None:
@@ -59,6 +67,10 @@ class RegistrySupport(OperatorSupportBase):
                 if not check.is_node_supported({}, node):
                     reason = f"excluded by {type(check).__name__}"
                     break
+        if reason is None and self.program is not None:
+            if node not in self._trials:
+                self._trials[node] = trial_reason(self.program, node, self.spec)
+            reason = self._trials[node]
         return reason
 
     def is_node_supported(self, submodules, node: Node) -> bool:
@@ -99,14 +111,22 @@ class TOSAPartitioner(Partitioner):
         if self.compile_spec.tosa_spec.support_integer():
             mark_quantized_region(exported_program.graph)
         support = self.support()
-        for _ in range(20):
+        support.program = exported_program
+        order = {n: i for i, n in enumerate(exported_program.graph.nodes)}
+        for _ in range(50):
             partitioner = CapabilityBasedPartitioner(exported_program.graph_module, support,
                                                      allows_single_node_partition=True)
             partitions = partitioner.propose_partitions()
-            stranded = _stranded_quantized_nodes(partitions)
-            if not stranded:
+            rejected = _stranded_quantized_nodes(partitions)
+            for partition in partitions if not rejected else []:
+                if _has_compute(partition.nodes):
+                    rejected.update(partition_failure(exported_program, sorted(partition.nodes, key=order.get),
+                                                      self.compile_spec.tosa_spec))
+            if not rejected:
                 break
-            support.rejected.update(stranded)
+            support.rejected.update(rejected)
+        else:
+            partitions = []  # never reached in practice: each round rejects at least one node
         tags = {}
         for partition in partitions:
             if not _has_compute(partition.nodes):

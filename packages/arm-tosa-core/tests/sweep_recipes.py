@@ -1,0 +1,134 @@
+"""Cases for the few structured ops whose tensors must have related shapes (see op_sweep.py).
+
+`recipe_cases(family, target)` returns (label, module, inputs) triples, or None to let op_sweep derive
+the cases from the schema. Keyed by the aten op name, so a new overload of a known op is covered too.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+aten = torch.ops.aten
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn, **consts) -> None:
+        super().__init__()
+        self.fn = fn
+        for k, v in consts.items():
+            self.register_buffer(k, v)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
+def _r(*shape):
+    return torch.randn(shape)
+
+
+def _conv():
+    out = []
+    for groups, stride, pad, dil, mode in [(1, 1, 0, 1, "zeros"), (1, 2, 1, 1, "zeros"), (2, 1, 1, 2, "zeros"),
+                                           (4, 1, 1, 1, "zeros"), (1, 1, 1, 1, "reflect"),
+                                           (1, 1, 1, 1, "circular")]:
+        conv = torch.nn.Conv2d(4, 8, 3, stride, pad, dil, groups, padding_mode=mode)
+        out.append((f"conv2d g{groups} s{stride} p{pad} d{dil} {mode}", conv, (_r(1, 4, 9, 9),)))
+    out.append(("conv1d", torch.nn.Conv1d(3, 5, 3, padding=1), (_r(2, 3, 10),)))
+    out.append(("conv_transpose2d", torch.nn.ConvTranspose2d(4, 3, 2, stride=2), (_r(1, 4, 5, 5),)))
+    return out
+
+
+def _matmul():
+    return [("mm", _Fn(lambda s, a, b: a @ b), (_r(3, 4), _r(4, 5))),
+            ("bmm", _Fn(lambda s, a, b: torch.bmm(a, b)), (_r(2, 3, 4), _r(2, 4, 5))),
+            ("matmul r4", _Fn(lambda s, a, b: a @ b), (_r(2, 2, 3, 4), _r(2, 2, 4, 5))),
+            ("matmul broadcast", _Fn(lambda s, a, b: a @ b), (_r(2, 3, 4), _r(4, 5))),
+            ("matmul const", _Fn(lambda s, a: a @ s.w, w=_r(4, 5)), (_r(3, 4),)),
+            ("linear", torch.nn.Linear(6, 4), (_r(2, 3, 6),)),
+            ("linear no bias", torch.nn.Linear(6, 4, bias=False), (_r(5, 6),)),
+            ("addmm", _Fn(lambda s, x: torch.addmm(s.b, x, s.w, beta=0.5, alpha=2), b=_r(5), w=_r(4, 5)),
+             (_r(3, 4),))]
+
+
+def _norms():
+    bn = torch.nn.BatchNorm2d(4).eval()
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    return [("batch_norm", bn, (_r(2, 4, 5, 5),)),
+            ("batch_norm 1d", torch.nn.BatchNorm1d(4).eval(), (_r(3, 4, 6),)),
+            ("batch_norm batch stats", _Fn(lambda s, x: F.batch_norm(x, None, None, training=True)),
+             (_r(2, 4, 3, 3),)),
+            ("layer_norm", torch.nn.LayerNorm(6), (_r(2, 3, 6),)),
+            ("layer_norm 2d no affine", torch.nn.LayerNorm([5, 6], elementwise_affine=False), (_r(2, 5, 6),)),
+            ("group_norm", torch.nn.GroupNorm(2, 4), (_r(2, 4, 3, 3),))]
+
+
+def _attention():
+    q, k, v = _r(1, 2, 8, 16), _r(1, 2, 8, 16), _r(1, 2, 8, 16)
+    return [("sdpa", _Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v)), (q, k, v)),
+            ("sdpa causal", _Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+             (q, k, v)),
+            ("sdpa mask", _Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=s.m),
+                              m=_r(8, 8)), (q, k, v))]
+
+
+def _indexing():
+    idx = torch.tensor([[0, 2], [1, 3]])
+    return [("embedding", torch.nn.Embedding(10, 4), (torch.tensor([[1, 2], [3, 9]]),)),
+            ("index_select", _Fn(lambda s, x: torch.index_select(x, 1, s.i), i=torch.tensor([0, 2])),
+             (_r(3, 4),)),
+            ("index_select runtime", _Fn(lambda s, x, i: torch.index_select(x, -1, i)),
+             (_r(3, 4), torch.tensor([3, 0]))),
+            ("index tensor", _Fn(lambda s, x: x[s.i], i=idx), (_r(4, 5),)),
+            ("index tensor 2", _Fn(lambda s, x: x[:, s.i[0]]), (_r(4, 5),))]
+
+
+def _where():
+    return [("where", _Fn(lambda s, x, y: torch.where(x > 0, x, y)), (_r(2, 3), _r(2, 3))),
+            ("where broadcast", _Fn(lambda s, x, y: torch.where(x > 0, x, y)), (_r(2, 3), _r(3))),
+            ("where scalar", _Fn(lambda s, x: torch.where(x > 0, x, 0.5)), (_r(2, 3, 4),))]
+
+
+def _factories():
+    return [("arange", _Fn(lambda s, x: x + torch.arange(4)), (_r(2, 4),)),
+            ("full_like", _Fn(lambda s, x: x * torch.full_like(x, 2.0)), (_r(2, 4),)),
+            ("ones zeros", _Fn(lambda s, x: x + torch.ones(4) - torch.zeros(2, 4)), (_r(2, 4),)),
+            ("zeros_like", _Fn(lambda s, x: x + torch.zeros_like(x)), (_r(3),))]
+
+
+def _resize():
+    x = _r(1, 3, 4, 5)
+    out = []
+    for mode, corners in [("nearest", None), ("bilinear", False), ("bilinear", True), ("nearest-exact", None)]:
+        for size in ((8, 10), (6, 7)):
+            out.append((f"{mode} corners={corners} size={size}",
+                        _Fn(lambda s, x, mode=mode, corners=corners, size=size:
+                            F.interpolate(x, size=size, mode=mode, align_corners=corners)), (x,)))
+    out.append(("scale 2", _Fn(lambda s, x: F.interpolate(x, scale_factor=2.0, mode="bilinear")), (x,)))
+    return out
+
+
+_RECIPES = {"convolution": _conv, "conv2d": _conv, "conv1d": _conv, "conv_transpose2d": _conv,
+            "mm": _matmul, "bmm": _matmul, "matmul": _matmul, "linear": _matmul, "addmm": _matmul,
+            "_native_batch_norm_legit_no_training": _norms, "_native_batch_norm_legit": _norms,
+            "native_layer_norm": _norms, "native_group_norm": _norms,
+            "scaled_dot_product_attention": _attention, "embedding": _indexing, "index_select": _indexing,
+            "index": _indexing, "where": _where, "arange": _factories, "full": _factories,
+            "full_like": _factories, "ones": _factories, "ones_like": _factories, "zeros": _factories,
+            "zeros_like": _factories, "scalar_tensor": _factories, "_upsample_nearest_exact2d": _resize,
+            "upsample_bilinear2d": _resize, "upsample_nearest2d": _resize}
+_DONE: set = set()
+
+
+def recipe_cases(family: str, target) -> list | None:
+    """Recipe cases for `target`'s op (once per recipe: its overloads share them), or None."""
+    op = target._schema.name.split("::")[1]
+    make = _RECIPES.get(op)
+    if make is None:
+        return None
+    if make in _DONE:
+        return []
+    _DONE.add(make)
+    torch.manual_seed(1)
+    return make()
