@@ -1,6 +1,6 @@
 """Before INT annotation: composite ops with no integer rule become ops that have one.
 
-softmax/log_softmax, layer_norm, group_norm, var/var_mean, division, glu and scaled_dot_product_attention
+softmax/log_softmax, layer_norm, group_norm, var/var_mean, division, glu, prelu and scaled_dot_product_attention
 are re-traced with make_fx into aten ops whose families the INT lowering runs (amax, sub, exp and
 reciprocal/rsqrt/log as TABLE, sum/mean, mul, add, bmm, data movement). torch's own decompositions
 (torch._decomp) do the work, steered by three overrides:
@@ -38,7 +38,7 @@ _TORCH_DECOMPOSED = {  # traced through torch's decomposition tables
     aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
     aten.layer_norm.default, aten.native_layer_norm.default, aten.group_norm.default,
     aten.native_group_norm.default, aten.var.correction, aten.var_mean.correction,
-    aten.div.Tensor, aten.div.Scalar, aten.glu.default,
+    aten.div.Tensor, aten.div.Scalar, aten.glu.default, aten.prelu.default,
 }
 DECOMPOSED = frozenset(_TORCH_DECOMPOSED | {_SDPA})
 
@@ -72,7 +72,7 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
 
 _TABLE = {
     **get_decompositions([aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
-                          aten.glu]),
+                          aten.glu, aten.prelu, aten._prelu_kernel]),
     aten.div.Tensor: _div, aten.div.Scalar: _div,
     aten.var_mean.correction: _var_mean, aten.var.correction: _var,
 }
