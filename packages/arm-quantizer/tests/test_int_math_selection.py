@@ -27,7 +27,11 @@ CASES = [
      [torch.randn(4, 8), torch.rand(4, 8) * 3 + 1.05]),
     ("sign_round_erfinv_tables", lambda s, a: (torch.sign(a), torch.round(a * 3), torch.erfinv(a * 0.9)),
      [inside(3, 16)]),
-    ("activations", lambda s, a: (F.leaky_relu(a, 0.1), F.elu(a)), [torch.randn(2, 8)]),
+    ("activations", lambda s, a, b: (F.leaky_relu(a, 0.1), F.elu(a), F.glu(a), torch.logit(b), F.prelu(a, s.w)),
+     [torch.randn(2, 8), torch.rand(2, 8) * 0.9 + 0.05]),
+    ("compare_select", lambda s, a, b: (torch.where(a > b, a, b), torch.where(a <= 0.2, a, b), torch.where(b != a, a, b),
+                                        torch.where(a >= -0.3, b, a), torch.where(a < b, b, a),
+                                        torch.where(a == 0.0, b, a)), [torch.randn(2, 3, 8), torch.randn(8)]),
     ("minimum_maximum_broadcast", lambda s, a, b: (torch.minimum(a, b), torch.maximum(b, a)),
      [torch.randn(2, 3, 8), torch.randn(8)]),
     ("clamp_tensor_bounds", lambda s, a, b: (torch.clamp(a, b, b + 1), torch.clamp(a, min=b)),
@@ -37,7 +41,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,fn,inputs", CASES, ids=[c[0] for c in CASES])
 def test_int_math_within_one_lsb(name, fn, inputs):
-    _, report, lsb, _ = check_int(Fn(fn), tuple(inputs), case=name)
+    _, report, lsb, _ = check_int(Fn(fn, w=torch.tensor([0.25])), tuple(inputs), case=name)
     assert report.delegates and lsb <= 1.0
 
 
@@ -61,3 +65,11 @@ def test_integer_indices_are_never_observed():
     with torch.no_grad():
         values, indices, imax, _ = converted(torch.randn(2, 8), torch.randint(-5, 5, (2, 8)))
     assert indices.dtype == torch.int64 and imax.dtype == torch.int64 and values.dtype == torch.float32
+
+
+def test_bool_mask_cast_to_float_stays_on_the_cpu_with_a_reason():
+    """(a == b).float() has no quantized input to take qparams from: not claimed, never a crash."""
+    model = Fn(lambda s, a, b: (a == b).float() + a)
+    _, report, _, _ = check_int(model, (torch.randn(2, 8), torch.randn(2, 8)), expect_full=False)
+    reasons = [c.reason for c in report.cpu_nodes if "quantize" not in c.target]
+    assert reasons and all("not legal for TOSA-1.0+INT" in r for r in reasons), reasons

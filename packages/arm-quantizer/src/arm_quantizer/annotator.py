@@ -84,7 +84,12 @@ def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
         if entry is None or entry.quant is None:
             continue
         config = config_for(node)
-        if config is None or not _is_float_tensor_output(node):
+        if config is None:
+            continue
+        if entry.extra.get("bool_result"):  # comparisons: shared input qparams, the bool result as is
+            _annotate_shared(node, config, output=False)
+            continue
+        if not _is_float_tensor_output(node):
             continue
         kind = entry.quant
         if kind == Quant.WEIGHTED:
@@ -148,7 +153,7 @@ def _annotate_io(node: Node, config: QuantizationConfig) -> None:
     _set(node, {x: config.input_activation}, config.output_activation)
 
 
-def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
+def _annotate_shared(node: Node, config: QuantizationConfig, output: bool = True) -> None:
     first = node.args[0]
     # a list operand (cat, stack), else every tensor operand (where, minimum, clamp with tensor bounds)
     tensors = list(first) if isinstance(first, (list, tuple)) else list(node.args)
@@ -159,6 +164,9 @@ def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
     inputs = {tensors[0]: config.input_activation}
     for t in tensors[1:]:
         inputs[t] = SharedQuantizationSpec(edge)
+    if not output:
+        _set(node, inputs, None)
+        return
     if isinstance(node.meta.get("val"), (tuple, list)):
         # a multi-output op (split, unbind, chunk): its getitem users carry the shared qparams
         _set(node, inputs, None)

@@ -1,7 +1,8 @@
 """Before INT annotation: composite ops with no integer rule become ops that have one.
 
-softmax/log_softmax, layer_norm, group_norm, var/var_mean, division, GRU (unrolled over its steps)
-and scaled_dot_product_attention are re-traced with make_fx into aten ops whose families the INT lowering runs (amax, sub, exp and
+softmax/log_softmax, layer_norm, group_norm, var/var_mean, division, glu, prelu, GRU (unrolled over its
+steps) and scaled_dot_product_attention are re-traced with make_fx into aten ops whose families the INT
+lowering runs (amax, sub, exp and
 reciprocal/rsqrt/log as TABLE, sum/mean, mul, add, bmm, data movement). torch's own decompositions
 (torch._decomp) do the work, steered by three overrides:
 - a / b becomes a * reciprocal(b): reciprocal is a 256-entry int8 TABLE, TOSA INT has no division;
@@ -38,7 +39,7 @@ _TORCH_DECOMPOSED = {  # traced through torch's decomposition tables
     aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
     aten.layer_norm.default, aten.native_layer_norm.default, aten.group_norm.default,
     aten.native_group_norm.default, aten.var.correction, aten.var_mean.correction,
-    aten.div.Tensor, aten.div.Scalar, aten.gru.input,
+    aten.div.Tensor, aten.div.Scalar, aten.glu.default, aten.prelu.default, aten.gru.input,
 }
 DECOMPOSED = frozenset(_TORCH_DECOMPOSED | {_SDPA})
 
@@ -72,7 +73,7 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
 
 _TABLE = {
     **get_decompositions([aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
-                          aten.gru.input]),
+                          aten.glu, aten.prelu, aten._prelu_kernel, aten.gru.input]),
     aten.div.Tensor: _div, aten.div.Scalar: _div,
     aten.var_mean.correction: _var_mean, aten.var.correction: _var,
 }

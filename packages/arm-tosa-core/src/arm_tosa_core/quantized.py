@@ -236,16 +236,20 @@ def mark_quantized_region(graph: Graph) -> None:
         node.meta.pop("arm_quantized", None)
         if node.op != "call_function" or is_quantize(node) or is_dequantize(node):
             continue
-        if (node.target is operator.getitem or _is_float(node)) and _has_int_path(node):
+        if (node.target is operator.getitem or _is_float(node) or _bool_result(node)) and _has_int_path(node):
             candidates.add(node)
     changed = True
     while changed:
         changed = False
         for node in list(candidates):
-            ok = all(is_dequantize(a) or a in candidates or _float_parameter(node, a)
-                     for a in node.all_input_nodes if _is_float(a))
-            ok = ok and all(is_quantize(u) or u in candidates for u in node.users)
-            ok = ok and bool(node.users)
+            floats = [a for a in node.all_input_nodes if _is_float(a)]
+            ok = all(is_dequantize(a) or a in candidates or _float_parameter(node, a) for a in floats)
+            # a float made from no quantized value (a cast of a bool mask) has no qparams to carry
+            ok = ok and (bool(floats) or node.target is operator.getitem)
+            if not _bool_result(node):  # a comparison's bool result goes anywhere
+                ok = ok and all(is_quantize(u) or u in candidates for u in node.users)
+            ok = ok and bool(node.users) and (not _bool_result(node) or any(
+                is_dequantize(a) for a in node.all_input_nodes))
             if not ok:
                 candidates.discard(node)
                 changed = True
@@ -256,6 +260,14 @@ def mark_quantized_region(graph: Graph) -> None:
             node.meta["arm_quantized"] = True
         elif is_dequantize(node) and any(u in candidates for u in node.users):
             node.meta["arm_quantized"] = True
+
+
+def _bool_result(node: Node) -> bool:
+    """A comparison of quantized values (its family sets `bool_result`): inputs in the region, output bool."""
+    from .registry import lookup
+
+    entry = lookup(node.target)
+    return entry is not None and bool(entry.extra.get("bool_result"))
 
 
 def _is_float(node: Node) -> bool:

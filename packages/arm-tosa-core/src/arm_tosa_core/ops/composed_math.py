@@ -22,7 +22,7 @@ from torch.fx import Node
 from ..builder import Op, tosa_dtype
 from ..context import LoweringContext, Value
 from ..registry import Quant, aten_target, register_op
-from .common import mul_shift
+from .common import arg, mul_shift
 
 aten = torch.ops.aten
 
@@ -183,6 +183,13 @@ _FORMULAS = {
 }
 
 
+def _logit(f: Fn, x: Value, eps: float | None) -> Value:
+    """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps is given (torch.logit)."""
+    if eps is not None:
+        x = f.select(f.cmp(Op.GREATER, eps, x), eps, f.select(f.cmp(Op.GREATER, x, 1.0 - eps), 1.0 - eps, x))
+    return f.unary(Op.LOG, f.mul(x, f.unary(Op.RECIPROCAL, f.sub(1.0, x))))
+
+
 def _math_support(node: Node, spec) -> str | None:
     dtype = node.meta["val"].dtype
     if aten_target(node.target) is aten.sign.default:
@@ -194,12 +201,15 @@ def _math_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("unary_composed", list(_FORMULAS), support=_math_support, quant=Quant.TABLE,
+# logit is not core ATen: kept whole (preserve) so that INT sees one op, a TABLE
+@register_op("unary_composed", [*_FORMULAS, aten.logit.default], support=_math_support, quant=Quant.TABLE,
              preserve=True)
 def lower_unary_composed(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if x.is_const:
-        return ctx.constant(aten_target(node.target)(x.const))
+        return ctx.constant(aten_target(node.target)(x.const, *node.args[1:], **node.kwargs))
+    if aten_target(node.target) is aten.logit.default:
+        return _logit(Fn(ctx, x), x, arg(node, 1, "eps"))
     if not x.dtype.is_floating_point:  # integer sign (INT profile): same SELECTs in the integer type
         return _sign(Fn(ctx, x), x)
     return _FORMULAS[aten_target(node.target)](Fn(ctx, x), x)

@@ -16,7 +16,7 @@ from torch.fx import Node
 
 from ..builder import Op
 from ..context import LoweringContext, Value
-from ..registry import Quant, aten_target, register_op
+from ..registry import Quant, aten_target, is_compile_time_constant, register_op
 from .common import arg
 from .composed_math import Fn, trunc
 
@@ -31,7 +31,7 @@ def _rounding(node: Node) -> str:
     target = aten_target(node.target)
     if target in _MODES:
         return node.kwargs.get("rounding_mode") or arg(node, 2, "rounding_mode")
-    return "floor" if target in (aten.remainder.Tensor, aten.remainder.Scalar) else "trunc"
+    return "trunc" if target in (aten.fmod.Tensor, aten.fmod.Scalar) else "floor"
 
 
 def _support(node: Node, spec) -> str | None:
@@ -41,7 +41,8 @@ def _support(node: Node, spec) -> str | None:
     if node.meta.get("arm_quantized") and isinstance(node.args[1], Node):
         return ("quantized division/remainder by a tensor is not lowered: TOSA INT has no division, and "
                 "only a function of one quantized input becomes a TABLE (divide by a number instead)")
-    dtypes = {a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node)}
+    # a compile-time divisor is converted to the result's dtype while lowering (x // 7 divides by int64 7)
+    dtypes = {a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node) and not is_compile_time_constant(a)}
     if len(dtypes) > 1:
         return f"division of mixed dtypes {sorted(map(str, dtypes))} is not lowered"
     if node.meta["val"].dtype == torch.int64 or node.meta["val"].dtype == torch.int32:
@@ -92,7 +93,9 @@ def _float_quotient(f: Fn, a: Value, b: Value, floor: bool) -> Value:
     return q
 
 
-@register_op("div_rounding", list(_MODES) + list(_REMAINDERS), support=_support, quant=Quant.TABLE)
+# floor_divide is kept whole (preserve): exir would decompose it after the INT region is marked
+@register_op("div_rounding", [*_MODES, *_REMAINDERS, aten.floor_divide.default], support=_support,
+             quant=Quant.TABLE, preserve=True)
 def lower_div_rounding(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, dtype = ctx.out_meta(node)
@@ -105,7 +108,7 @@ def lower_div_rounding(ctx: LoweringContext, node: Node) -> Value:
     floor = _rounding(node) == "floor"
     integer = not dtype.is_floating_point
     q = _int_quotient(f, a, b, floor) if integer else _float_quotient(f, a, b, floor)
-    if aten_target(node.target) in _MODES:
+    if aten_target(node.target) not in _REMAINDERS:
         return q
     return f.sub(a, f.mul(q, b))
 

@@ -199,7 +199,8 @@ def _bool_equality(ctx: LoweringContext, node: Node, equal: bool) -> Value:
     return ctx.emit(Op.LOGICAL_NOT, [xor.tensor], xor.shape, torch.bool, xor.perm) if equal else xor
 
 
-@register_op("compare", list(_COMPARE), support=_compare_support)
+# INT: operands share qparams, the bool result is not quantized (`bool_result`); rule in selection.py
+@register_op("compare", list(_COMPARE), support=_compare_support, quant=Quant.SHARED, bool_result=True)
 def lower_compare(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:
@@ -213,7 +214,7 @@ def lower_compare(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, op, [a, b], in_dtype=_promoted(node))
 
 
-@register_op("ne", [aten.ne.Tensor, aten.ne.Scalar], support=_compare_support)
+@register_op("ne", [aten.ne.Tensor, aten.ne.Scalar], support=_compare_support, quant=Quant.SHARED, bool_result=True)
 def lower_ne(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:

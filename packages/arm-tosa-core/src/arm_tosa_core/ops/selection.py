@@ -13,9 +13,9 @@ from torch.fx import Node
 
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import Quant, register_int_rule, register_op
+from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg
-from .elementwise import nan_propagate
+from .elementwise import _COMPARE, nan_propagate
 
 aten = torch.ops.aten
 
@@ -88,3 +88,50 @@ def lower_clamp_tensor(ctx: LoweringContext, node: Node) -> Value:
 @register_int_rule("clamp_tensor")
 def lower_clamp_tensor_int(ctx: LoweringContext, node: Node) -> Value:
     return _quantized_extremes(ctx, node, _bounds(node))
+
+
+def _threshold_compare(ctx: LoweringContext, node: Node, x: Value, number: float) -> Value:
+    """`x <op> number` on x's codes: torch's comparison evaluated on every code's dequantized value
+    (as fake-quant computes it) gives the codes for which it holds, one threshold (or one code for ==)."""
+    q, target = x.qparams, aten_target(node.target)
+    codes = torch.arange(q.qmin, q.qmax + 1)
+    holds = target(((codes.to(torch.float32) - q.zero_point) * float(q.scale)), number)
+    x32 = _as_int32(ctx, x)
+    name = target.__name__.split(".")[0]
+    true_codes = codes[holds]
+    if name in ("gt", "ge"):
+        k, op, first = (int(true_codes.min()) if len(true_codes) else q.qmax + 1), Op.GREATER_EQUAL, True
+    elif name in ("lt", "le"):
+        k, op, first = (int(true_codes.max()) if len(true_codes) else q.qmin - 1), Op.GREATER_EQUAL, False
+    else:  # eq / ne: the code(s) equal to the number (none when it lies between two codes)
+        equal = codes[~holds] if name == "ne" else true_codes
+        k, op, first = (int(equal[0]) if len(equal) else q.qmax + 1), Op.EQUAL, True
+    k_value = ctx.constant(torch.full([1] * x.rank, k, dtype=torch.int32))
+    shape, _ = ctx.out_meta(node)
+    a, b = (x32, k_value) if first else (k_value, x32)
+    (ta, tb), perm = ctx.broadcast([a, b], len(shape), DType.INT32)
+    out = ctx.emit(op, [ta, tb], shape, torch.bool, perm)
+    return ctx.emit(Op.LOGICAL_NOT, [out.tensor], shape, torch.bool, perm) if name == "ne" else out
+
+
+@register_int_rule("compare")
+@register_int_rule("ne")
+def lower_compare_int(ctx: LoweringContext, node: Node) -> Value:
+    """Comparisons of quantized values: with shared qparams the codes compare as the real values do
+    (on int32: TOSA 1.0 compares int32 only); against a number, one threshold code."""
+    x, other = ctx.val(node.args[0]), node.args[1]
+    if not isinstance(other, Node):
+        return _threshold_compare(ctx, node, x, other)
+    y = ctx.val(other)
+    if x.qparams is None or y.qparams is None or not x.qparams.same_as(y.qparams):
+        raise ValueError(f"{node.name}: quantized comparison needs operands with one shared quantization")
+    target = aten_target(node.target)
+    op, swap = _COMPARE.get(target, (Op.EQUAL, False))
+    a, b = _as_int32(ctx, x), _as_int32(ctx, y)
+    a, b = (b, a) if swap else (a, b)
+    shape, _ = ctx.out_meta(node)
+    (ta, tb), perm = ctx.broadcast([a, b], len(shape), DType.INT32)
+    out = ctx.emit(op, [ta, tb], shape, torch.bool, perm)
+    if target in (aten.ne.Tensor, aten.ne.Scalar):
+        return ctx.emit(Op.LOGICAL_NOT, [out.tensor], shape, torch.bool, perm)
+    return out
