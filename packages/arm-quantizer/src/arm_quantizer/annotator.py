@@ -90,7 +90,7 @@ def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
         elif kind in (Quant.TABLE, Quant.REDUCE):
             _annotate_io(node, config)
         elif kind in (Quant.SHARED, Quant.ACTIVATION):
-            _annotate_shared(node, config)
+            _annotate_shared(node, config, entry.extra.get("shared_inputs", 1))
 
 
 def _is_float_tensor_output(node: Node) -> bool:
@@ -143,10 +143,12 @@ def _annotate_io(node: Node, config: QuantizationConfig) -> None:
     _set(node, {x: config.input_activation}, config.output_activation)
 
 
-def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
+def _annotate_shared(node: Node, config: QuantizationConfig, shared_inputs: int = 1) -> None:
+    """Output and every tensor input share one set of qparams: the list in args[0] (cat), or the
+    first `shared_inputs` positional args (slice_scatter's destination and source)."""
     first = node.args[0]
-    tensors = list(first) if isinstance(first, (list, tuple)) else [first]
-    tensors = [t for t in tensors if _is_float_tensor(t)]
+    tensors = list(first) if isinstance(first, (list, tuple)) else list(node.args[:shared_inputs])
+    tensors = list(dict.fromkeys(t for t in tensors if _is_float_tensor(t)))  # stack([a, b, a])
     if not tensors:
         return
     edge = (tensors[0], node)

@@ -159,7 +159,7 @@ def _cond_two_operands(s, x, y):
 def _while_double(s, x):
     from torch._higher_order_ops.while_loop import while_loop
 
-    i = torch.zeros((), dtype=torch.int32)
+    i = torch.zeros((), dtype=torch.int64)
     _, out = while_loop(lambda i, t: i < 3, lambda i, t: (i + 1, t * 2), (i, x))
     return out
 

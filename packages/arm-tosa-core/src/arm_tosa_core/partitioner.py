@@ -51,7 +51,10 @@ class RegistrySupport(OperatorSupportBase):
         if node.target is operator.getitem:
             source = node.args[0]
             return None if source.meta.get(REASON_KEY) is None else "its source node stays on the CPU"
-        reason = registry.unsupported_reason(node, self.spec)
+        reason = None
+        if registry.is_control_flow(node) and self.target_check is not None:
+            reason = self.target_check(node)  # a target without control flow says so first
+        reason = reason or registry.unsupported_reason(node, self.spec)
         if reason is None and self.target_check is not None:
             reason = self.target_check(node)
         if reason is None:

@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     activations,
     attention,
     conv,
+    data_movement,
     elementwise,
     indexing,
     matmul,
