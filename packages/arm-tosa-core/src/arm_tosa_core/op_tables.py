@@ -182,6 +182,29 @@ TABLES: dict[str, list[OpCase]] = {
 }
 
 
+class FamilyModule(torch.nn.Module):
+    """Several cases side by side (one lowering for a whole table): inputs concatenated in case
+    order (`family_inputs`), outputs as one flat tuple."""
+
+    def __init__(self, cases: list[OpCase]) -> None:
+        super().__init__()
+        self.cases = torch.nn.ModuleList(c.module() for c in cases)
+        self.arity = [len(c.shapes) for c in cases]
+
+    def forward(self, *xs):
+        outs, i = [], 0
+        for module, n in zip(self.cases, self.arity, strict=True):
+            out = module(*xs[i:i + n])
+            outs += list(out) if isinstance(out, tuple) else [out]
+            i += n
+        return tuple(outs)
+
+
+def family_inputs(cases: list[OpCase]) -> tuple[torch.Tensor, ...]:
+    """The inputs of `FamilyModule(cases)`."""
+    return tuple(x for c in cases for x in c.inputs())
+
+
 def all_cases(families: list[str] | None = None) -> list[OpCase]:
     """Every case of the named families (all families when None), in table order."""
     unknown = set(families or ()) - set(TABLES)
