@@ -3,7 +3,7 @@
 Each `OpCase` is a small function of its inputs (`fn(self, *inputs)`, built into a module with
 `case.module()`), the input shapes, and the profiles it claims ("FP", "INT"). `TABLES` maps an op
 family to its cases; add a family by adding a list here, and both the family's parametrized test
-and `nox -s bench`'s coverage table (ours beside the competitor's, `bench/coverage.py`) pick it up.
+and `nox -s bench`'s coverage table (ours beside the competitor's, `bench/op_coverage.py`) pick it up.
 
 This file imports only torch: the benchmark loads it by path in processes that must not import the
 `arm_tosa_core` package (see bench/README.md, "Isolation").
