@@ -5,6 +5,7 @@ TOSA op counts, accuracy on the TOSA reference model, vela cycles and memory, VG
     uv run python bench/run_bench.py --quick            # MobileNetV2 224 only: FP, INT, U55
     uv run python bench/run_bench.py --models resnet18 --flows tosa_int ethosu_u85 --input-size 128
     uv run python bench/run_bench.py --no-upstream      # our flows only (no ratios, no targets)
+    uv run python bench/run_bench.py --coverage-only    # only the op-coverage table (bench/op_coverage.py)
 
 Every flow runs in its own fresh Python process (``bench/flow_worker.py``), ours and upstream's
 alike: the two define backends of the same class names, and a fresh process also means no flow
@@ -31,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_report  # noqa: E402
+import op_coverage as coverage  # noqa: E402
 from bench_common import example_models, run_isolated_example  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -131,6 +133,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true",
                     help=f"{'/'.join(QUICK_MODELS)} at 224 only, flows {' '.join(QUICK_FLOWS)}")
     ap.add_argument("--no-upstream", action="store_true", help="run our flows only")
+    ap.add_argument("--no-coverage", action="store_true",
+                    help="skip the op-coverage table (arm_tosa_core/op_tables.py, both sides, FP and INT)")
+    ap.add_argument("--coverage-only", action="store_true", help="run only the op-coverage table")
+    ap.add_argument("--families", nargs="+", default=None, metavar="FAMILY",
+                    help="op-table families for the coverage table (default: all)")
     ap.add_argument("--seed", type=int, default=0, help="weights and inputs seed (default 0)")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder (default bench/results)")
     args = ap.parse_args(argv)
@@ -162,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     rows: list[dict[str, Any]] = []
     t_start = time.perf_counter()
-    for model in args.models:
+    for model in [] if args.coverage_only else args.models:
         size = args.input_size if catalogue[model].is_image else None
         for case in args.flows:
             for side in sides:
@@ -176,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                          "ERROR " + row.get("root_cause", row.get("error", ""))[:120] if "error" in row else "ok")
                 print(f"  {model:15s} {case:10s} {side:8s} {time.perf_counter() - t0:6.1f} s  {state}",
                       flush=True)
+    coverage_rows: list[dict[str, Any]] = []
+    if args.coverage_only or not (args.no_coverage or args.quick):
+        coverage_rows = coverage.run_coverage(sides, args.families, log_dir)
     meta["wall_s"] = time.perf_counter() - t_start
 
     ratio_rows = bench_report.ratios(rows)
@@ -201,8 +211,14 @@ def main(argv: list[str] | None = None) -> int:
               "machines)")
         print(bench_report.targets_table(target_rows))
 
+    if coverage_rows:
+        print("\nOp coverage (arm_tosa_core/op_tables.py; cases lowered / left on the CPU / crashed, per "
+              "family; every (side, profile) in its own processes)")
+        print(coverage.coverage_table(coverage_rows))
+
     args.out.mkdir(parents=True, exist_ok=True)
-    doc = _finite({"meta": meta, "results": rows, "ratios": ratio_rows, "targets": target_rows})
+    doc = _finite({"meta": meta, "results": rows, "ratios": ratio_rows, "targets": target_rows,
+                   "coverage": coverage_rows})
     path = args.out / f"bench-{stamp}.json"
     path.write_text(json.dumps(doc, indent=1, default=str))
     (args.out / "latest.json").write_text(path.read_text())

@@ -19,7 +19,7 @@ import torch
 from torch.fx import Node
 
 from arm_tosa_core.ops.conv import conv_args, is_convolution
-from arm_tosa_core.registry import aten_target, lookup
+from arm_tosa_core.registry import aten_target, is_control_flow, lookup
 
 aten = torch.ops.aten
 
@@ -266,6 +266,9 @@ def ethosu_reason(node: Node, family: str) -> str | None:
     """Why vela cannot compile `node` for an Ethos-U `family` ("U55", "U65", "U85"); None if it can."""
     if node.op != "call_function" or node.target is operator.getitem:
         return None
+    if is_control_flow(node):
+        return (f"{node.target.__name__}: vela compiles no TOSA control flow (COND_IF/WHILE_LOOP), so it "
+                "runs on the CPU")
     if "quantize" in str(node.target) or _is_constant(node):
         return None  # folded into the neighbours' RESCALEs (or into constants): checked there
     for rule in RULES[family]:

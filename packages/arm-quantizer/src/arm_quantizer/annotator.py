@@ -99,7 +99,7 @@ def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
         elif kind in (Quant.TABLE, Quant.REDUCE):
             _annotate_io(node, config)
         elif kind in (Quant.SHARED, Quant.ACTIVATION):
-            _annotate_shared(node, config)
+            _annotate_shared(node, config, shared_inputs=entry.extra.get("shared_inputs"))
 
 
 def _is_float_tensor_output(node: Node) -> bool:
@@ -153,11 +153,14 @@ def _annotate_io(node: Node, config: QuantizationConfig) -> None:
     _set(node, {x: config.input_activation}, config.output_activation)
 
 
-def _annotate_shared(node: Node, config: QuantizationConfig, output: bool = True) -> None:
+def _annotate_shared(node: Node, config: QuantizationConfig, output: bool = True,
+                     shared_inputs: int | None = None) -> None:
+    """Output and every float tensor input share one set of qparams: the list in args[0] (cat,
+    stack), else the first `shared_inputs` positional args (slice_scatter's destination and source),
+    or every tensor operand when it is None (where, minimum, clamp with tensor bounds)."""
     first = node.args[0]
-    # a list operand (cat, stack), else every tensor operand (where, minimum, clamp with tensor bounds)
-    tensors = list(first) if isinstance(first, (list, tuple)) else list(node.args)
-    tensors = [t for t in tensors if _is_float_tensor(t)]
+    tensors = list(first) if isinstance(first, (list, tuple)) else list(node.args[:shared_inputs])
+    tensors = list(dict.fromkeys(t for t in tensors if _is_float_tensor(t)))  # stack([a, b, a])
     if not tensors:
         return
     edge = (tensors[0], node)

@@ -3,7 +3,7 @@
 Each `OpCase` is a small function of its inputs (`fn(self, *inputs)`, built into a module with
 `case.module()`), the input shapes, and the profiles it claims ("FP", "INT"). `TABLES` maps an op
 family to its cases; add a family by adding a list here, and both the family's parametrized test
-and `nox -s bench`'s coverage table (ours beside the competitor's, `bench/coverage.py`) pick it up.
+and `nox -s bench`'s coverage table (ours beside the competitor's, `bench/op_coverage.py`) pick it up.
 
 This file imports only torch: the benchmark loads it by path in processes that must not import the
 `arm_tosa_core` package (see bench/README.md, "Isolation").
@@ -159,7 +159,7 @@ def _cond_two_operands(s, x, y):
 def _while_double(s, x):
     from torch._higher_order_ops.while_loop import while_loop
 
-    i = torch.zeros((), dtype=torch.int32)
+    i = torch.zeros((), dtype=torch.int64)
     _, out = while_loop(lambda i, t: i < 3, lambda i, t: (i + 1, t * 2), (i, x))
     return out
 
@@ -180,6 +180,29 @@ TABLES: dict[str, list[OpCase]] = {
     "constant_pad": PAD, "repeat": REPEAT, "pixel_shuffle": PIXEL_SHUFFLE,
     "pool_1d_adaptive": POOL_1D_ADAPTIVE, "control_flow": CONTROL_FLOW, "fft": FFT,
 }
+
+
+class FamilyModule(torch.nn.Module):
+    """Several cases side by side (one lowering for a whole table): inputs concatenated in case
+    order (`family_inputs`), outputs as one flat tuple."""
+
+    def __init__(self, cases: list[OpCase]) -> None:
+        super().__init__()
+        self.cases = torch.nn.ModuleList(c.module() for c in cases)
+        self.arity = [len(c.shapes) for c in cases]
+
+    def forward(self, *xs):
+        outs, i = [], 0
+        for module, n in zip(self.cases, self.arity, strict=True):
+            out = module(*xs[i:i + n])
+            outs += list(out) if isinstance(out, tuple) else [out]
+            i += n
+        return tuple(outs)
+
+
+def family_inputs(cases: list[OpCase]) -> tuple[torch.Tensor, ...]:
+    """The inputs of `FamilyModule(cases)`."""
+    return tuple(x for c in cases for x in c.inputs())
 
 
 def all_cases(families: list[str] | None = None) -> list[OpCase]:

@@ -56,8 +56,11 @@ class RegistrySupport(OperatorSupportBase):
         if node.target is operator.getitem:
             source = node.args[0]
             return None if source.meta.get(REASON_KEY) is None else "its source node stays on the CPU"
+        reason = None
+        if registry.is_control_flow(node) and self.target_check is not None:
+            reason = self.target_check(node)  # a target without control flow says so first
         try:
-            reason = registry.unsupported_reason(node, self.spec)
+            reason = reason or registry.unsupported_reason(node, self.spec)
         except Exception as exc:  # noqa: BLE001 - a support rule tripping on odd arguments
             reason = f"its support check failed, so it runs on the CPU: {exc}"
         if reason is None and self.target_check is not None:

@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     attention,
     composed_math,
     conv,
+    data_movement,
     division,
     elementwise,
     indexing,

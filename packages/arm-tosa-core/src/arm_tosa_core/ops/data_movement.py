@@ -1,0 +1,85 @@
+"""More data movement: flip (REVERSE), slice_scatter / select_scatter (SLICE + CONCAT), and the
+export-time ops the quantizer must annotate before exir decomposes them into families it knows
+(stack -> cat, unflatten -> view, pixel_shuffle -> view/permute, max_pool1d -> max_pool2d ...)."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from ..builder import Op, tosa_dtype
+from ..context import LoweringContext, Value
+from ..registry import Quant, register_op, register_quant_aliases
+from . import pooling  # noqa: F401  (registers the families aliased below)
+from .common import arg
+from .shape_ops import _slice
+
+aten = torch.ops.aten
+
+# Export-time ops that decompose into SHARED/REDUCE families: annotate them like those families.
+register_quant_aliases("cat", aten.stack.default)
+register_quant_aliases("view", aten.unflatten.int, aten.squeeze.default, aten.pixel_shuffle.default,
+                       aten.pixel_unshuffle.default, aten.unfold.default)
+register_quant_aliases("expand", aten.repeat_interleave.self_int)
+register_quant_aliases("max_pool2d", aten.max_pool1d.default)
+register_quant_aliases("adaptive_pool2d", aten.adaptive_avg_pool1d.default, aten.adaptive_max_pool1d.default)
+
+
+@register_op("flip", [aten.flip.default], quant=Quant.SHARED,
+             quant_aliases=[aten.fliplr.default, aten.flipud.default])
+def lower_flip(ctx: LoweringContext, node: Node) -> Value:
+    """One REVERSE per flipped dim, on the physical axis that holds it."""
+    x = ctx.val(node.args[0])
+    if x.is_const:
+        return ctx.constant(x.const.flip(node.args[1]))
+    t = x.tensor
+    for dim in sorted({d % x.rank for d in node.args[1]}):
+        if x.shape[dim] > 1:
+            t = ctx.b.op(Op.REVERSE, [t], t.shape, t.dtype, x.perm.index(dim))
+    return Value(x.shape, x.dtype, tensor=t, perm=x.perm, qparams=x.qparams)
+
+
+def _scatter_window(node: Node) -> tuple[int, int, int]:
+    """(dim, start, end) of the slice that slice_scatter/select_scatter overwrite."""
+    shape = node.args[0].meta["val"].shape
+    dim = arg(node, 2, "dim", 0) % len(shape)
+    size = shape[dim]
+    if aten.select_scatter.default in (node.target, getattr(node.target, "_op", None)):
+        index = node.args[3] % size
+        return dim, index, index + 1
+    start, end = arg(node, 3, "start", None), arg(node, 4, "end", None)
+    start = 0 if start is None else max(0, min(start + size if start < 0 else start, size))
+    end = size if end is None else max(start, min(end + size if end < 0 else end, size))
+    return dim, start, end
+
+
+def _scatter_support(node: Node, spec) -> str | None:
+    step = arg(node, 5, "step", 1) if "slice_scatter" in str(node.target) else 1
+    if step != 1:
+        return (f"slice_scatter with step {step} is not lowered: TOSA 1.0 has no strided write (SCATTER "
+                "needs an index per row); only step 1 becomes SLICE + CONCAT")
+    return None
+
+
+@register_op("scatter_slice", [aten.slice_scatter.default, aten.select_scatter.default],
+             support=_scatter_support, quant=Quant.SHARED, shared_inputs=2)
+def lower_slice_scatter(ctx: LoweringContext, node: Node) -> Value:
+    """x[..., start:end, ...] = src as CONCAT(x before, src, x after) along dim."""
+    x, src = ctx.val(node.args[0]), ctx.val(node.args[1])
+    shape, dtype = ctx.out_meta(node)
+    dim, start, end = _scatter_window(node)
+    sizes = list(shape)
+    sizes[dim] = end - start
+    parts = []
+    if start > 0:
+        parts.append(_slice(ctx, x, [0] * len(shape), sizes[:dim] + [start] + sizes[dim + 1:], dtype))
+    parts.append(ctx.reshape(src, sizes) if src.rank != len(shape) else src)
+    if end < shape[dim]:
+        starts = [0] * len(shape)
+        starts[dim] = end
+        parts.append(_slice(ctx, x, starts, sizes[:dim] + [shape[dim] - end] + sizes[dim + 1:], dtype))
+    perm = ctx.common_layout(parts, len(shape))
+    tensors = [ctx.tensor(v, perm, tosa_dtype(dtype)) for v in parts]
+    if len(tensors) == 1:
+        return ctx.from_tensor(tensors[0], shape, dtype, perm)
+    return ctx.emit(Op.CONCAT, tensors, shape, dtype, perm, perm.index(dim))
