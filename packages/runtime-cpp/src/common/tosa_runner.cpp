@@ -1,11 +1,16 @@
 #include "common/tosa_runner.h"
 
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include <executorch/runtime/platform/log.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "model_runner.h"
 #include "tosa_serialization_handler.h"
@@ -34,6 +39,60 @@ size_t numel_of(const std::vector<int32_t>& shape) {
   size_t n = 1;
   for (int32_t d : shape) n *= static_cast<size_t>(d < 0 ? 0 : d);
   return n;
+}
+
+// The serialization library dereferences fields the flatbuffer verifier lets be absent, and the
+// reference model ends the process (abort(), assert) on some malformed graphs instead of returning
+// an error. So a graph is first deserialized and initialized in a forked child: a child that dies
+// means a graph we refuse, and this process lives. Costs one extra load per loaded delegate.
+Error loads_safely(const char* backend, const uint8_t* data, size_t size) {
+  const pid_t pid = fork();
+  if (pid < 0) {
+    ET_LOG(Error, "%s: fork() failed, so the graph cannot be checked safely before loading", backend);
+    return Error::Internal;
+  }
+  if (pid == 0) {
+    int code = 3;
+    try {
+      tosa::TosaSerializationHandler handler;
+      if (handler.LoadFileTosaFlatbuffer(data, size) != tosa::TOSA_OK) _exit(4);
+      TosaReference::IModelRunner runner;
+      std::signal(SIGABRT, SIG_DFL);  // the reference model's handler starts a debugger
+      std::signal(SIGSEGV, SIG_DFL);
+      code = static_cast<int>(runner.initialize(handler));
+    } catch (...) {
+      code = 3;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      ET_LOG(Error, "%s: waiting for the graph check failed", backend);
+      return Error::Internal;
+    }
+  }
+  if (WIFSIGNALED(status)) {
+    ET_LOG(Error, "%s: the TOSA reference model crashed (signal %d) loading this graph: it is "
+                  "malformed (dangling tensor names, bad attributes or shapes)", backend,
+           WTERMSIG(status));
+    return Error::InvalidProgram;
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+  if (code == 4) {
+    ET_LOG(Error, "%s: the TOSA flatbuffer (%zu bytes) failed verification or is a version the "
+                  "reference model does not read (TOSA 1.0 expected)", backend, size);
+    return Error::InvalidProgram;
+  }
+  if (code != static_cast<int>(GraphStatus::TOSA_VALID)) {
+    ET_LOG(Error, "%s: the TOSA reference model rejected the graph (%s); the lowering produced an "
+                  "invalid graph, please report it with the .pte", backend,
+           code == static_cast<int>(GraphStatus::TOSA_ERROR)           ? "TOSA_ERROR"
+           : code == static_cast<int>(GraphStatus::TOSA_UNPREDICTABLE) ? "TOSA_UNPREDICTABLE"
+                                                                       : "exception");
+    return Error::InvalidProgram;
+  }
+  return Error::Ok;
 }
 
 struct Port {
@@ -67,6 +126,8 @@ Error TosaRunner::create(const char* backend, const uint8_t* data, size_t size,
                   "offset 4); recompile the model with arm_tosa_core", backend, size);
     return Error::InvalidProgram;
   }
+  const Error checked = loads_safely(backend, data, size);
+  if (checked != Error::Ok) return checked;
   auto impl = std::make_unique<Impl>();
   try {
     if (impl->handler.LoadFileTosaFlatbuffer(data, size) != tosa::TOSA_OK) {

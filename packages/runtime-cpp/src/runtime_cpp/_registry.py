@@ -13,7 +13,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
+import os
+
+# RUNTIME_CPP_MODULE_DIR: load the modules and manifest from another build (the ASan session's).
+_HERE = Path(os.environ.get("RUNTIME_CPP_MODULE_DIR") or Path(__file__).resolve().parent)
 _MANIFEST = _HERE / "_build_manifest.json"
 _REBUILD = "uv sync --reinstall-package runtime-cpp"
 _lock = threading.Lock()

@@ -69,3 +69,9 @@ TosaBackend g_backend;
 RUNTIME_CPP_REGISTER_FN(tosa) {
   return static_cast<int>(runtime_cpp::register_once(runtime_cpp::kId, &runtime_cpp::g_backend));
 }
+
+// Fuzz hook: parse and initialize arbitrary bytes as a TOSA graph; returns the Error code.
+RUNTIME_CPP_EXPORT int runtime_cpp_fuzz_tosa_graph(const uint8_t* data, size_t size) {
+  std::unique_ptr<runtime_cpp::TosaRunner> runner;
+  return static_cast<int>(runtime_cpp::TosaRunner::create("TOSABackend", data, size, &runner));
+}

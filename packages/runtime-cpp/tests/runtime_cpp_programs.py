@@ -1,0 +1,59 @@
+"""Small lowered programs the runtime-cpp tests share (imported by file path as
+``runtime_cpp_test_programs``: unique, so tosa-tools' generic top-level modules cannot shadow it)."""
+
+from __future__ import annotations
+
+import torch
+from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+from executorch.exir.lowered_backend_module import executorch_call_delegate
+from torch import nn
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
+
+INPUT = (1, 3, 8, 8)
+
+
+def tiny_model(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, 1, 1), nn.ReLU(), nn.Conv2d(4, 2, 1)).eval()
+
+
+def tosa_fp_edge(seed: int = 0):
+    x = (torch.randn(INPUT),)
+    return to_edge_transform_and_lower(torch.export.export(tiny_model(seed), x),
+                                       partitioner=[TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP"))])
+
+
+def ethosu_edge(seed: int = 0, target: str = "ethos-u55-128"):
+    from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
+
+    x = (torch.randn(INPUT),)
+    spec = EthosUCompileSpec(target)
+    prepared = prepare_pt2e(torch.export.export(tiny_model(seed), x).module(), EthosUQuantizer(spec))
+    with torch.no_grad():
+        prepared(*x)
+    return to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), x),
+                                       partitioner=[EthosUPartitioner(spec)],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+
+
+def lowered_modules(edge) -> list:
+    gm = edge.exported_program().graph_module
+    return [getattr(gm, n.args[0].target) for n in gm.graph.nodes
+            if n.op == "call_function" and n.target is executorch_call_delegate]
+
+
+def pte(edge) -> bytes:
+    return edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
+
+
+def pte_with_payload(edge, payload: bytes) -> bytes:
+    """The .pte of `edge` with its (single) delegate payload replaced by `payload`."""
+    (module,) = lowered_modules(edge)
+    original = module._processed_bytes
+    module._processed_bytes = payload
+    try:
+        return pte(edge)
+    finally:
+        module._processed_bytes = original
