@@ -160,3 +160,23 @@ def test_fp16_narrowed_vgf_bridges_the_fp32_boundary():
         (got,) = _on_runtime(edge.to_executorch().buffer, (x,))
     assert got.dtype == torch.float32
     assert torch.equal(got, scenario)
+
+
+def test_io_order_and_a_rank0_output():
+    """Inputs/outputs of distinct shapes keep their order; a rank-0 result (stored as [1]) runs."""
+    from torch import nn
+
+    from arm_vgf import VgfCompileSpec
+
+    class MultiIo(nn.Module):
+        def forward(self, a, b, c):
+            return c.sum(-1), a * 2, b.transpose(0, 1), a.sum() + c.mean()
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(2, 3), torch.randn(4, 5, 6), torch.randn(3, 7))
+    pte = _lower(MultiIo().eval(), inputs, VgfCompileSpec())
+    got = _on_runtime(pte, inputs)
+    want = MultiIo()(*inputs)
+    assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w, rtol=1e-5, atol=1e-5)
