@@ -72,6 +72,13 @@ def test_runtime(session: nox.Session) -> None:
     _pytest(session, "runtime-cpp")
 
 
+@nox.session(name="test-runtime-full")
+def test_runtime_full(session: nox.Session) -> None:
+    """runtime-cpp, every model x target case and a longer fuzz run (not in the default list)."""
+    session.env["RUNTIME_CPP_FULL"] = "1"
+    _pytest(session, "runtime-cpp")
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff over every package, the benchmark and this file."""
