@@ -12,7 +12,8 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf", "test-runtime"]
+nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf", "test-runtime",
+                        "test-vulkan"]
 nox.options.default_venv_backend = "none"
 
 VULKAN_PACKAGES = ["mesa-vulkan-drivers", "libvulkan1", "vulkan-tools"]
@@ -77,6 +78,24 @@ def test_runtime_full(session: nox.Session) -> None:
     """runtime-cpp, every model x target case and a longer fuzz run (not in the default list)."""
     session.env["RUNTIME_CPP_FULL"] = "1"
     _pytest(session, "runtime-cpp")
+
+
+# lavapipe + the loader's headers, glslc and a compiler: the Vulkan delegate's runtime builds on first use
+VULKAN_BUILD_PACKAGES = [*VULKAN_PACKAGES, "libvulkan-dev", "glslc", "cmake", "g++"]
+
+
+@nox.session(name="test-vulkan")
+def test_vulkan(session: nox.Session) -> None:
+    """vulkan-delegate: installs lavapipe, glslc and the Vulkan headers when missing, builds the runtime
+    (packages/runtime-cpp/src/vulkan_delegate), then runs the op tables and models on lavapipe."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from system_packages import ensure_debian_packages
+
+    ensure_debian_packages(VULKAN_BUILD_PACKAGES)
+    _sync(session)
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "-c",
+                "from vulkan_delegate.runtime import build_runtime; build_runtime()", external=True)
+    _pytest(session, "vulkan-delegate")
 
 
 @nox.session

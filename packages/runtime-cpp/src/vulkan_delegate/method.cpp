@@ -1,0 +1,339 @@
+#include "method.h"
+
+#include <cstring>
+
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/platform/log.h>
+
+#include "shader_table.h"
+
+namespace vkdg {
+
+using executorch::aten::ScalarType;
+using executorch::aten::SizesType;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::Span;
+
+namespace {
+
+constexpr uint64_t kStagingAlign = 256;
+constexpr uint32_t kMaxGroups = 65535;
+
+Error vk_fail(const char* what, VkResult r) {
+  ET_LOG(Error, "VkComputeBackend: %s failed (VkResult %d)", what, static_cast<int>(r));
+  return Error::Internal;
+}
+
+#define VK_TRY(call)                                   \
+  do {                                                 \
+    VkResult r_ = (call);                              \
+    if (r_ != VK_SUCCESS) return vk_fail(#call, r_);   \
+  } while (0)
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+Method::~Method() {
+  if (!dev_) return;
+  VkDevice d = dev_->handle();
+  vkDeviceWaitIdle(d);
+  if (fence_) vkDestroyFence(d, fence_, nullptr);
+  if (cmd_pool_) vkDestroyCommandPool(d, cmd_pool_, nullptr);
+  if (pool_) vkDestroyDescriptorPool(d, pool_, nullptr);
+  for (auto& p : pipelines_) {
+    if (p.pipeline) vkDestroyPipeline(d, p.pipeline, nullptr);
+    if (p.layout) vkDestroyPipelineLayout(d, p.layout, nullptr);
+    if (p.set_layout) vkDestroyDescriptorSetLayout(d, p.set_layout, nullptr);
+    if (p.module) vkDestroyShaderModule(d, p.module, nullptr);
+  }
+  arena_.reset();
+  consts_.reset();
+  staging_.reset();
+}
+
+uint64_t Method::tensor_bytes(uint32_t id, const std::vector<int64_t>& symbols) const {
+  const TensorDesc& t = prog_.tensors[id];
+  uint64_t n = t.dtype == kF32 ? 4 : t.dtype == kF16 ? 2 : 1;
+  for (const auto& d : t.dims) n *= static_cast<uint64_t>(d.eval(symbols));
+  return n;
+}
+
+Error Method::init(const void* payload, size_t size) {
+  Error err = parse_program(payload, size, &prog_);
+  if (err != Error::Ok) return err;
+  for (const auto& name : prog_.shaders)
+    if (!find_shader(name)) {
+      ET_LOG(Error, "VkComputeBackend: shader %s is not in this runtime; rebuild runtime-cpp", name.c_str());
+      return Error::DelegateInvalidCompatibility;
+    }
+  std::string why;
+  dev_ = Device::create(prog_.fp16(), &why);
+  if (!dev_) {
+    ET_LOG(Error, "VkComputeBackend: %s", why.c_str());
+    return Error::NotSupported;
+  }
+  uint64_t staging = 0;
+  std::vector<int64_t> max_symbols;
+  for (const auto& s : prog_.symbols) max_symbols.push_back(s.max);
+  for (int32_t i : prog_.inputs) {
+    staging_offset_.push_back(staging);
+    if (i >= 0) staging = align_up(staging + prog_.tensors[i].nbytes, kStagingAlign);
+  }
+  for (uint32_t o : prog_.outputs) {
+    staging_offset_.push_back(staging);
+    staging = align_up(staging + prog_.tensors[o].nbytes, kStagingAlign);
+  }
+  if (!arena_.create(*dev_, prog_.arena_bytes, false, &why) ||
+      !consts_.create(*dev_, prog_.constants.size(), false, &why) || !staging_.create(*dev_, staging, true, &why)) {
+    ET_LOG(Error, "VkComputeBackend: %s", why.c_str());
+    return Error::MemoryAllocationFailed;
+  }
+  VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  cpi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  cpi.queueFamilyIndex = dev_->queue_family();
+  VK_TRY(vkCreateCommandPool(dev_->handle(), &cpi, nullptr, &cmd_pool_));
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = cmd_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  VK_TRY(vkAllocateCommandBuffers(dev_->handle(), &cai, &cmd_));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VK_TRY(vkCreateFence(dev_->handle(), &fci, nullptr, &fence_));
+  if ((err = create_pipelines()) != Error::Ok || (err = create_descriptors()) != Error::Ok ||
+      (err = upload_constants()) != Error::Ok)
+    return err;
+  ET_LOG(Info, "VkComputeBackend: %s, %zu dispatches, device memory %llu bytes (arena %llu, constants %llu)",
+         dev_->name().c_str(), prog_.dispatches.size(), static_cast<unsigned long long>(device_bytes()),
+         static_cast<unsigned long long>(prog_.arena_bytes), static_cast<unsigned long long>(consts_.size()));
+  return record(max_symbols);
+}
+
+Error Method::create_pipelines() {
+  VkDevice d = dev_->handle();
+  pipelines_.resize(prog_.shaders.size());
+  for (size_t i = 0; i < prog_.shaders.size(); ++i) {
+    const ShaderBinary* sb = find_shader(prog_.shaders[i]);
+    Pipeline& p = pipelines_[i];
+    std::memcpy(p.local, sb->local_size, sizeof(p.local));
+    VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    smi.codeSize = sb->words * 4;
+    smi.pCode = sb->code;
+    VK_TRY(vkCreateShaderModule(d, &smi, nullptr, &p.module));
+    std::vector<VkDescriptorSetLayoutBinding> binds(sb->bindings);
+    for (uint32_t b = 0; b < sb->bindings; ++b)
+      binds[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    dli.bindingCount = sb->bindings;
+    dli.pBindings = binds.data();
+    VK_TRY(vkCreateDescriptorSetLayout(d, &dli, nullptr, &p.set_layout));
+    VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kMaxPushWords * 4};
+    VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pli.setLayoutCount = 1;
+    pli.pSetLayouts = &p.set_layout;
+    pli.pushConstantRangeCount = 1;
+    pli.pPushConstantRanges = &range;
+    VK_TRY(vkCreatePipelineLayout(d, &pli, nullptr, &p.layout));
+    VkComputePipelineCreateInfo cpi{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    cpi.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, nullptr, 0, VK_SHADER_STAGE_COMPUTE_BIT,
+                 p.module, "main", nullptr};
+    cpi.layout = p.layout;
+    VK_TRY(vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &cpi, nullptr, &p.pipeline));
+  }
+  return Error::Ok;
+}
+
+Error Method::create_descriptors() {
+  VkDevice d = dev_->handle();
+  uint32_t n = static_cast<uint32_t>(prog_.dispatches.size());
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n * kMaxBindings + 1};
+  VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dpi.maxSets = n + 1;
+  dpi.poolSizeCount = 1;
+  dpi.pPoolSizes = &ps;
+  VK_TRY(vkCreateDescriptorPool(d, &dpi, nullptr, &pool_));
+  sets_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const DispatchDesc& dd = prog_.dispatches[i];
+    const Pipeline& p = pipelines_[dd.shader];
+    if (dd.bindings.size() != find_shader(prog_.shaders[dd.shader])->bindings) {
+      ET_LOG(Error, "VkComputeBackend: dispatch %u binds %zu buffers, shader %s takes %u", i, dd.bindings.size(),
+             prog_.shaders[dd.shader].c_str(), find_shader(prog_.shaders[dd.shader])->bindings);
+      return Error::InvalidProgram;
+    }
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = pool_;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &p.set_layout;
+    VK_TRY(vkAllocateDescriptorSets(d, &ai, &sets_[i]));
+    std::vector<VkDescriptorBufferInfo> infos(dd.bindings.size());
+    std::vector<VkWriteDescriptorSet> writes(dd.bindings.size());
+    for (size_t b = 0; b < dd.bindings.size(); ++b) {
+      const TensorDesc& t = prog_.tensors[dd.bindings[b]];
+      infos[b] = {(t.kind == kConst ? consts_ : arena_).handle(), t.offset, t.nbytes};
+      writes[b] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[b].dstSet = sets_[i];
+      writes[b].dstBinding = static_cast<uint32_t>(b);
+      writes[b].descriptorCount = 1;
+      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[b].pBufferInfo = &infos[b];
+    }
+    vkUpdateDescriptorSets(d, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  }
+  return Error::Ok;
+}
+
+Error Method::upload_constants() {
+  if (prog_.constants.empty()) return Error::Ok;
+  Buffer staging;
+  std::string why;
+  if (!staging.create(*dev_, prog_.constants.size(), true, &why)) {
+    ET_LOG(Error, "VkComputeBackend: %s", why.c_str());
+    return Error::MemoryAllocationFailed;
+  }
+  std::memcpy(staging.mapped(), prog_.constants.data(), prog_.constants.size());
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VK_TRY(vkBeginCommandBuffer(cmd_, &bi));
+  VkBufferCopy region{0, 0, prog_.constants.size()};
+  vkCmdCopyBuffer(cmd_, staging.handle(), consts_.handle(), 1, &region);
+  VK_TRY(vkEndCommandBuffer(cmd_));
+  Error err = submit_and_wait();
+  prog_.constants.clear();
+  prog_.constants.shrink_to_fit();  // the device holds them now
+  return err;
+}
+
+Error Method::record(const std::vector<int64_t>& symbols) {
+  VK_TRY(vkResetCommandBuffer(cmd_, 0));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VK_TRY(vkBeginCommandBuffer(cmd_, &bi));
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+  for (size_t i = 0; i < prog_.inputs.size(); ++i) {
+    if (prog_.inputs[i] < 0) continue;
+    const TensorDesc& t = prog_.tensors[prog_.inputs[i]];
+    VkBufferCopy region{staging_offset_[i], t.offset, tensor_bytes(prog_.inputs[i], symbols)};
+    if (region.size) vkCmdCopyBuffer(cmd_, staging_.handle(), arena_.handle(), 1, &region);
+  }
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  uint32_t words[kMaxPushWords] = {};
+  for (size_t i = 0; i < prog_.dispatches.size(); ++i) {
+    const DispatchDesc& dd = prog_.dispatches[i];
+    const Pipeline& p = pipelines_[dd.shader];
+    for (size_t w = 0; w < dd.push.size(); ++w) {
+      const PushValue& v = dd.push[w];
+      if (v.is_float) std::memcpy(&words[w], &v.f, 4);
+      else words[w] = static_cast<uint32_t>(v.e.eval(symbols));
+    }
+    uint64_t groups[3];
+    for (int a = 0; a < 3; ++a) {
+      int64_t threads = dd.threads[a].eval(symbols);
+      groups[a] = threads <= 0 ? 0 : (static_cast<uint64_t>(threads) + p.local[a] - 1) / p.local[a];
+    }
+    if (groups[0] > kMaxGroups && groups[1] == 1 && groups[2] == 1) {  // 1-D shaders fold y into x
+      groups[1] = (groups[0] + kMaxGroups - 1) / kMaxGroups;
+      groups[0] = kMaxGroups;
+    }
+    if (groups[0] > kMaxGroups || groups[1] > kMaxGroups || groups[2] > kMaxGroups) {
+      ET_LOG(Error, "VkComputeBackend: dispatch %zu needs more than %u workgroups per axis", i, kMaxGroups);
+      return Error::NotSupported;
+    }
+    if (!groups[0] || !groups[1] || !groups[2]) continue;
+    vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets_[i], 0, nullptr);
+    vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(words), words);
+    vkCmdDispatch(cmd_, static_cast<uint32_t>(groups[0]), static_cast<uint32_t>(groups[1]),
+                  static_cast<uint32_t>(groups[2]));
+    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                         &mb, 0, nullptr, 0, nullptr);
+  }
+  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
+  for (size_t j = 0; j < prog_.outputs.size(); ++j) {
+    const TensorDesc& t = prog_.tensors[prog_.outputs[j]];
+    VkBufferCopy region{t.offset, staging_offset_[prog_.inputs.size() + j], tensor_bytes(prog_.outputs[j], symbols)};
+    if (region.size) vkCmdCopyBuffer(cmd_, arena_.handle(), staging_.handle(), 1, &region);
+  }
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
+  VK_TRY(vkEndCommandBuffer(cmd_));
+  recorded_for_ = symbols;
+  recorded_ = true;
+  return Error::Ok;
+}
+
+Error Method::submit_and_wait() {
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  VK_TRY(vkQueueSubmit(dev_->queue(), 1, &si, fence_));
+  VK_TRY(vkWaitForFences(dev_->handle(), 1, &fence_, VK_TRUE, UINT64_MAX));
+  VK_TRY(vkResetFences(dev_->handle(), 1, &fence_));
+  return Error::Ok;
+}
+
+Error Method::execute(Span<EValue*> args) {
+  const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
+  if (args.size() != n_in + n_out) {
+    ET_LOG(Error, "VkComputeBackend: %zu arguments, the payload has %zu inputs and %zu outputs", args.size(), n_in,
+           n_out);
+    return Error::InvalidArgument;
+  }
+  std::vector<int64_t> symbols(prog_.symbols.size());
+  for (size_t s = 0; s < symbols.size(); ++s) {
+    const SymbolDesc& sd = prog_.symbols[s];
+    const auto& t = args[sd.input]->toTensor();
+    if (sd.dim >= static_cast<uint32_t>(t.dim()) || t.size(sd.dim) < 1 || t.size(sd.dim) > sd.max) {
+      ET_LOG(Error, "VkComputeBackend: input %u dim %u must be in [1, %u] (the bound given at export)", sd.input,
+             sd.dim, sd.max);
+      return Error::InvalidArgument;
+    }
+    symbols[s] = t.size(sd.dim);
+  }
+  for (size_t i = 0; i < n_in; ++i) {
+    if (prog_.inputs[i] < 0) continue;
+    if (!args[i]->isTensor()) return Error::InvalidArgument;
+    const auto& t = args[i]->toTensor();
+    const TensorDesc& td = prog_.tensors[prog_.inputs[i]];
+    bool ok = t.scalar_type() == ScalarType::Float && static_cast<size_t>(t.dim()) == td.dims.size();
+    for (size_t d = 0; ok && d < td.dims.size(); ++d) ok = t.size(d) == td.dims[d].eval(symbols);
+    if (!ok) {
+      ET_LOG(Error, "VkComputeBackend: input %zu is not a float32 tensor of the exported shape", i);
+      return Error::InvalidArgument;
+    }
+    std::memcpy(static_cast<uint8_t*>(staging_.mapped()) + staging_offset_[i], t.const_data_ptr(), t.nbytes());
+  }
+  if (!recorded_ || symbols != recorded_for_) {
+    Error err = record(symbols);
+    if (err != Error::Ok) return err;
+  }
+  Error err = submit_and_wait();
+  if (err != Error::Ok) return err;
+  for (size_t j = 0; j < n_out; ++j) {
+    EValue* ev = args[n_in + j];
+    if (!ev->isTensor()) return Error::InvalidArgument;
+    auto& t = ev->toTensor();
+    const TensorDesc& td = prog_.tensors[prog_.outputs[j]];
+    SizesType sizes[6];
+    for (size_t d = 0; d < td.dims.size(); ++d) sizes[d] = static_cast<SizesType>(td.dims[d].eval(symbols));
+    err = executorch::runtime::resize_tensor(t, {sizes, td.dims.size()});
+    if (err != Error::Ok) {
+      ET_LOG(Error, "VkComputeBackend: cannot resize output %zu", j);
+      return err;
+    }
+    std::memcpy(t.mutable_data_ptr(), static_cast<uint8_t*>(staging_.mapped()) + staging_offset_[n_in + j],
+                t.nbytes());
+  }
+  return Error::Ok;
+}
+
+}  // namespace vkdg

@@ -1,0 +1,56 @@
+// One loaded delegate partition: pipelines, descriptor sets and buffers made at init; one command
+// buffer recorded for the current input sizes and re-submitted per call (re-recorded only when a
+// dynamic size changes).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/span.h>
+
+#include "device.h"
+#include "payload.h"
+
+namespace vkdg {
+
+class Method {
+ public:
+  ~Method();
+  // Parses the payload and creates everything a call needs; Error (with a log line) on any failure.
+  executorch::runtime::Error init(const void* payload, size_t size);
+  executorch::runtime::Error execute(executorch::runtime::Span<executorch::runtime::EValue*> args);
+  uint64_t device_bytes() const { return arena_.size() + consts_.size() + staging_.size(); }
+
+ private:
+  struct Pipeline {
+    VkShaderModule module = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    uint32_t local[3] = {1, 1, 1};
+  };
+  executorch::runtime::Error create_pipelines();
+  executorch::runtime::Error create_descriptors();
+  executorch::runtime::Error upload_constants();
+  executorch::runtime::Error record(const std::vector<int64_t>& symbols);
+  executorch::runtime::Error submit_and_wait();
+  uint64_t tensor_bytes(uint32_t id, const std::vector<int64_t>& symbols) const;
+
+  Program prog_;
+  std::unique_ptr<Device> dev_;
+  Buffer arena_, consts_, staging_;
+  std::vector<uint64_t> staging_offset_;  // per input, then per output
+  std::vector<Pipeline> pipelines_;       // per payload shader name
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  std::vector<VkDescriptorSet> sets_;     // per dispatch, written once
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  std::vector<int64_t> recorded_for_;
+  bool recorded_ = false;
+};
+
+}  // namespace vkdg

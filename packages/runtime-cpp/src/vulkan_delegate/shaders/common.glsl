@@ -1,0 +1,26 @@
+// Shared by every shader: the element type, the push-constant words and the 1-D invocation index.
+#ifdef FP16
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+
+// 32 words: ints (sizes, strides; evaluated per call) and floats (bit patterns), in rule order.
+layout(push_constant) uniform PushConstants { uint p[32]; } pc;
+#define PU(i) pc.p[i]
+#define PI(i) int(pc.p[i])
+#define PF(i) uintBitsToFloat(pc.p[i])
+
+// 1-D shaders: the runtime folds more than 65535 workgroups into y.
+uint linear_id() {
+  return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+}
+
+// torch.pow semantics for a negative base with an integer exponent (GLSL pow is undefined there).
+float pow_signed(float v, float e) {
+  if (e == 2.0) return v * v;
+  if (v < 0.0 && e == floor(e)) {
+    float m = pow(-v, e);
+    return mod(e, 2.0) == 1.0 ? -m : m;
+  }
+  return pow(v, e);
+}

@@ -1,0 +1,40 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// variants: f32 f16
+// y = f(x; alpha, beta): push = op, n, alpha, beta (op codes: vulkan_delegate/ops/elementwise.py)
+#include "common.glsl"
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer X { T x[]; };
+layout(std430, binding = 1) writeonly buffer Y { T y[]; };
+
+float erf_approx(float v) {  // Abramowitz & Stegun 7.1.26, |error| < 1.5e-7
+  float s = sign(v), t = 1.0 / (1.0 + 0.3275911 * abs(v));
+  float e = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+            * exp(-v * v);
+  return s * e;
+}
+
+void main() {
+  uint i = linear_id();
+  if (i >= PU(1)) return;
+  float v = float(x[i]), a = PF(2), b = PF(3), r;
+  switch (PI(0)) {
+    case 0: r = a * v + b; break;
+    case 1: r = clamp(v, a, b); break;
+    case 2: r = 1.0 / (1.0 + exp(-v)); break;
+    case 3: r = tanh(clamp(v, -15.0, 15.0)); break;
+    case 4: r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476)); break;
+    case 5: r = 0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0))); break;
+    case 6: r = v / (1.0 + exp(-v)); break;
+    case 7: r = v * clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
+    case 8: r = clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
+    case 9: r = exp(v); break;
+    case 10: r = inversesqrt(v); break;
+    case 11: r = sqrt(v); break;
+    case 12: r = pow_signed(v, a); break;
+    case 13: r = abs(v); break;
+    case 14: r = log(v); break;
+    default: r = 1.0 / v; break;
+  }
+  y[i] = T(r);
+}

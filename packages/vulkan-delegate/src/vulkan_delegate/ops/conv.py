@@ -1,0 +1,171 @@
+"""Convolution (incl. depthwise/grouped, with a following batch norm and clamp activation folded in),
+batch norm on its own, and 2-D pooling. Shaders `conv2d`, `pool2d`, `binary`."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from ..graph import numel
+from ..lower import dim_of, shape_of
+from ..registry import aten_key, float_tensors, register
+from .elementwise import CLAMPS, INF, broadcast_strides, clamp_bounds
+
+aten = torch.ops.aten
+BN = aten._native_batch_norm_legit_no_training.default
+
+
+def _target(node: Node):
+    return aten_key(node.target)
+
+
+def only_user(node: Node, targets) -> Node | None:
+    users = list(node.users)
+    if len(users) == 1 and _target(users[0]) in targets:
+        return users[0]
+    return None
+
+
+def _conv_support(node: Node) -> str | None:
+    x = node.args[0].meta["val"]
+    if x.dim() != 4:
+        return f"convolution of a rank-{x.dim()} input (the Vulkan delegate runs 2-D convolutions)"
+    if node.args[6]:
+        return "transposed convolution"
+    return float_tensors(node)
+
+
+def _bn_params(ctx, bn: Node):
+    vals = [ctx.const_value(a) for a in bn.args[1:5]]
+    if vals[2] is None or vals[3] is None:
+        return None
+    c = vals[2].numel()
+    gamma = vals[0] if vals[0] is not None else torch.ones(c)
+    beta = vals[1] if vals[1] is not None else torch.zeros(c)
+    scale = gamma / torch.sqrt(vals[3] + float(bn.args[6]))
+    return scale, beta - vals[2] * scale
+
+
+@register("conv2d", [aten.convolution.default], ["conv2d"], support=_conv_support)
+def lower_conv(ctx, node: Node) -> None:
+    x_node, w_node, b_node, stride, padding, dilation, _, _, groups = node.args
+    w = ctx.const_value(w_node)
+    b = ctx.const_value(b_node) if b_node is not None else None
+    weight_const = w is not None and (b_node is None or b is not None)
+    last = node
+    bn = only_user(node, [BN])
+    if weight_const and bn is not None and _bn_params(ctx, bn) is not None:
+        first = [u for u in bn.users if u.args[1] == 0]
+        if len(bn.users) == 1 and first:
+            scale, shift = _bn_params(ctx, bn)
+            w = w * scale.reshape(-1, 1, 1, 1)
+            b = (b if b is not None else torch.zeros_like(shift)) * scale + shift
+            ctx.fused.update([bn, first[0]])
+            last = first[0]
+    lo, hi = -INF, INF
+    act = only_user(last, CLAMPS)
+    if act is not None and isinstance(act.args[0], Node):
+        lo, hi = clamp_bounds(act)
+        ctx.fused.add(act)
+        last = act
+    x = ctx.inp(x_node)
+    wt = ctx.g.constant(w.float()) if weight_const else ctx.inp(w_node)
+    bt = ctx.g.constant(b.float()) if b is not None else (ctx.inp(b_node) if b_node is not None else wt)
+    y = ctx.out(last, [*shape_of(node)])
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = wt.shape
+    _, _, oh, ow = y.shape
+    ctx.dispatch("conv2d", [x, wt, bt, y],
+                 [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
+                  dilation[0], dilation[1], groups, int(b_node is not None or b is not None),
+                  float(lo), float(hi)], (oh * ow, oc, n))
+
+
+def _bn_support(node: Node) -> str | None:
+    if any(a is not None and not isinstance(a, Node) for a in node.args[1:5]):
+        return "batch norm with non-tensor statistics"
+    return float_tensors(node)
+
+
+@register("batch_norm", [BN], ["binary"], support=_bn_support)
+def lower_batch_norm(ctx, node: Node) -> None:
+    params = _bn_params(ctx, node)
+    if params is None:
+        raise ValueError("batch norm statistics must be constants")
+    x = ctx.inp(node.args[0])
+    c = x.shape[1]
+    view = [1, c] + [1] * (len(x.shape) - 2)
+    scale = ctx.g.constant(params[0].reshape(view).float())
+    shift = ctx.g.constant(params[1].reshape(view).float())
+    tmp = ctx.g.new_tensor(x.shape)
+    y = ctx.g.new_tensor(x.shape)
+    sizes = [1] * (6 - len(x.shape)) + list(x.shape)
+    n = numel(x.shape)
+    for op, a, b, o in ((2, x, scale, tmp), (0, tmp, shift, y)):
+        ctx.dispatch("binary", [a, b, o], [op, n, *sizes, *broadcast_strides(a.shape, x.shape),
+                                          *broadcast_strides(b.shape, x.shape), 1.0], (n,))
+    ctx.values[node] = [y, None, None]
+
+
+MAXPOOL = aten.max_pool2d_with_indices.default
+POOLS = [MAXPOOL, aten.max_pool2d.default, aten.avg_pool2d.default, aten._adaptive_avg_pool2d.default,
+         aten.adaptive_avg_pool2d.default]
+
+
+def _pool_support(node: Node) -> str | None:
+    x = node.args[0].meta["val"]
+    if x.dim() != 4:
+        return f"pooling of a rank-{x.dim()} input"
+    t = _target(node)
+    if t == MAXPOOL and any(u.args[1] != 0 for u in node.users):
+        return "max pool indices are used"
+    if t in (MAXPOOL, aten.max_pool2d.default) and len(node.args) > 5 and node.args[5]:
+        return "max pool with ceil_mode"
+    if t == aten.avg_pool2d.default and len(node.args) > 4 and node.args[4]:
+        return "avg pool with ceil_mode"
+    if t in (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default):
+        h, w = x.shape[2:]
+        oh, ow = node.args[1]
+        if not all(isinstance(v, int) for v in (h, w)) or h % oh or w % ow:
+            return "adaptive pool whose output does not divide the input"
+    if x.dtype != torch.float32:
+        return f"dtype {x.dtype} (the Vulkan delegate computes float32 tensors, or fp16 via force_fp16)"
+    return None
+
+
+def _pair(v, default):
+    if v is None or (isinstance(v, list | tuple) and len(v) == 0):
+        v = default
+    return list(v) * 2 if isinstance(v, list | tuple) and len(v) == 1 else (list(v) if isinstance(v, list | tuple) else [v, v])
+
+
+@register("pool2d", POOLS, ["pool2d"], support=_pool_support)
+def lower_pool(ctx, node: Node) -> None:
+    t = _target(node)
+    x = ctx.inp(node.args[0])
+    n, c, h, w = x.shape
+    a = list(node.args) + [None] * 8
+    mode, include_pad, divisor = 0, 1, 0
+    if t in (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default):
+        oh, ow = node.args[1]
+        k = [h // oh, w // ow]
+        s, p, d, mode = k, [0, 0], [1, 1], 1
+    else:
+        k = _pair(a[1], None)
+        s = _pair(a[2], k)
+        p = _pair(a[3], [0, 0])
+        if t == aten.avg_pool2d.default:
+            d, mode = [1, 1], 1
+            include_pad = 1 if a[5] is None else int(a[5])
+            divisor = 0 if a[6] is None else int(a[6])
+        else:
+            d = _pair(a[4], [1, 1])
+    y = ctx.g.new_tensor(shape_of(node) if t != MAXPOOL else ctx_shape_first(node))
+    ctx.values[node] = [y, None] if t == MAXPOOL else y
+    _, _, oh, ow = y.shape
+    ctx.dispatch("pool2d", [x, y], [n * c, h, w, oh, ow, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1],
+                                    mode, include_pad, divisor], (oh * ow, n * c, 1))
+
+
+def ctx_shape_first(node: Node) -> list:
+    return [dim_of(v) for v in node.meta["val"][0].shape]

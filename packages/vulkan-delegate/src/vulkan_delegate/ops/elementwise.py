@@ -1,0 +1,142 @@
+"""Elementwise families: binary with broadcast (shader `binary`), unary/activations (shader `unary`)."""
+
+from __future__ import annotations
+
+import math
+
+from torch.fx import Node
+
+from ..graph import contiguous_strides, numel
+from ..lower import shape_of
+from ..registry import aten_key, float_tensors, register
+
+aten = __import__("torch").ops.aten
+
+BINARY = {aten.add.Tensor: 0, aten.sub.Tensor: 1, aten.mul.Tensor: 2, aten.div.Tensor: 3,
+          aten.maximum.default: 4, aten.minimum.default: 5, aten.pow.Tensor_Tensor: 6}
+
+# unary op codes of shaders/unary.comp: y = f(x; alpha, beta)
+AFFINE, CLAMP, SIGMOID, TANH, GELU, GELU_TANH, SILU, HARDSWISH, HARDSIGMOID = range(9)
+EXP, RSQRT, SQRT, POW, ABS, LOG, RECIPROCAL = range(9, 16)
+INF = math.inf
+
+
+def broadcast_strides(in_shape: list, out_shape: list) -> list:
+    """Element strides of `in_shape` read at `out_shape` indices (0 where broadcast), padded to rank 6."""
+    strides = contiguous_strides(in_shape)
+    pad = len(out_shape) - len(in_shape)
+    res = [0] * pad + [0 if (d == 1 and o != 1) else s for d, o, s in
+                       zip(in_shape, out_shape[pad:], strides, strict=True)]
+    return [0] * (6 - len(res)) + res
+
+
+def _binary_support(node: Node) -> str | None:
+    if node.target in (aten.div.Tensor,) and node.kwargs.get("rounding_mode"):
+        return "div with rounding_mode"
+    return float_tensors(node)
+
+
+@register("binary", list(BINARY) + [aten.div.Tensor_mode], ["binary"], support=_binary_support)
+def lower_binary(ctx, node: Node) -> None:
+    a, b = ctx.inp(node.args[0]), ctx.inp(node.args[1])
+    alpha = float(node.kwargs.get("alpha", 1.0))
+    y = ctx.out(node)
+    shape = y.shape
+    sizes = [1] * (6 - len(shape)) + list(shape)
+    ctx.dispatch("binary", [a, b, y], [BINARY[_key(node)], numel(shape), *sizes,
+                                       *broadcast_strides(a.shape, shape),
+                                       *broadcast_strides(b.shape, shape), alpha], (numel(shape),))
+
+
+def _key(node: Node):
+    t = aten_key(node.target)
+    return aten.div.Tensor if t == aten.div.Tensor_mode else t
+
+
+def unary(ctx, node: Node, op: int, alpha: float = 0.0, beta: float = 0.0) -> None:
+    x = ctx.inp(node.args[0])
+    y = ctx.out(node)
+    n = numel(y.shape)
+    ctx.dispatch("unary", [x, y], [op, n, float(alpha), float(beta)], (n,))
+
+
+_SIMPLE = {aten.sigmoid.default: SIGMOID, aten.tanh.default: TANH, aten.silu.default: SILU,
+           aten.hardswish.default: HARDSWISH, aten.hardsigmoid.default: HARDSIGMOID,
+           aten.exp.default: EXP, aten.rsqrt.default: RSQRT, aten.sqrt.default: SQRT,
+           aten.abs.default: ABS, aten.log.default: LOG, aten.reciprocal.default: RECIPROCAL}
+
+
+def clamp_bounds(node: Node) -> tuple[float, float]:
+    """(min, max) of a clamp-like activation (relu, relu6/hardtanh, clamp)."""
+    t = aten_key(node.target)
+    if t == aten.relu.default:
+        return 0.0, INF
+    if t == aten.hardtanh.default:
+        return float(node.args[1]) if len(node.args) > 1 else -1.0, float(node.args[2]) if len(node.args) > 2 else 1.0
+    lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+    hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    return (-INF if lo is None else float(lo)), (INF if hi is None else float(hi))
+
+
+CLAMPS = [aten.relu.default, aten.hardtanh.default, aten.clamp.default]
+
+
+def _clamp_support(node: Node) -> str | None:
+    lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+    hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    if isinstance(lo, Node) or isinstance(hi, Node):
+        return "clamp with tensor bounds"
+    return float_tensors(node)
+
+
+@register("clamp", CLAMPS, ["unary"], support=_clamp_support)
+def lower_clamp(ctx, node: Node) -> None:
+    unary(ctx, node, CLAMP, *clamp_bounds(node))
+
+
+@register("activation", list(_SIMPLE), ["unary"], support=float_tensors)
+def lower_activation(ctx, node: Node) -> None:
+    unary(ctx, node, _SIMPLE[aten_key(node.target)])
+
+
+def _gelu_support(node: Node) -> str | None:
+    if node.kwargs.get("approximate", "none") not in ("none", "tanh"):
+        return f"gelu approximate={node.kwargs['approximate']!r}"
+    return float_tensors(node)
+
+
+@register("gelu", [aten.gelu.default], ["unary"], support=_gelu_support)
+def lower_gelu(ctx, node: Node) -> None:
+    unary(ctx, node, GELU_TANH if node.kwargs.get("approximate") == "tanh" else GELU)
+
+
+def _scalar_support(node: Node) -> str | None:
+    if len(node.args) > 1 and not isinstance(node.args[1], int | float):
+        return "scalar operand is not a number"
+    return float_tensors(node)
+
+
+_SCALAR = [aten.mul.Scalar, aten.add.Scalar, aten.sub.Scalar, aten.div.Scalar, aten.neg.default,
+           aten.pow.Tensor_Scalar]
+
+
+@register("scalar", _SCALAR, ["unary"], support=_scalar_support)
+def lower_scalar(ctx, node: Node) -> None:
+    t = aten_key(node.target)
+    s = float(node.args[1]) if len(node.args) > 1 else 0.0
+    alpha = float(node.kwargs.get("alpha", 1.0))
+    if t == aten.pow.Tensor_Scalar:
+        unary(ctx, node, POW, s)
+    elif t == aten.mul.Scalar:
+        unary(ctx, node, AFFINE, s, 0.0)
+    elif t == aten.div.Scalar:
+        unary(ctx, node, AFFINE, 1.0 / s, 0.0)
+    elif t == aten.add.Scalar:
+        unary(ctx, node, AFFINE, 1.0, s * alpha)
+    elif t == aten.sub.Scalar:
+        unary(ctx, node, AFFINE, 1.0, -s * alpha)
+    else:  # neg
+        unary(ctx, node, AFFINE, -1.0, 0.0)
+
+
+__all__ = ["broadcast_strides", "clamp_bounds", "CLAMPS", "shape_of"]

@@ -1,0 +1,99 @@
+"""Reductions over a contiguous run of dims (shader `reduce`), softmax (shader `softmax`, also used by
+attention with a causal mask) and layer norm (shader `norm`)."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from ..graph import numel
+from ..registry import aten_key, float_tensors, register
+
+aten = torch.ops.aten
+SUM, MEAN, MAX, MIN = range(4)
+_REDUCE = {aten.mean.dim: MEAN, aten.sum.dim_IntList: SUM, aten.amax.default: MAX, aten.amin.default: MIN}
+
+
+def _dims(node: Node) -> list[int]:
+    rank = node.args[0].meta["val"].dim()
+    dims = node.args[1] if len(node.args) > 1 and node.args[1] is not None else list(range(rank))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted(d % rank for d in dims) if rank else []
+
+
+def split3(shape: list, first: int, last: int) -> tuple:
+    """(outer, reduced, inner) element counts around dims first..last."""
+    return numel(shape[:first]), numel(shape[first:last + 1]), numel(shape[last + 1:])
+
+
+def _reduce_support(node: Node) -> str | None:
+    dims = _dims(node)
+    if dims and dims != list(range(dims[0], dims[-1] + 1)):
+        return f"reduction over non-adjacent dims {dims}"
+    if node.kwargs.get("dtype") not in (None, torch.float32):
+        return "reduction to another dtype"
+    return float_tensors(node)
+
+
+@register("reduce", list(_REDUCE), ["reduce"], support=_reduce_support)
+def lower_reduce(ctx, node: Node) -> None:
+    x = ctx.inp(node.args[0])
+    dims = _dims(node) or [0]
+    y = ctx.out(node)
+    outer, red, inner = split3(x.shape or [1], dims[0], dims[-1])
+    ctx.dispatch("reduce", [x, y], [_REDUCE[aten_key(node.target)], outer, red, inner],
+                 (outer * inner,))
+
+
+def softmax(ctx, x, y, dim: int, log: bool = False, causal_q: int | None = None) -> None:
+    """Softmax over `dim`; with `causal_q` (the query count), scores [.., q, kv] keep kv <= q (as torch)."""
+    outer, red, inner = split3(x.shape, dim, dim)
+    ctx.dispatch("softmax", [x, y], [outer, red, inner, int(log), int(causal_q is not None),
+                                     causal_q if causal_q is not None else 1], (outer * inner,))
+
+
+def _softmax_support(node: Node) -> str | None:
+    if len(node.args) > 2 and node.args[2]:
+        return "softmax with half_to_float"
+    return float_tensors(node)
+
+
+@register("softmax", [aten._softmax.default, aten._log_softmax.default], ["softmax"],
+          support=_softmax_support)
+def lower_softmax(ctx, node: Node) -> None:
+    x = ctx.inp(node.args[0])
+    y = ctx.out(node)
+    softmax(ctx, x, y, node.args[1] % max(len(x.shape), 1),
+            log=aten_key(node.target) == aten._log_softmax.default)
+
+
+def _ln_support(node: Node) -> str | None:
+    if any(u.args[1] != 0 for u in node.users):
+        return "layer norm mean/rstd outputs are used"
+    return float_tensors(node)
+
+
+@register("layer_norm", [aten.native_layer_norm.default], ["norm"], support=_ln_support)
+def lower_layer_norm(ctx, node: Node) -> None:
+    x = ctx.inp(node.args[0])
+    cols = numel(list(node.args[1]))
+    w = ctx.inp(node.args[2]) if node.args[2] is not None else x
+    b = ctx.inp(node.args[3]) if node.args[3] is not None else x
+    y = ctx.g.new_tensor(x.shape)
+    ctx.values[node] = [y, None, None]
+    rows = numel(x.shape[:len(x.shape) - len(node.args[1])])
+    ctx.dispatch("norm", [x, w, b, y], [rows, cols, float(node.args[4]), int(node.args[2] is not None),
+                                        int(node.args[3] is not None), 0], (rows, 1, 1))
+
+
+@register("rms_norm", [aten.rms_norm.default], ["norm"], support=float_tensors)
+def lower_rms_norm(ctx, node: Node) -> None:
+    x = ctx.inp(node.args[0])
+    shape = list(node.args[1])
+    cols = numel(shape)
+    w = ctx.inp(node.args[2]) if len(node.args) > 2 and node.args[2] is not None else x
+    eps = node.args[3] if len(node.args) > 3 and node.args[3] is not None else torch.finfo(torch.float32).eps
+    y = ctx.out(node)
+    rows = numel(x.shape[:len(x.shape) - len(shape)])
+    ctx.dispatch("norm", [x, w, w, y], [rows, cols, float(eps), int(len(node.args) > 2 and node.args[2] is not None),
+                                        0, 1], (rows, 1, 1))

@@ -1,0 +1,135 @@
+"""Layout ops. Views of contiguous tensors are free (same storage, new shape); permute, slice,
+select, expand, cat and split are strided copies (shader `copy`)."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import Node
+
+from ..graph import contiguous_strides
+from ..lower import dim_of, shape_of
+from ..registry import aten_key, float_tensors, register
+
+aten = torch.ops.aten
+
+VIEWS = [aten.view_copy.default, aten._unsafe_view.default, aten.view.default, aten.reshape.default,
+         aten.squeeze_copy.dims, aten.squeeze_copy.dim, aten.squeeze_copy.default,
+         aten.unsqueeze_copy.default, aten.clone.default, aten.alias_copy.default,
+         torch.ops.dim_order_ops._clone_dim_order.default, aten._to_copy.default,
+         torch.ops.dim_order_ops._to_dim_order_copy.default]
+
+
+def _view_support(node: Node) -> str | None:
+    dtype = node.kwargs.get("dtype")
+    if dtype not in (None, torch.float32):
+        return f"cast to {dtype}"
+    order = node.kwargs.get("dim_order")
+    if order is not None and list(order) != sorted(order):
+        return "a non-contiguous dim order"
+    return float_tensors(node)
+
+
+@register("view", VIEWS, [], support=_view_support, variants=())
+def lower_view(ctx, node: Node) -> None:
+    ctx.values[node] = ctx.g.alias(ctx.inp(node.args[0]), shape_of(node))
+
+
+def _copy_from(ctx, node: Node, dims: list, src_strides: list, src_off=0) -> None:
+    x = ctx.inp(node.args[0])
+    y = ctx.out(node)
+    ctx.copy(x, y, y.shape if y.shape else [1], src_strides if y.shape else [0], src_off)
+    del dims
+
+
+@register("permute", [aten.permute_copy.default, aten.permute.default, aten.t_copy.default,
+                      aten.transpose_copy.int], ["copy"], support=float_tensors, variants=())
+def lower_permute(ctx, node: Node) -> None:
+    x_shape = shape_of(node.args[0])
+    rank = len(x_shape)
+    t = aten_key(node.target)
+    if t in (aten.permute_copy.default, aten.permute.default):
+        perm = [d % rank for d in node.args[1]]
+    else:
+        perm = list(range(rank))
+        if rank >= 2:
+            d0, d1 = (node.args[1] % rank, node.args[2] % rank) if len(node.args) > 2 else (0, 1)
+            perm[d0], perm[d1] = perm[d1], perm[d0]
+    s = contiguous_strides(x_shape)
+    _copy_from(ctx, node, perm, [s[p] for p in perm])
+
+
+def _norm_index(i, size):
+    if i is None:
+        return 0
+    i = dim_of(i) if not isinstance(i, Node) else dim_of(i.meta["val"])
+    return i + size if isinstance(i, int) and i < 0 else i
+
+
+@register("slice", [aten.slice_copy.Tensor, aten.select_copy.int], ["copy"], support=float_tensors,
+          variants=())
+def lower_slice(ctx, node: Node) -> None:
+    x_shape = shape_of(node.args[0])
+    rank = len(x_shape)
+    dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+    s = contiguous_strides(x_shape)
+    t = aten_key(node.target)
+    if t == aten.select_copy.int:
+        start = _norm_index(node.args[2], x_shape[dim])
+        strides = s[:dim] + s[dim + 1:]
+        _copy_from(ctx, node, [], strides, start * s[dim])
+        return
+    start = _norm_index(node.args[2] if len(node.args) > 2 else 0, x_shape[dim])
+    step = node.args[4] if len(node.args) > 4 else 1
+    strides = list(s)
+    strides[dim] = s[dim] * step
+    _copy_from(ctx, node, [], strides, start * s[dim])
+
+
+@register("expand", [aten.expand_copy.default, aten.expand.default], ["copy"], support=float_tensors,
+          variants=())
+def lower_expand(ctx, node: Node) -> None:
+    x_shape = shape_of(node.args[0])
+    out = shape_of(node)
+    s = contiguous_strides(x_shape)
+    pad = len(out) - len(x_shape)
+    strides = [0] * pad + [0 if (d == 1 and o != 1) else st for d, o, st in zip(x_shape, out[pad:], s, strict=True)]
+    _copy_from(ctx, node, [], strides)
+
+
+def _cat_support(node: Node) -> str | None:
+    return float_tensors(node)
+
+
+@register("cat", [aten.cat.default], ["copy"], support=_cat_support, variants=())
+def lower_cat(ctx, node: Node) -> None:
+    y = ctx.out(node)
+    rank = len(y.shape)
+    dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+    ys = contiguous_strides(y.shape)
+    offset = 0
+    for arg in node.args[0]:
+        x = ctx.inp(arg)
+        if x.shape[dim] == 0:
+            continue
+        ctx.copy(x, y, x.shape, contiguous_strides(x.shape), 0, ys, offset * ys[dim])
+        offset = offset + x.shape[dim]
+
+
+@register("split", [aten.split_with_sizes_copy.default, aten.split_copy.Tensor, aten.unbind_copy.int],
+          ["copy"], support=float_tensors, variants=())
+def lower_split(ctx, node: Node) -> None:
+    x = ctx.inp(node.args[0])
+    rank = len(x.shape)
+    t = aten_key(node.target)
+    dim = (node.args[2] if t != aten.unbind_copy.int and len(node.args) > 2 else
+           node.args[1] if t == aten.unbind_copy.int and len(node.args) > 1 else 0) % rank
+    s = contiguous_strides(x.shape)
+    outs, offset = [], 0
+    for v in node.meta["val"]:
+        shape = [dim_of(d) for d in v.shape]
+        y = ctx.g.new_tensor(shape)
+        strides = s if t != aten.unbind_copy.int else s[:dim] + s[dim + 1:]
+        ctx.copy(x, y, shape or [1], strides or [0], offset * s[dim])
+        offset = offset + (shape[dim] if t != aten.unbind_copy.int else 1)
+        outs.append(y)
+    ctx.values[node] = outs

@@ -1,0 +1,152 @@
+"""VulkanPartitioner: claims the nodes whose registry entry accepts them; the rest stay on the CPU with
+a reason in `node.meta[REASON_KEY]` (shown by `partition_report`)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+from typing import Any
+
+import sympy
+import torch
+from executorch.exir.backend.canonical_partitioners.pattern_op_partitioner import (
+    CapabilityBasedPartitioner,
+)
+from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+from executorch.exir.backend.utils import tag_constant_data
+from torch.export import ExportedProgram
+from torch.fx import Node
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from .backend import BACKEND_ID, compile_specs
+from .registry import aten_key, families, lookup
+
+REASON_KEY = "vulkan_reason"
+_OPTIONS = {"force_fp16", "require_dynamic_shapes"}
+_NO_COMPUTE = {operator.getitem}
+
+
+def _op_name(target: Any) -> str:
+    return str(aten_key(target))
+
+
+def _dynamic_reason(node: Node) -> str | None:
+    """Sizes must be integer polynomials of input dims with an upper bound (the arena is planned at it)."""
+    vals = [node.meta.get("val")]
+    for v in vals:
+        for t in v if isinstance(v, list | tuple) else [v]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            for d in t.shape:
+                if not isinstance(d, torch.SymInt) or d.node.expr.is_Integer:
+                    continue
+                expr = d.node.expr
+                if not isinstance(sympy.expand(expr), sympy.Expr) or any(
+                        not a.is_Symbol and not a.is_Integer and not a.is_Add and not a.is_Mul
+                        for a in sympy.preorder_traversal(expr)):
+                    return f"size {expr} is not a polynomial of the dynamic dims"
+                env = d.node.shape_env
+                for s in expr.free_symbols:
+                    upper = env.var_to_range[s].upper
+                    if not upper.is_finite:
+                        return (f"dynamic dim {s} has no upper bound; export with "
+                                f"torch.export.Dim('{s}', max=N)")
+    return None
+
+
+def constant_nodes(ep: ExportedProgram) -> set[Node]:
+    """Weights and the nodes computed only from weights: the lowering folds them at compile time."""
+    sig = ep.graph_signature
+    names = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *sig.inputs_to_lifted_tensor_constants}
+    consts: set[Node] = set()
+    for n in ep.graph.nodes:
+        if n.op == "placeholder" and n.name in names:
+            consts.add(n)
+        elif (n.op == "call_function" and n.target not in _NO_COMPUTE and n.all_input_nodes
+              and all(a in consts for a in n.all_input_nodes)):
+            consts.add(n)
+    return consts
+
+
+def _folds_to_float(node: Node) -> bool:
+    v = node.meta.get("val")
+    return isinstance(v, torch.Tensor) and v.dtype == torch.float32
+
+
+class _Support(OperatorSupportBase):
+    def __init__(self, allow: set[str] | None, block: set[str], consts: set[Node] = frozenset()) -> None:
+        self.allow, self.block, self.consts = allow, block, consts
+
+    def reason(self, node: Node) -> str | None:
+        if node.target in _NO_COMPUTE or (node in self.consts and _folds_to_float(node)):
+            return None
+        name = _op_name(node.target)
+        if name in self.block:
+            return "in operator_blocklist"
+        if self.allow is not None and name not in self.allow:
+            return "not in operator_allowlist"
+        fam = lookup(node.target)
+        if fam is None:
+            return f"no Vulkan shader for {name}"
+        if fam.support is not None:
+            why = fam.support(node)
+            if why:
+                return why
+        return _dynamic_reason(node)
+
+    def is_node_supported(self, submodules, node: Node) -> bool:
+        if node.op != "call_function":
+            return False
+        why = self.reason(node)
+        if why is None:
+            node.meta.pop(REASON_KEY, None)
+            return True
+        node.meta[REASON_KEY] = why
+        return False
+
+
+class VulkanPartitioner(Partitioner):
+    """Partitioner of the Vulkan compute delegate (same signature as ExecuTorch's Vulkan docs).
+
+    compile_options: {"force_fp16": bool (compute and store activations and weights in fp16; inputs
+    and outputs stay fp32), "require_dynamic_shapes": bool (claim only nodes whose sizes the runtime
+    can re-evaluate per call; every rule here can, so this only makes the check explicit)}.
+    operator_blocklist / operator_allowlist: op names ("aten.relu.default") or overloads.
+    """
+
+    def __init__(self, compile_options: dict[str, Any] | None = None,
+                 operator_blocklist: Iterable[Any] | None = None,
+                 operator_allowlist: Iterable[Any] | None = None) -> None:
+        options = dict(compile_options or {})
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise ValueError(f"unknown compile_options {sorted(unknown)}; valid: {sorted(_OPTIONS)}")
+        self.compile_options = options
+        self.delegation_spec = DelegationSpec(BACKEND_ID, compile_specs(bool(options.get("force_fp16"))))
+        self.block = {_op_name(o) if not isinstance(o, str) else o for o in operator_blocklist or []}
+        self.allow = None if operator_allowlist is None else {
+            _op_name(o) if not isinstance(o, str) else o for o in operator_allowlist}
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        support = _Support(self.allow, self.block, constant_nodes(exported_program))
+        partitions = CapabilityBasedPartitioner(exported_program.graph_module, support,
+                                                allows_single_node_partition=True).propose_partitions()
+        tags = {}
+        for p in partitions:
+            if all(n.target in _NO_COMPUTE for n in p.nodes):
+                continue
+            tag = f"vk{p.id}"
+            for n in p.nodes:
+                n.meta["delegation_tag"] = tag
+            tags[tag] = self.delegation_spec
+        tag_constant_data(exported_program)
+        return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+    def ops_to_not_decompose(self, ep: ExportedProgram):
+        support = _Support(self.allow, self.block)
+        keep = {t for f in families() for t in f.preserve}
+        ops = {}
+        for n in ep.graph.nodes:
+            if n.op == "call_function" and n.target in keep:
+                ops.setdefault(n.target, []).append(n)
+        return [op for op, nodes in ops.items() if all(support.reason(n) is None for n in nodes)], None

@@ -1,0 +1,53 @@
+"""Shared helpers: lower with the VulkanPartitioner, run through executorch.runtime on lavapipe/GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from executorch.exir import to_edge_transform_and_lower
+
+from vulkan_delegate import VulkanPartitioner, device_name, partition_report, run_on_vulkan
+
+FP32_TOL, FP16_TOL = 1e-4, 1e-2
+
+
+@pytest.fixture(scope="session", autouse=True)
+def vulkan_device() -> str:
+    return device_name()  # builds the runtime once; fails with the install command when unusable
+
+
+def lower(model: torch.nn.Module, inputs: tuple, fp16: bool = False, dynamic_shapes=None, **kw):
+    ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
+    return to_edge_transform_and_lower(
+        ep, partitioner=[VulkanPartitioner({"force_fp16": fp16}, **kw)])
+
+
+def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |y - ref| / max |ref|: error relative to the output's scale."""
+    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-12)).item()
+
+
+def check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **kw):
+    """Lower, run on Vulkan, compare with eager; returns the lowered program."""
+    edge = lower(model, inputs, fp16, **kw)
+    report = partition_report(edge)
+    if fully:
+        assert not report.cpu_nodes, str(report)
+    y = run_on_vulkan(edge.to_executorch(), *inputs)
+    ref = model(*inputs) if ref is None else ref
+    err = rel_err(y, ref)
+    tol = tol if tol is not None else (FP16_TOL if fp16 else FP32_TOL)
+    assert err <= tol, f"rel err {err:.3g} > {tol} (fp16={fp16})\n{report}"
+    return edge
+
+
+@pytest.fixture
+def vk_check():
+    """`vk_check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **partitioner_kw)`."""
+    return check
+
+
+@pytest.fixture
+def vk_lower():
+    """`vk_lower(model, inputs, fp16=False, dynamic_shapes=None, **partitioner_kw)` -> EdgeProgramManager."""
+    return lower

@@ -1,0 +1,122 @@
+"""The registry, the payload and the runtime agree; bad input gives clear errors, never a crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from executorch.runtime import Runtime
+from torch import nn
+
+from vulkan_delegate import BACKEND_ID, VulkanPartitioner, partition_report
+from vulkan_delegate.registry import shader_names
+from vulkan_delegate.runtime import runtime_shader_names
+
+
+def test_registry_and_runtime_embed_the_same_shaders():
+    assert shader_names() == runtime_shader_names()
+
+
+def test_backend_id_is_ours():
+    assert BACKEND_ID != "VulkanBackend"
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
+
+
+def _pte(vk_lower, **kw) -> bytes:
+    return bytes(vk_lower(Small().eval(), (torch.randn(1, 3, 8, 8),), **kw).to_executorch().buffer)
+
+
+def test_payload_stores_each_constant_once(vk_lower):
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(64, 64), requires_grad=False)
+
+        def forward(self, x):
+            return x @ self.w + x @ self.w.clone()
+
+    edge = vk_lower(Tied().eval(), (torch.randn(2, 64),))
+    size = partition_report(edge).delegates[0][2]
+    assert 64 * 64 * 4 <= size < 2 * 64 * 64 * 4
+
+
+def _load(pte: bytes):
+    return Runtime.get().load_program(pte).load_method("forward")
+
+
+@pytest.mark.parametrize("offset,value", [(0, b"XXXX"), (4, b"\x63\x00\x00\x00"), (16, b"\xff\xff\xff\x7f"),
+                                          (24, b"\xff\xff\xff\xff")])
+def test_corrupt_payload_is_an_error(vk_lower, offset, value):
+    pte = bytearray(_pte(vk_lower))
+    at = pte.find(b"VKDG")
+    assert at >= 0
+    pte[at + offset:at + offset + len(value)] = value
+    with pytest.raises(RuntimeError):
+        _load(bytes(pte))
+
+
+def test_truncated_and_fuzzed_payloads_never_crash(vk_lower):
+    code = ("import sys, torch; from vulkan_delegate.runtime import load_runtime; load_runtime()\n"
+            "from executorch.runtime import Runtime\n"
+            "pte = bytearray(open(sys.argv[1], 'rb').read()); at = pte.find(b'VKDG'); ok = 0\n"
+            "for i in range(24):\n"
+            "    bad = bytearray(pte); bad[at + 12 + 7 * i] ^= 0xA5\n"
+            "    try:\n"
+            "        m = Runtime.get().load_program(bytes(bad)).load_method('forward')\n"
+            "        m.execute([torch.randn(1, 3, 8, 8)]); ok += 1\n"
+            "    except RuntimeError:\n"
+            "        pass\n"
+            "print('survived', ok)\n")
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"vk_fuzz_{os.getpid()}.pte")
+    with open(path, "wb") as f:
+        f.write(_pte(vk_lower))
+    proc = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "survived" in proc.stdout
+
+
+def test_unsupported_dtype_stays_on_cpu_with_reason(vk_lower):
+    class IntAdd(nn.Module):
+        def forward(self, x, i):
+            return x + 1, i * 2
+
+    edge = vk_lower(IntAdd(), (torch.randn(3), torch.arange(3)))
+    report = partition_report(edge)
+    reasons = {c.target: c.reason for c in report.cpu_nodes}
+    assert "int64" in reasons["aten.mul.Tensor"], str(report)
+    assert "aten_add_tensor" in report.delegates[0][1]
+
+
+def test_blocklist_and_allowlist(vk_lower):
+    edge = vk_lower(Small().eval(), (torch.randn(1, 3, 8, 8),), operator_blocklist=[torch.ops.aten.relu.default])
+    assert any("blocklist" in c.reason for c in partition_report(edge).cpu_nodes)
+    edge = vk_lower(Small().eval(), (torch.randn(1, 3, 8, 8),), operator_allowlist=["aten.convolution.default"])
+    report = partition_report(edge)
+    assert "aten_convolution_default" in report.delegates[0][1]
+    assert {c.target for c in report.cpu_nodes} >= {"aten.relu.default", "aten.mean.dim"}
+    assert all("allowlist" in c.reason for c in report.cpu_nodes)
+
+
+def test_unknown_compile_option_is_named():
+    with pytest.raises(ValueError, match="force_fp16"):
+        VulkanPartitioner({"fp16": True})
+
+
+def test_no_device_names_the_fix():
+    env = dict(os.environ, VKDG_DEVICE="no-such-gpu")
+    code = "from vulkan_delegate import device_name\ndevice_name()"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode != 0
+    assert "VKDG_DEVICE=no-such-gpu" in proc.stderr and "apt-get install" in proc.stderr

@@ -1,0 +1,100 @@
+"""One table per op family: lowered, run on the Vulkan device, compared with eager (FP32 1e-4, FP16 1e-2)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Fn(nn.Module):
+    def __init__(self, fn, *params):
+        super().__init__()
+        self.fn = fn
+        self.params = nn.ParameterList([nn.Parameter(p, requires_grad=False) for p in params])
+
+    def forward(self, *xs):
+        return self.fn(*xs, *self.params)
+
+
+def r(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
+
+
+CASES = {
+    # elementwise, broadcast
+    "add_bcast": (Fn(lambda a, b: a + b), (r(2, 3, 4), r(4))),
+    "sub_alpha": (Fn(lambda a, b: torch.sub(a, b, alpha=2)), (r(2, 3), r(2, 3))),
+    "mul_bcast4d": (Fn(lambda a, b: a * b), (r(1, 3, 5, 5), r(2, 3, 1, 1))),
+    "div": (Fn(lambda a, b: a / (b.abs() + 1)), (r(6, 7), r(7))),
+    "max_min": (Fn(lambda a, b: torch.maximum(a, b) - torch.minimum(a, b)), (r(4, 5), r(4, 5))),
+    "scalars": (Fn(lambda a: (a * 3 + 2 - 1) / 4), (r(3, 9),)),
+    "neg_pow": (Fn(lambda a: -a.pow(2) + a.pow(3)), (r(16),)),
+    # activations
+    "relu": (Fn(F.relu), (r(2, 8, 4, 4),)),
+    "relu6": (Fn(F.relu6), (r(50) * 5,)),
+    "hardtanh": (Fn(lambda a: F.hardtanh(a, -0.5, 0.7)), (r(50),)),
+    "clamp_min": (Fn(lambda a: torch.clamp(a, min=-0.2)), (r(50),)),
+    "sigmoid_tanh": (Fn(lambda a: torch.sigmoid(a) + torch.tanh(a)), (r(64) * 4,)),
+    "gelu": (Fn(F.gelu), (r(128) * 3,)),
+    "gelu_tanh": (Fn(lambda a: F.gelu(a, approximate="tanh")), (r(128) * 3,)),
+    "silu_hardswish": (Fn(lambda a: F.silu(a) + F.hardswish(a) + F.hardsigmoid(a)), (r(128) * 4,)),
+    "exp_rsqrt": (Fn(lambda a: torch.exp(a) + torch.rsqrt(a.abs() + 1) + torch.sqrt(a.abs())), (r(32),)),
+    # matmul family
+    "linear": (nn.Linear(24, 10), (r(5, 24),)),
+    "linear_3d": (nn.Linear(16, 8, bias=False), (r(2, 7, 16),)),
+    "linear_relu": (nn.Sequential(nn.Linear(16, 33), nn.ReLU()), (r(3, 16),)),
+    "mm": (Fn(torch.mm), (r(17, 9), r(9, 21))),
+    "bmm": (Fn(torch.bmm), (r(3, 17, 9), r(3, 9, 5))),
+    "matmul_4d": (Fn(lambda a, b: a @ b.transpose(-1, -2)), (r(2, 3, 6, 8), r(2, 3, 5, 8))),
+    # convolution and pooling
+    "conv": (nn.Conv2d(3, 8, 3, padding=1), (r(1, 3, 12, 12),)),
+    "conv_stride_dil": (nn.Conv2d(4, 6, 3, stride=2, dilation=2, padding=2), (r(2, 4, 13, 11),)),
+    "conv_depthwise": (nn.Conv2d(8, 8, 3, groups=8, padding=1, bias=False), (r(1, 8, 9, 9),)),
+    "conv_grouped": (nn.Conv2d(8, 12, 1, groups=4), (r(1, 8, 5, 5),)),
+    "conv_bn_relu6": (nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU6()).eval(), (r(1, 3, 8, 8),)),
+    "batchnorm": (nn.BatchNorm2d(5).eval(), (r(2, 5, 4, 4),)),
+    "maxpool": (nn.MaxPool2d(3, 2, 1), (r(1, 4, 11, 11),)),
+    "avgpool": (nn.AvgPool2d(3, 2, 1), (r(1, 4, 11, 11),)),
+    "avgpool_nopad": (nn.AvgPool2d(2, count_include_pad=False, padding=1), (r(1, 2, 7, 7),)),
+    "adaptive_avg": (nn.AdaptiveAvgPool2d(1), (r(1, 16, 7, 7),)),
+    # reductions and normalization
+    "mean_hw": (Fn(lambda a: a.mean((2, 3))), (r(2, 8, 5, 5),)),
+    "sum_mid": (Fn(lambda a: a.sum(1, keepdim=True)), (r(3, 4, 5),)),
+    "amax": (Fn(lambda a: a.amax(-1)), (r(3, 4, 5),)),
+    "softmax": (Fn(lambda a: F.softmax(a, -1)), (r(4, 33) * 3,)),
+    "softmax_mid": (Fn(lambda a: F.softmax(a, 1)), (r(2, 7, 3),)),
+    "log_softmax": (Fn(lambda a: F.log_softmax(a, -1)), (r(4, 10),)),
+    "layer_norm": (nn.LayerNorm(24), (r(2, 5, 24),)),
+    "rms_norm": (Fn(lambda a, w: F.rms_norm(a, (16,), w, 1e-6), r(16)), (r(3, 16),)),
+    # layout
+    "view_permute": (Fn(lambda a: a.view(2, 3, 4, 5).permute(0, 2, 3, 1).reshape(8, 15)), (r(120),)),
+    "transpose": (Fn(lambda a: a.transpose(1, 2) + 0), (r(2, 3, 4),)),
+    "slice_step": (Fn(lambda a: a[:, 1:7:2] * 1), (r(3, 8),)),
+    "select": (Fn(lambda a: a[:, 2] + 1), (r(3, 5, 2),)),
+    "expand": (Fn(lambda a: a.expand(3, 4, 5) + 1), (r(1, 4, 1),)),
+    "cat": (Fn(lambda a, b: torch.cat([a, -b, a], dim=1)), (r(2, 3, 4), r(2, 5, 4))),
+    "split_chunk": (Fn(lambda a: a.chunk(2, -1)[1] - a.chunk(2, -1)[0]), (r(3, 8),)),
+    "unbind": (Fn(lambda a: a.unbind(0)[1] * 2), (r(3, 4, 2),)),
+    # attention
+    "sdpa": (Fn(F.scaled_dot_product_attention), (r(1, 2, 7, 8), r(1, 2, 9, 8), r(1, 2, 9, 8))),
+    "sdpa_causal": (Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                    (r(2, 3, 6, 8), r(2, 3, 6, 8), r(2, 3, 6, 8))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_fp32(name, vk_check):
+    model, inputs = CASES[name]
+    vk_check(model.eval(), inputs)
+
+
+FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv_depthwise", "maxpool",
+               "avgpool", "mean_hw", "softmax", "layer_norm", "view_permute", "cat", "sdpa_causal"]
+
+
+@pytest.mark.parametrize("name", FP16_SAMPLE)
+def test_op_fp16(name, vk_check):
+    model, inputs = CASES[name]
+    vk_check(model.eval(), inputs, fp16=True)
