@@ -2,7 +2,8 @@
 
 The payload parser is also fuzzed: a seeded mutation fuzzer feeds mutants of a real VGF to the
 parser's C entry point (`runtime_cpp_fuzz_vgf`, the same code `init` runs before any Vulkan call).
-RUNTIME_CPP_FUZZ_ITERATIONS sets the run length (default: a bounded run of a few seconds).
+RUNTIME_CPP_FUZZ_ITERATIONS sets the run length (default: 3000 mutants, a bounded run of a few
+seconds; 100000 under RUNTIME_CPP_FULL=1, i.e. nox -s test-runtime-full).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from runtime_cpp._registry import module_handle
 INVALID_PROGRAM = 0x23  # executorch::runtime::Error::InvalidProgram
 OK = 0
 NOT_SUPPORTED = 0x10  # Error::NotSupported (e.g. a mutated VkFormat)
-FUZZ_ITERATIONS = int(os.environ.get("RUNTIME_CPP_FUZZ_ITERATIONS", "3000"))
+_DEFAULT_ITERATIONS = "100000" if os.environ.get("RUNTIME_CPP_FULL") == "1" else "3000"
+FUZZ_ITERATIONS = int(os.environ.get("RUNTIME_CPP_FUZZ_ITERATIONS", _DEFAULT_ITERATIONS))
 
 pytestmark = pytest.mark.skipif(
     not any(s.name == "vgf" and s.registered for s in runtime_cpp.backends()),

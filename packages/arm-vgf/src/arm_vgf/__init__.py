@@ -20,7 +20,7 @@ The flow, with optional int8 quantization::
     open("model.pte", "wb").write(et.buffer)
 
     print(validate_environment())                            # Vulkan loader, device, ML SDK layers
-    out = run_on_vulkan(et, *inputs)                         # VGF on Vulkan, the rest in PyTorch
+    out = run_on_vulkan(et, *inputs)                         # via executorch.runtime + runtime_cpp
     paths = extract_vgf("model.pte", "vgf_out/")             # model_0.vgf + model_0.json sidecar
 
 Each delegate payload is a VGF file (SPIR-V graphs and constants), so `run_on_reference_model`

@@ -99,6 +99,12 @@ Error read_resource(const vl::ModelResourceTableDecoder& mrt, uint32_t i, Tensor
   const auto strides = mrt.getTensorStride(i);
   out->shape.assign(shape.begin(), shape.end());
   out->strides.assign(strides.begin(), strides.end());
+  if (out->shape.empty()) {
+    // A rank-0 tensor (e.g. a full reduction's result): VK_ARM_tensors needs at least one
+    // dimension, and the scenario runner describes it as [1] too.
+    out->shape = {1};
+    out->strides.clear();
+  }
   size_t n = 1;
   for (const int64_t d : out->shape) {
     if (d < 0 || (d > 0 && n > std::numeric_limits<uint32_t>::max() / static_cast<size_t>(d))) {
