@@ -12,7 +12,8 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf", "test-vulkan"]
+nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "test-vgf", "test-runtime",
+                        "test-vulkan"]
 nox.options.default_venv_backend = "none"
 
 VULKAN_PACKAGES = ["mesa-vulkan-drivers", "libvulkan1", "vulkan-tools"]
@@ -56,6 +57,27 @@ def test_vgf(session: nox.Session) -> None:
 
     ensure_debian_packages(VULKAN_PACKAGES)
     _pytest(session, "arm-vgf")
+
+
+@nox.session(name="test-runtime")
+def test_runtime(session: nox.Session) -> None:
+    """runtime-cpp: our C++ backends in the pip executorch runtime (numerics, bad input, bounded fuzz).
+
+    VgfBackend builds against the Vulkan headers and runs on lavapipe: install them like test-vgf
+    (before the sync, which builds runtime-cpp).
+    """
+    sys.path.insert(0, str(ROOT / "tools"))
+    from system_packages import ensure_debian_packages
+
+    ensure_debian_packages([*VULKAN_PACKAGES, "libvulkan-dev"])
+    _pytest(session, "runtime-cpp")
+
+
+@nox.session(name="test-runtime-full")
+def test_runtime_full(session: nox.Session) -> None:
+    """runtime-cpp, every model x target case and a longer fuzz run (not in the default list)."""
+    session.env["RUNTIME_CPP_FULL"] = "1"
+    _pytest(session, "runtime-cpp")
 
 
 # lavapipe + the loader's headers, glslc and a compiler: the Vulkan delegate's runtime builds on first use

@@ -44,7 +44,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "vgf_fp": ("vgf", {"precision": "fp"}),
     "vgf_int8": ("vgf", {"precision": "int8"}),
 }
-DEFAULT_MODELS = ["mobilenet_v2", "resnet18", "deit_tiny_block", "llama_block"]
+DEFAULT_MODELS = ["mobilenet_v2", "resnet18", "deit_tiny_block", "llama_block", "convmixer", "unet_decoder"]
 DEFAULT_FLOWS = ["tosa_fp", "tosa_int", "ethosu_u55", "vgf_fp"]
 QUICK_MODELS, QUICK_FLOWS = ["mobilenet_v2"], ["tosa_fp", "tosa_int", "ethosu_u55"]
 CHILD_TIMEOUT_S = 900.0

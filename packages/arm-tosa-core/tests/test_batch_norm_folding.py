@@ -103,7 +103,7 @@ def test_an_op_with_an_unsupported_node_is_not_kept_whole():
         def __init__(self) -> None:
             super().__init__()
             self.ok = nn.Conv2d(3, 3, 1)
-            self.conv3d = nn.Conv3d(3, 3, 1)
+            self.conv3d = nn.Conv3d(3, 3, 1, groups=3)  # grouped 3-d: not lowered
 
         def forward(self, x):
             return self.conv3d(self.ok(x).unsqueeze(2))

@@ -29,6 +29,20 @@ CONV_CASES = [
     ("conv1d_stride", nn.Conv1d(4, 6, 5, stride=2, bias=False), (1, 4, 20)),
     ("conv_transpose2d", nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1), (1, 4, 5, 5)),
     ("conv_transpose2d_plain", nn.ConvTranspose2d(3, 2, 2, stride=2), (1, 3, 4, 4)),
+    ("conv_transpose2d_grouped", nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, groups=2), (1, 4, 5, 5)),
+    ("conv_transpose2d_depthwise", nn.ConvTranspose2d(3, 3, 2, stride=2, groups=3), (1, 3, 4, 4)),
+    ("conv2d_same_even_kernel", nn.Conv2d(3, 4, 4, padding="same"), (1, 3, 7, 6)),
+    ("conv2d_same_dilated", nn.Conv2d(3, 4, 3, padding="same", dilation=2), (1, 3, 8, 8)),
+    ("conv2d_valid", nn.Conv2d(3, 4, 3, padding="valid"), (1, 3, 6, 6)),
+    ("conv1d_same", nn.Conv1d(3, 4, 4, padding="same"), (2, 3, 9)),
+    ("conv2d_reflect", nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), (1, 3, 6, 5)),
+    ("conv2d_reflect_rect", nn.Conv2d(3, 4, (3, 5), padding=(1, 2), padding_mode="reflect"), (1, 3, 6, 5)),
+    ("conv2d_replicate", nn.Conv2d(3, 4, 3, padding=2, padding_mode="replicate"), (1, 3, 5, 5)),
+    ("conv2d_circular", nn.Conv2d(3, 4, 3, padding=1, padding_mode="circular"), (2, 3, 5, 6)),
+    ("conv1d_circular", nn.Conv1d(3, 4, 3, padding=1, padding_mode="circular"), (1, 3, 8)),
+    ("conv3d", nn.Conv3d(3, 4, 3, padding=1), (1, 3, 4, 5, 5)),
+    ("conv3d_stride_dilation", nn.Conv3d(2, 4, (1, 3, 3), stride=(1, 2, 2), dilation=(1, 2, 1)), (2, 2, 3, 9, 8)),
+    ("conv3d_same", nn.Conv3d(2, 3, 2, padding="same", bias=False), (1, 2, 3, 4, 4)),
 ]
 
 

@@ -51,6 +51,12 @@ POOL_CASES = [
     ("maxpool_rect", nn.MaxPool2d((2, 3), (1, 2), (1, 1)), (1, 3, 7, 9)),
     ("maxpool_unbatched", nn.MaxPool2d(2), (3, 6, 6)),
     ("maxpool1d", nn.MaxPool1d(3, 2, 1), (2, 4, 11)),
+    ("maxpool_dilated", nn.MaxPool2d(3, 1, dilation=2), (1, 3, 9, 9)),
+    ("maxpool_dilated_stride_pad", nn.MaxPool2d(3, 2, 1, dilation=2), (2, 3, 11, 10)),
+    ("maxpool_dilated_ceil", nn.MaxPool2d(2, 2, 1, dilation=3, ceil_mode=True), (1, 2, 9, 8)),
+    ("maxpool_dilated_one_axis", nn.MaxPool2d((3, 2), (1, 2), (1, 0), dilation=(2, 1)), (1, 3, 8, 9)),
+    ("maxpool_dilated_unbatched", nn.MaxPool2d(2, 1, dilation=2), (3, 6, 6)),
+    ("maxpool1d_dilated", nn.MaxPool1d(3, 2, 1, dilation=2), (2, 4, 13)),
     ("avgpool_pad_include", nn.AvgPool2d(3, 2, 1), (1, 3, 9, 9)),
     ("avgpool_pad_exclude", nn.AvgPool2d(3, 2, 1, count_include_pad=False), (1, 3, 9, 9)),
     ("avgpool_ceil_include", nn.AvgPool2d(3, 2, 1, ceil_mode=True), (1, 2, 8, 8)),
@@ -165,7 +171,6 @@ def test_global_average_is_one_op():
 
 
 UNSUPPORTED_CASES = [
-    ("maxpool_dilation", nn.MaxPool2d(3, 1, 1, dilation=2), (1, 2, 8, 8), "dilation"),
     ("maxpool_indices_used", Fn(lambda x: torch.nn.functional.max_pool2d(x, 2, return_indices=True)[1].float()),
      (1, 2, 4, 4), "only the first output is lowered"),
     ("adaptive_uneven", nn.AdaptiveAvgPool2d(3), (1, 2, 8, 8), "does not divide evenly"),

@@ -57,13 +57,27 @@ def payloads(edge) -> list[tuple[str, bytes]]:
 def run_on_kept_tosa(program, inputs: Sequence[torch.Tensor], intermediate_dir) -> Any:
     """Run a VGF program with each delegate replaced by the TOSA graph VgfBackend kept beside its
     VGF in `intermediate_dir` (`partition_<n>.tosa` / `partition_<n>.vgf`), on the reference model."""
-    from arm_tosa_core.reference import run_program, run_tosa
+    from arm_tosa_core.reference import run_tosa
 
     kept = _kept_tosa(intermediate_dir)
 
     def runner(backend_id, processed, compile_specs, ins):
         return run_tosa(kept[bytes(processed)], ins)
 
+    return _walk(program, inputs, runner)
+
+
+def _walk(program, inputs: Sequence[torch.Tensor], runner) -> Any:
+    """Run `program` with each delegate call sent to `runner`: a .pte through the Python .pte walk
+    (the pip runtime would run the delegates on its registered backends instead), anything else
+    through the core's graph walk."""
+    from arm_tosa_core.reference import run_program
+
+    if isinstance(program, (bytes, bytearray)):
+        from arm_tosa_core.pte_interpreter import run_pte
+
+        outs = run_pte(bytes(program), list(inputs), runner)
+        return outs[0] if len(outs) == 1 else tuple(outs)
     return run_program(program, inputs, runner)
 
 
@@ -101,7 +115,7 @@ def compare_delegates_on_kept_tosa(program, inputs: Sequence[torch.Tensor],
     on the same delegate inputs, on Vulkan; return the reference run's program outputs and one
     comparison per delegate call. Both runs of a delegate see identical inputs, so a difference
     in a comparison comes from that delegate alone, never from error carried in from upstream."""
-    from arm_tosa_core.reference import run_program, run_tosa
+    from arm_tosa_core.reference import run_tosa
     from arm_vgf.host_runner import run_vgf_delegate
 
     kept = _kept_tosa(intermediate_dir)
@@ -113,4 +127,4 @@ def compare_delegates_on_kept_tosa(program, inputs: Sequence[torch.Tensor],
         calls.append(DelegateComparison(len(calls), vulkan, reference))
         return reference
 
-    return run_program(program, inputs, runner), calls
+    return _walk(program, inputs, runner), calls

@@ -60,17 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     ethos.add_argument("--vela-config", help="a custom vela .ini file (default vela's Arm/vela.ini)")
     ethos.add_argument("--vela-flags", help='extra vela flags, given with "=": --vela-flags="--optimise Size"')
     ethos.add_argument("--sram-limit", type=int, help="fail when a partition needs more SRAM (bytes)")
-    ethos.add_argument("--no-tosa-graph", action="store_true", help="leave the host-only TOSA graph out "
-                       "of the .pte (smaller; the .pte then cannot be verified on the reference model)")
+    ethos.add_argument("--host-graph", action="store_true", help="keep each partition's TOSA INT graph in "
+                       "the .pte so it also runs on a host (executorch.runtime + runtime_cpp); the default "
+                       ".pte is the deployable one, vela's payload only")
     return p
 
 
 def _target_options(args: argparse.Namespace) -> dict[str, Any]:
     names = ("system_config", "memory_mode", "vela_config", "vela_flags", "sram_limit")
-    options = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    if args.no_tosa_graph:
-        options["no_tosa_graph"] = True
-    return options
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
 
 class _Progress:
@@ -200,12 +198,18 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
         st.detail = (f"{len(partitions.delegates)} partition(s), {100 * partitions.delegated_share:.1f} % of "
                      f"operators delegated")
     with progress.stage("write .pte") as st:
-        from executorch.exir import ExecutorchBackendConfig
+        from .deployable import pte_variants
 
-        pte = edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
+        variants = pte_variants(edge)  # reproducible: no host path, no wall time inside
+        pte = variants.host if args.host_graph else variants.deployable
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_bytes(pte)
         st.detail = f"{output} ({len(pte)} bytes)"
+    if variants.host_graph_bytes:
+        share = 100 * variants.host_graph_bytes / len(variants.deployable)
+        kept = "included (--host-graph)" if args.host_graph else "left out; --host-graph keeps them"
+        print(f"host graphs: {variants.host_graph_bytes} bytes (+{share:.1f} % over the deployable "
+              f"{len(variants.deployable)}-byte .pte), {kept}", file=out)
     with progress.stage("report") as st:
         print(partitions, file=out)
         if target.report is not None:
@@ -214,11 +218,14 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
         st.detail = f"{report_dir}"
     status = 0
     with progress.stage("verify on the TOSA reference model") as st:
-        if args.no_verify or args.no_tosa_graph:
-            st.detail = f"skipped ({'--no-verify' if args.no_verify else '--no-tosa-graph'})"
+        if args.no_verify:
+            st.detail = "skipped (--no-verify)"
         else:
+            # The host twin: the very vela payload written above plus the host graph, executed by
+            # executorch.runtime with runtime_cpp's backends.
             against = "quantized PyTorch model" if quantized is not None else "PyTorch model"
-            err, mag = _verify(pte, quantized if quantized is not None else model.module, model.example_inputs)
+            err, mag = _verify(variants.host, quantized if quantized is not None else model.module,
+                               model.example_inputs)
             print(f"max abs error vs the {against}: {err:.6g} (max |output| {mag:.4g})", file=out)
             st.detail = f"max abs error {err:.3g}"
             if args.tolerance is not None and err > args.tolerance:

@@ -176,6 +176,11 @@ def _u55_convolution(node: Node, family: str) -> str | None:
     stride, padding, dilation, transposed, groups = (args.stride, args.padding, args.dilation,
                                                      args.transposed, args.groups)
     kernel = list(w.shape[2:])
+    if len(kernel) == 3 and kernel[0] != 1:
+        return (f"3-d convolution with kernel depth {kernel[0]}; vela 5.2 runs CONV3D on Ethos-U55/U65 "
+                "only with kernel depth 1")
+    if len(kernel) == 3:
+        stride, kernel = stride[1:], kernel[1:]
     if transposed:
         return _u55_transpose_conv(list(stride), kernel, list(x.shape[2:]))
     if all(s <= MAX_STRIDE_U55 for s in stride):
@@ -222,10 +227,37 @@ def _u55_avg_pool(node: Node, family: str) -> str | None:
     return None
 
 
+def _u55_resize(node: Node, family: str) -> str | None:
+    """vela 5.2 on U55/U65: NEAREST for power-of-two upscales 2x..8x (half-pixel form) only, and no
+    BILINEAR at all, except 2x half-pixel, which the core lowers as NEAREST + a 3x3 depthwise conv."""
+    from fractions import Fraction
+
+    from arm_tosa_core.ops import resize
+
+    entry = lookup(node.target)
+    if entry is None or entry.name != "resize":
+        return None
+    plan = resize._plan(node)
+    if isinstance(plan, str):
+        return None  # the core's own reason applies
+    if aten_target(node.target) in resize._BILINEAR:
+        if resize.is_bilinear_x2(plan):
+            return None
+        return ("bilinear resize other than a 2x upscale with align_corners=False: vela 5.2 compiles no "
+                "bilinear RESIZE for Ethos-U55/U65 (the core lowers 2x as nearest + depthwise conv)")
+    for n, d, offset, _ in plan:
+        if Fraction(n, d) not in (2, 4, 8) or 2 * offset != d - n:
+            return ("nearest resize by other than 2x, 4x or 8x on both axes: vela 5.2 takes only "
+                    "power-of-two upscales 2x..8x on Ethos-U55/U65")
+    return None
+
+
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
-    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_shapes),
-    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_shapes),
+    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
+            _u55_shapes),
+    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
+            _u55_shapes),
     "U85": (_channels,),
 }
 

@@ -83,7 +83,7 @@ def _ethosu_spec(name: str, options: dict[str, Any]):
                              options.get("vela_flags"), options.get("vela_config") or "Arm/vela.ini")
     if options.get("sram_limit"):
         spec.set_memory_limit(sram_bytes=int(options["sram_limit"]))
-    return spec.include_tosa_graph(not options.get("no_tosa_graph"))
+    return spec  # lowered with the host graph; arm-compile writes the deployable .pte without it
 
 
 def _ethosu_report(pte: bytes, out_dir: Path) -> str:

@@ -43,11 +43,15 @@ def _set(node: Node, inputs: dict, output) -> None:
                                                        _annotated=True)
 
 
-def _bias_spec(act_edge: tuple[Node, Node], weight_edge: tuple[Node, Node], axis: int) -> DerivedQuantizationSpec:
+def _bias_spec(act_edge: tuple[Node, Node], weight_edge: tuple[Node, Node], axis: int,
+               repeats: int = 1) -> DerivedQuantizationSpec:
+    """int32 bias at scale act_scale * weight_scale per output channel (the weight's per-channel
+    scales `repeats` times over, for a grouped transposed conv)."""
+
     def derive(observers):
         act_scale, _ = observers[0].calculate_qparams()
         w_scale, _ = observers[1].calculate_qparams()
-        scale = (act_scale * w_scale).to(torch.float32)
+        scale = (act_scale * w_scale.reshape(-1).repeat(repeats)).to(torch.float32)
         return scale, torch.zeros_like(scale, dtype=torch.int32)
 
     return DerivedQuantizationSpec(derived_from=[act_edge, weight_edge], derive_qparams_fn=derive,
@@ -121,7 +125,8 @@ def _annotate_weighted(node: Node, entry: OpEntry, config: QuantizationConfig, c
         w_spec = QuantizationSpec_with_axis(w_spec, axis)
     inputs = {x: config.input_activation, weight: w_spec}
     if isinstance(bias, Node) and w_spec is not None and config.input_activation is not None:
-        inputs[bias] = _bias_spec((x, node), (weight, node), axis)
+        repeats = entry.extra["bias_repeats"](node) if "bias_repeats" in entry.extra else 1
+        inputs[bias] = _bias_spec((x, node), (weight, node), axis, repeats)
     _set(node, inputs, _output_spec(node, config, config_for))
 
 
@@ -145,7 +150,8 @@ def _annotate_io(node: Node, config: QuantizationConfig) -> None:
 
 def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
     first = node.args[0]
-    tensors = list(first) if isinstance(first, (list, tuple)) else [first]
+    # a list operand (cat, stack), else every tensor operand (where, minimum, clamp with tensor bounds)
+    tensors = list(first) if isinstance(first, (list, tuple)) else list(node.args)
     tensors = [t for t in tensors if _is_float_tensor(t)]
     if not tensors:
         return
@@ -156,8 +162,8 @@ def _annotate_shared(node: Node, config: QuantizationConfig) -> None:
     if isinstance(node.meta.get("val"), (tuple, list)):
         # a multi-output op (split, unbind, chunk): its getitem users carry the shared qparams
         _set(node, inputs, None)
-        for user in node.users:
-            if user.target is operator.getitem:
+        for user in node.users:  # float results only: max.dim's int64 indices are never observed
+            if user.target is operator.getitem and _is_float_tensor(user):
                 _set(user, {}, SharedQuantizationSpec(edge))
     else:
         _set(node, inputs, SharedQuantizationSpec(edge))

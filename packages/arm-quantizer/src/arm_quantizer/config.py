@@ -15,7 +15,7 @@ from torchao.quantization.pt2e import (
 )
 from torchao.quantization.pt2e.quantizer import QuantizationSpec
 
-from .observers import FastHistogramObserver
+from .observers import FastHistogramObserver, finite_values
 
 
 class CalibrationError(RuntimeError):
@@ -26,6 +26,12 @@ def _require_calibration(observer_cls):
     """An observer class that refuses to produce qparams it never measured."""
 
     class Calibrated(observer_cls):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if getattr(self, "ch_axis", None) is None:  # per-tensor: measure finite float values only
+                super().forward(finite_values(x, self))
+                return x
+            return super().forward(x)
+
         def calculate_qparams(self):
             min_val = getattr(self, "min_val", None)
             if isinstance(min_val, torch.Tensor) and min_val.numel() and torch.isinf(min_val).any():

@@ -1,7 +1,7 @@
 """Before INT annotation: composite ops with no integer rule become ops that have one.
 
-softmax/log_softmax, layer_norm, group_norm, var/var_mean, division and scaled_dot_product_attention
-are re-traced with make_fx into aten ops whose families the INT lowering runs (amax, sub, exp and
+softmax/log_softmax, layer_norm, group_norm, var/var_mean, division, GRU (unrolled over its steps)
+and scaled_dot_product_attention are re-traced with make_fx into aten ops whose families the INT lowering runs (amax, sub, exp and
 reciprocal/rsqrt/log as TABLE, sum/mean, mul, add, bmm, data movement). torch's own decompositions
 (torch._decomp) do the work, steered by three overrides:
 - a / b becomes a * reciprocal(b): reciprocal is a 256-entry int8 TABLE, TOSA INT has no division;
@@ -38,7 +38,7 @@ _TORCH_DECOMPOSED = {  # traced through torch's decomposition tables
     aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
     aten.layer_norm.default, aten.native_layer_norm.default, aten.group_norm.default,
     aten.native_group_norm.default, aten.var.correction, aten.var_mean.correction,
-    aten.div.Tensor, aten.div.Scalar,
+    aten.div.Tensor, aten.div.Scalar, aten.gru.input,
 }
 DECOMPOSED = frozenset(_TORCH_DECOMPOSED | {_SDPA})
 
@@ -71,7 +71,8 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
 
 
 _TABLE = {
-    **get_decompositions([aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm]),
+    **get_decompositions([aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
+                          aten.gru.input]),
     aten.div.Tensor: _div, aten.div.Scalar: _div,
     aten.var_mean.correction: _var_mean, aten.var.correction: _var,
 }
@@ -170,10 +171,46 @@ def _example(val: torch.Tensor) -> torch.Tensor:
     return torch.zeros(tuple(val.shape), dtype=val.dtype)
 
 
+def _as_linear(node: Node) -> None:
+    """addmm(b, x, t(w)) / mm(x, t(w)) (the GRU's decomposed linears) back as linear(x, w, b), which
+    the quantizer annotates with a per-channel weight and an int32 bias."""
+    mm = node.target is aten.mm.default
+    if node.kwargs or not (mm or node.target is aten.addmm.default):
+        return
+    x, wt = node.args[-2:]
+    if isinstance(wt, Node) and wt.target is aten.t.default:
+        node.target, node.args = aten.linear.default, (x, wt.args[0], *(() if mm else (node.args[0],)))
+
+
+def _out_of_place(traced: GraphModule) -> None:
+    """In-place aten ops as their out-of-place forms, later readers of the mutated tensor reading the
+    result instead. torch's GRU decomposition updates each gate chunk in place, once, and nothing reads
+    the chunk's base afterwards, which is what makes this rewrite exact there."""
+    order = {n: i for i, n in enumerate(traced.graph.nodes)}
+    for node in list(traced.graph.nodes):
+        name = getattr(node.target, "_schema", None) and node.target._schema.name
+        if node.op != "call_function" or not name or not name.endswith("_") or not name.startswith("aten::"):
+            continue
+        packet = getattr(aten, name[len("aten::"):-1], None)
+        functional = getattr(packet, node.target._overloadname, None) if packet is not None else None
+        if functional is None:
+            continue
+        mutated = node.args[0]
+        node.target = functional
+        for user in list(mutated.users):
+            if order[user] > order[node]:
+                user.replace_input_with(mutated, node)
+    traced.recompile()
+
+
 def _cleanup(traced: GraphModule) -> GraphModule:
     """Dead code out, common sub-expressions merged (var_mean and layer_norm both compute x - mean),
-    contiguous as_strided (group_norm's decomposition) as view."""
+    contiguous as_strided (group_norm's decomposition) as view, matrix products of a transposed weight
+    as linear."""
     traced.graph.eliminate_dead_code()
+    for node in traced.graph.nodes:
+        _as_linear(node)
+    traced.graph.eliminate_dead_code()  # the transposes the linears no longer read
     for node in traced.graph.nodes:
         if node.op == "call_function" and node.target is aten.as_strided.default:
             src, size, stride = node.args[0].meta["val"], list(node.args[1]), list(node.args[2])
@@ -237,6 +274,8 @@ def decompose_for_int(gm: GraphModule, want: Callable[[Node], bool] = lambda n: 
 
         traced = make_fx(fn, decomposition_table=_TABLE, tracing_mode="fake")(
             *(_example(n.meta["val"]) for n in inputs))
+        if node.target is aten.gru.input:
+            _out_of_place(traced)
         _splice(gm, node, _cleanup(traced), inputs)
         count += 1
     if count:

@@ -11,6 +11,7 @@ them, because every derived bias spec asks its input observer again.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -73,6 +74,26 @@ def _rounds_up_to(value: float) -> float:
     mid = (float(v) + float(below)) / 2  # exact: float32 values have 24-bit mantissas
     tie_goes_up = int(v.view(np.int32)) % 2 == 0  # ties round to the even mantissa
     return mid if tie_goes_up else float(np.nextafter(mid, np.inf))
+
+
+def finite_values(x: torch.Tensor, observer) -> torch.Tensor:
+    """The finite values of `x`, which is all an observer may measure.
+
+    An additive -inf attention mask (or a masked score) holds -inf: a histogram over it has no finite
+    range (torch.histc raises), and a min/max over it gives an infinite scale. Those values quantize to
+    the end of the range whatever the scale, so they are left out, with a warning naming the observer.
+    Non-float tensors (int64 indices) carry no quantization range: they pass unobserved.
+    """
+    if not x.is_floating_point():
+        return x.new_zeros((0,), dtype=torch.float32)
+    finite = torch.isfinite(x)
+    if bool(finite.all()):
+        return x
+    if not getattr(observer, "_warned_non_finite", False):
+        observer._warned_non_finite = True
+        warnings.warn(f"{type(observer).__name__}: ignoring {int((~finite).sum())} non-finite value(s) "
+                      "(e.g. an additive -inf mask); they quantize to the end of the range", stacklevel=3)
+    return x[finite]
 
 
 class FastHistogramObserver(HistogramObserver):

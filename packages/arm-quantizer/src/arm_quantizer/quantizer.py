@@ -83,7 +83,8 @@ class TOSAQuantizer(Quantizer):
         For an INT spec (or none), ops with no integer rule (softmax, layer_norm, attention, division,
         ...) that will be quantized are decomposed into ops that have one, and constant sub-graphs
         (masks) are folded into buffers: see `decompose_for_int`. Then python scalars in binary ops
-        become tensor attributes, so they get observers like any other operand."""
+        become tensor attributes, so they get observers like any other operand (and `*.Scalar`
+        overloads become `*.Tensor`, whose schema takes the tensor)."""
         spec = self.compile_spec.tosa_spec if self.compile_spec is not None else None
         if spec is None or spec.support_integer():
             prepare_for_int(model, want=lambda node: self._config_for(node) is not None)
@@ -105,6 +106,7 @@ class TOSAQuantizer(Quantizer):
                 attr = graph.get_attr(name)
                 attr.meta["val"] = torch.tensor(float(scalar))
             node.args = (node.args[0], attr, *node.args[2:])
+            node.target = _tensor_overload(node.target)
         model.recompile()
         return model
 
@@ -155,6 +157,17 @@ class TOSAQuantizer(Quantizer):
             if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.Tensor) and \
                     node.meta["val"].dtype.is_floating_point:
                 node.meta["quantization_annotation"] = QuantizationAnnotation(output_qspec=act, _annotated=True)
+
+
+def _tensor_overload(target):
+    """`aten.add.Scalar` -> `aten.add.Tensor` (same packet); other targets unchanged.
+
+    A `.Scalar` overload's schema takes a number, so once its scalar operand is a tensor attribute
+    the node must call the `.Tensor` overload, which computes the same for a 0-d tensor."""
+    packet = getattr(target, "overloadpacket", None)
+    if packet is None or getattr(target, "_overloadname", "") != "Scalar" or "Tensor" not in packet.overloads():
+        return target
+    return packet.Tensor
 
 
 def _strip(path: str) -> str:

@@ -115,11 +115,16 @@ class TosaGraphBuilder:
         self._producer: dict[str, _PendingOp] = {}
         self._consts: dict[str, np.ndarray] = {}
         self._count = 0
+        self._names: set[str] = set()  # every tensor name given out: inputs keep torch's node names
         self.rescales: dict[str, tuple] = {}  # RESCALE outputs -> (input, scales, in_zp, out_zp)
         self.fold_rescales = False
 
     # -- tensors -----------------------------------------------------------------------------
     def input(self, shape: Sequence[int], dtype: DType, name: str) -> T:
+        """A graph input named `name` (made unique if a tensor already has that name)."""
+        if name in self._names:
+            name = self._fresh(name)
+        self._names.add(name)
         t = T(name, tuple(int(d) for d in shape), dtype)
         self.inputs.append(t)
         return t
@@ -239,5 +244,10 @@ class TosaGraphBuilder:
         return counts
 
     def _fresh(self, prefix: str) -> str:
-        self._count += 1
-        return f"{prefix}_{self._count}"
+        """A new tensor name; never one already given out (a torch input may be called `t_1`)."""
+        while True:
+            self._count += 1
+            name = f"{prefix}_{self._count}"
+            if name not in self._names:
+                self._names.add(name)
+                return name

@@ -124,7 +124,9 @@ class LoweringContext:
             return value
         shape = (1,) * extra + value.shape
         if value.is_const:
-            return self.constant(value.const.reshape(shape))
+            out = self.constant(value.const.reshape(shape))
+            out.qparams = value.qparams
+            return out
         key = ("rank", rank)
         if key not in value._cache:
             perm = layout.insert_leading(value.perm, extra)
@@ -157,8 +159,10 @@ class LoweringContext:
         value is first brought to PyTorch's layout.
         """
         shape = tuple(int(d) for d in shape)
-        if value.is_const:
-            return self.constant(value.const.reshape(shape))
+        if value.is_const:  # a quantized constant keeps its qparams (its codes mean nothing without them)
+            out = self.constant(value.const.reshape(shape))
+            out.qparams = value.qparams
+            return out
         old_big = [d for d in value.shape if d != 1]
         new_big = [d for d in shape if d != 1]
         if old_big == new_big and not layout.is_identity(value.perm):

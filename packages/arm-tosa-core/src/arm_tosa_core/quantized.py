@@ -212,6 +212,17 @@ def _has_int_path(node: Node) -> bool:
     return entry is not None and entry.int_path() is None
 
 
+def _float_parameter(node: Node, arg: Node) -> bool:
+    """`arg` is a float constant that `node`'s INT rule folds at compile time (its family says so with
+    `float_params=True`, e.g. batch norm's statistics), so it need not be quantized."""
+    from .registry import lookup
+
+    if not (arg.op == "get_attr" or (arg.op == "placeholder" and arg.meta.get("arm_constant"))):
+        return False
+    entry = lookup(node.target) if node.op == "call_function" else None
+    return entry is not None and bool(entry.extra.get("float_params"))
+
+
 def mark_quantized_region(graph: Graph) -> None:
     """Flag (`meta["arm_quantized"]`) the float nodes that sit between dequantize and quantize nodes.
 
@@ -231,7 +242,8 @@ def mark_quantized_region(graph: Graph) -> None:
     while changed:
         changed = False
         for node in list(candidates):
-            ok = all(is_dequantize(a) or a in candidates for a in node.all_input_nodes if _is_float(a))
+            ok = all(is_dequantize(a) or a in candidates or _float_parameter(node, a)
+                     for a in node.all_input_nodes if _is_float(a))
             ok = ok and all(is_quantize(u) or u in candidates for u in node.users)
             ok = ok and bool(node.users)
             if not ok:

@@ -151,9 +151,18 @@ def run_program(lowered_program_or_pte: Any, inputs: Sequence[Any], delegate_run
     if hasattr(program, "buffer") and not hasattr(program, "exported_program"):
         program = program.buffer  # ExecutorchProgramManager
     if isinstance(program, (bytes, bytearray, memoryview)):
-        from .pte_interpreter import run_pte
+        from .pte_runtime import pte_backends_registered, run_pte_on_runtime
 
-        outs = run_pte(bytes(program), list(inputs), delegate_runner)
+        program = bytes(program)
+        if delegate_runner is run_delegate or pte_backends_registered(program):
+            # The one execution path: the pip ExecuTorch runtime with runtime_cpp's backends.
+            outs = run_pte_on_runtime(program, list(inputs))
+        else:
+            # Only a delegate runner for a backend runtime_cpp has not built (VGF before
+            # VgfBackend lands) still walks the .pte in Python.
+            from .pte_interpreter import run_pte
+
+            outs = run_pte(program, list(inputs), delegate_runner)
         return outs[0] if len(outs) == 1 else tuple(outs)
     if hasattr(program, "exported_program"):
         program = program.exported_program()

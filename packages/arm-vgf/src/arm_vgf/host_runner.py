@@ -1,9 +1,13 @@
 """run_on_vulkan: run a lowered program with its VGF delegates on a Vulkan device.
 
-The walk over the program is the core's (`arm_tosa_core.reference.run_program`, the same one
-`run_on_reference_model` uses); only the delegate runner differs. VGF delegates run through the
-ML SDK scenario runner (lavapipe on CPU machines), other TOSA-based delegates on the TOSA
-reference model, everything else in PyTorch.
+A .pte (bytes, path or ExecutorchProgramManager) runs through the pip ExecuTorch runtime
+(`executorch.runtime`) with runtime_cpp's backends: VgfBackend builds each VGF's data-graph
+pipeline on a Vulkan device (lavapipe on CPU machines, through the ML SDK emulation layers that
+this module puts on the loader's path while the program loads), the CPU part runs on the runtime's
+kernels. An in-memory lowered program (EdgeProgramManager / ExportedProgram) has no serialized form
+for the runtime: the core's walk (`arm_tosa_core.reference.run_program`) runs it in PyTorch and
+sends each VGF delegate to the ML SDK scenario runner (`vulkan_runner`), other TOSA-based
+delegates to the TOSA reference model.
 
 The TOSA boundary of a partition is in PyTorch's layout and order, and the model converter keeps
 it: a VGF's inputs and outputs have the torch shapes, so tensors pass through unpermuted.
@@ -11,6 +15,7 @@ it: a VGF's inputs and outputs have the torch shapes, so tensors pass through un
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +27,7 @@ from arm_tosa_core.reference import run_delegate, run_program
 
 from .backend import BACKEND_ID
 from .compile_spec import type_narrowing
+from .environment import layer_environment, require_ml_device
 from .vgf_file import VgfTensor
 from .vulkan_runner import prepare_vgf
 
@@ -93,7 +99,22 @@ def run_on_vulkan(lowered_program_or_pte: Any, *inputs: Any) -> Any:
 
     Same calling convention and return value as `arm_tosa_core.run_on_reference_model`: accepts an
     EdgeProgramManager, an ExportedProgram, an ExecutorchProgramManager, or a .pte (bytes or path),
-    and returns what the eager module returns. Needs the Vulkan environment
-    (`validate_environment()` says what is missing and how to install it).
+    and returns what the eager module returns. A .pte runs through `executorch.runtime` with
+    runtime_cpp's VgfBackend. Needs the Vulkan environment (`validate_environment()` says what is
+    missing and how to install it).
     """
+    require_ml_device()  # a clear error (with the fix) before any Vulkan object is made
+    if _is_pte(lowered_program_or_pte):
+        # VgfBackend creates its Vulkan instance while the method loads: the loader must see the
+        # emulation layers (each manifest in its own folder, Graph first) at that moment.
+        with layer_environment():
+            return run_program(lowered_program_or_pte, inputs, run_vgf_delegate,
+                               caller="run_on_vulkan")
     return run_program(lowered_program_or_pte, inputs, run_vgf_delegate, caller="run_on_vulkan")
+
+
+def _is_pte(program: Any) -> bool:
+    """A serialized program: .pte bytes, a path to one, or an ExecutorchProgramManager."""
+    if isinstance(program, (bytes, bytearray, memoryview, str, os.PathLike)):
+        return True
+    return hasattr(program, "buffer") and not hasattr(program, "exported_program")

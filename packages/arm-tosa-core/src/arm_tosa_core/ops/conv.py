@@ -1,7 +1,10 @@
-"""Convolutions: conv1d/conv2d (incl. depthwise and grouped) and conv_transpose2d, run in NHWC.
+"""Convolutions: conv1d/conv2d (incl. depthwise and grouped, padding="same"), conv3d and
+conv_transpose2d (incl. grouped), run channels-last (NHWC, NDHWC).
 
 The rule decides the layout: input is asked for in NHWC (a TRANSPOSE only if it is not already there),
-weights are permuted at compile time, and the output stays NHWC for the next op to use.
+weights are permuted at compile time, and the output stays NHWC for the next op to use. Grouped
+convolutions that TOSA has no operator for run one operator per group on channel slices, concatenated.
+padding_mode reflect/replicate/circular reaches us as aten.pad before the convolution (ops/padding.py).
 """
 
 from __future__ import annotations
@@ -36,16 +39,24 @@ class ConvArgs:
     transposed: bool
     output_padding: list[int]
     groups: int
+    padding_hi: list[int] | None = None  # trailing padding when it differs (padding="same", even kernels)
+
+    @property
+    def pads(self) -> list[tuple[int, int]]:
+        """(leading, trailing) padding per spatial dim."""
+        hi = self.padding if self.padding_hi is None else self.padding_hi
+        return list(zip(self.padding, hi, strict=True))
 
 
 def _per_dim(value, rank: int) -> list[int]:
     return [int(value)] * rank if isinstance(value, int) else [int(v) for v in value]
 
 
-CONVOLUTIONS = (aten.convolution.default, aten.conv2d.default, aten.conv1d.default, aten.conv_transpose2d.input)
+_PLAIN = (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1))
+CONVOLUTIONS = (aten.convolution.default, aten.conv2d.default, aten.conv1d.default, aten.conv3d.default,
+                aten.conv2d.padding, aten.conv1d.padding, aten.conv3d.padding, aten.conv_transpose2d.input)
 _SIGNATURES = {  # the preserved overloads' argument names and defaults (after input, weight, bias)
-    aten.conv2d.default: (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1)),
-    aten.conv1d.default: (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1)),
+    **{target: _PLAIN for target in CONVOLUTIONS[1:7]},
     aten.conv_transpose2d.input: (("stride", 1), ("padding", 0), ("output_padding", 0), ("groups", 1),
                                   ("dilation", 1)),
 }
@@ -67,9 +78,17 @@ def conv_args(node: Node) -> ConvArgs:
     x, w, bias = given["input"], given["weight"], given.get("bias")
     dims = x.meta["val"].dim() - 2
     opt = {name: given.get(name, default) for name, default in _SIGNATURES[target]}
-    return ConvArgs(x, w, bias, _per_dim(opt["stride"], dims), _per_dim(opt["padding"], dims),
-                    _per_dim(opt["dilation"], dims), target is aten.conv_transpose2d.input,
-                    _per_dim(opt.get("output_padding", 0), dims), int(opt["groups"]))
+    dilation = _per_dim(opt["dilation"], dims)
+    padding, padding_hi = opt["padding"], None
+    if padding == "valid":
+        padding = 0
+    elif padding == "same":  # total (k-1)*d, the odd one at the end (torch's rule)
+        kernel = w.meta["val"].shape[2:]
+        total = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+        padding, padding_hi = [t // 2 for t in total], [t - t // 2 for t in total]
+    return ConvArgs(x, w, bias, _per_dim(opt["stride"], dims), _per_dim(padding, dims), dilation,
+                    target is aten.conv_transpose2d.input, _per_dim(opt.get("output_padding", 0), dims),
+                    int(opt["groups"]), padding_hi)
 
 
 def _conv_support(node: Node, spec) -> str | None:
@@ -82,16 +101,24 @@ def _conv_support(node: Node, spec) -> str | None:
         if _activation_dtype(node) == torch.int16:
             return ("1-d or grouped convolution with int16 activations is not lowered (it would reshape or "
                     "concatenate the INT48 accumulator)")
-    if rank not in (3, 4):
-        return f"{rank - 2}-d convolution is not lowered (only 1-d and 2-d)"
+    if rank not in (3, 4, 5):
+        return f"{rank - 2}-d convolution is not lowered (only 1-d, 2-d and 3-d)"
+    if rank == 5 and (groups != 1 or args.transposed):
+        return "grouped or transposed 3-d convolution is not lowered (TOSA CONV3D has no groups)"
+    if rank == 5 and node.meta.get("arm_quantized") and _activation_dtype_of(node) == torch.int16:
+        return "3-d convolution with int16 activations is not lowered"
     if args.transposed:
         if rank != 4:
             return "only 2-d transposed convolution is lowered"
-        if groups != 1:
-            return "grouped transposed convolution is not lowered"
         if any(d != 1 for d in args.dilation):
             return "dilated transposed convolution is not lowered (TOSA TRANSPOSE_CONV2D has no dilation)"
     return None
+
+
+def _activation_dtype_of(node: Node):
+    from ..registry import _activation_dtype
+
+    return _activation_dtype(node)
 
 
 def acc_type(dtype: DType) -> DType:
@@ -121,9 +148,16 @@ def _weight_axis(node: Node) -> int:
     return 1 if conv_args(node).transposed else 0
 
 
+def bias_repeats(node: Node) -> int:
+    """How often the weight's per-channel scales repeat along the output channels: a grouped
+    transposed conv's weight [IC, OC/groups, ...] has OC/groups scales, shared by every group."""
+    args = conv_args(node)
+    return args.groups if args.transposed else 1
+
+
 @register_op("convolution", CONVOLUTIONS,
              support=_conv_support, preserve=True, preserve_for_speed=True, quant=Quant.WEIGHTED,
-             weight_axis=_weight_axis, int16=True)
+             weight_axis=_weight_axis, int16=True, bias_repeats=bias_repeats)
 def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = None,
                       bias_value: Value | None = None) -> Value:
     """FP/INT convolution; `weight`/`bias_value` override the node's (used to fold a batch norm)."""
@@ -132,6 +166,8 @@ def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = N
     stride, padding, dilation = args.stride, args.padding, args.dilation
     transposed, out_pad, groups = args.transposed, args.output_padding, args.groups
     out_shape, dtype = ctx.out_meta(node)
+    if x.rank == 5:
+        return _conv3d(ctx, node, args, x, w, bias_value)
     conv1d = x.rank == 3
     if conv1d:  # run as 2-d with H = 1
         x = ctx.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
@@ -153,16 +189,22 @@ def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = N
 
     if transposed:
         # torch weight [IC, OC, KH, KW] -> TOSA [OC, KH, KW, IC]; out_pad = -padding (+ output_padding)
-        wt = ctx.tensor(w, (1, 2, 3, 0), wdt)
         pads = [-padding[0], -padding[0] + out_pad[0], -padding[1], -padding[1] + out_pad[1]]
-        y = ctx.b.op(Op.TRANSPOSE_CONV2D, [ctx.tensor(x, NHWC), wt, bias_t, *zps],
-                     layout.apply(out4, NHWC), out_dt, pads, list(stride), False, acc_type(xdt))
+        attr = (pads, list(stride), False, acc_type(xdt))
+        xt = ctx.tensor(x, NHWC)
+        if groups == 1:
+            y = ctx.b.op(Op.TRANSPOSE_CONV2D, [xt, ctx.tensor(w, (1, 2, 3, 0), wdt), bias_t, *zps],
+                         layout.apply(out4, NHWC), out_dt, *attr)
+        else:
+            y = _grouped(ctx, xt, w, bias_v, bdt, zps, groups, layout.apply(out4, NHWC), out_dt, wdt, attr,
+                         transposed=True)
         return _finish(ctx, node, y, out4, conv1d, dtype)
 
     n, cin, h, wd = x.shape
     kh, kw = w.shape[2], w.shape[3]
-    top, bottom, drop_h = fit_padding(h, kh, stride[0], dilation[0], padding[0], padding[0])
-    left, right, drop_w = fit_padding(wd, kw, stride[1], dilation[1], padding[1], padding[1])
+    hi = args.pads[-2:] if not conv1d else [(0, 0), args.pads[0]]
+    top, bottom, drop_h = fit_padding(h, kh, stride[0], dilation[0], hi[0][0], hi[0][1])
+    left, right, drop_w = fit_padding(wd, kw, stride[1], dilation[1], hi[1][0], hi[1][1])
     pads = [top, bottom, left, right]
     attr = (pads, list(stride), list(dilation), False, acc_type(xdt))
     xt = _nhwc_input(ctx, x, drop_h, drop_w)
@@ -181,8 +223,10 @@ def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = N
     return _finish(ctx, node, y, out4, conv1d, dtype)
 
 
-def _grouped(ctx, xt: T, w: Value, bias: Value, bdt, zps, groups, out_phys, out_dt, wdt, attr) -> T:
-    """Grouped convolution as one CONV2D per group on channel slices, concatenated on C."""
+def _grouped(ctx, xt: T, w: Value, bias: Value, bdt, zps, groups, out_phys, out_dt, wdt, attr,
+             transposed: bool = False) -> T:
+    """Grouped convolution as one CONV2D (TRANSPOSE_CONV2D) per group on channel slices, concatenated
+    on C. A transposed conv's weight is [IC, OC/groups, KH, KW]: group g owns input rows g*IC/groups..."""
     cin_g = xt.shape[3] // groups
     cout_g = out_phys[3] // groups
     outs = []
@@ -190,13 +234,43 @@ def _grouped(ctx, xt: T, w: Value, bias: Value, bdt, zps, groups, out_phys, out_
         size = [*xt.shape[:3], cin_g]
         xs = ctx.b.op(Op.SLICE, [xt, ctx.b.shape_const([0, 0, 0, g * cin_g]), ctx.b.shape_const(size)],
                       size, xt.dtype)
-        wg = ctx.constant(w.const[g * cout_g:(g + 1) * cout_g])
+        rows = slice(g * cin_g, (g + 1) * cin_g) if transposed else slice(g * cout_g, (g + 1) * cout_g)
+        wg = ctx.constant(w.const[rows])
         bg = ctx.constant(bias.const[g * cout_g:(g + 1) * cout_g]) if bias.is_const else None
         if bg is None:
             raise ValueError("grouped convolution needs a constant bias")
-        outs.append(ctx.b.op(Op.CONV2D, [xs, ctx.tensor(wg, NHWC, wdt), ctx.tensor(bg, None, bdt), *zps],
-                             [*out_phys[:3], cout_g], out_dt, *attr))
+        wt = ctx.tensor(wg, (1, 2, 3, 0) if transposed else NHWC, wdt)
+        outs.append(ctx.b.op(Op.TRANSPOSE_CONV2D if transposed else Op.CONV2D,
+                             [xs, wt, ctx.tensor(bg, None, bdt), *zps], [*out_phys[:3], cout_g], out_dt, *attr))
     return ctx.b.op(Op.CONCAT, outs, out_phys, out_dt, 3)
+
+
+NDHWC = (0, 2, 3, 4, 1)
+
+
+def _conv3d(ctx: LoweringContext, node: Node, args: ConvArgs, x: Value, w: Value, bias_value) -> Value:
+    """CONV3D in NDHWC; torch weight [OC, IC, KD, KH, KW] -> TOSA [OC, KD, KH, KW, IC]."""
+    out_shape, dtype = ctx.out_meta(node)
+    xdt = x.tensor.dtype if not x.is_const else tosa_dtype(x.dtype)
+    wdt = tosa_dtype(w.dtype) if w.is_const else w.tensor.dtype
+    bias_v = bias_value if bias_value is not None else ctx.val(args.bias) if args.bias is not None else \
+        ctx.constant(torch.zeros(out_shape[1], dtype=dtype))
+    bdt = DType.INT32 if xdt == DType.INT8 else xdt
+    pads, drops = [], []
+    for i, (lo, hi) in enumerate(args.pads):
+        lo, hi, drop = fit_padding(x.shape[2 + i], w.shape[2 + i], args.stride[i], args.dilation[i], lo, hi)
+        pads += [lo, hi]
+        drops.append(drop)
+    xt = ctx.tensor(x, NDHWC)
+    if any(drops):
+        size = [xt.shape[0], *(s - d for s, d in zip(xt.shape[1:4], drops, strict=True)), xt.shape[4]]
+        xt = ctx.b.op(Op.SLICE, [xt, ctx.b.shape_const([0] * 5), ctx.b.shape_const(size)], size, xt.dtype)
+    zps = [ctx.b.zero_point(xdt, getattr(x.qparams, "zero_point", 0)), ctx.b.zero_point(wdt)]
+    out_dt = acc_type(xdt) if xdt == DType.INT8 else xdt
+    y = ctx.b.op(Op.CONV3D, [xt, ctx.tensor(w, NDHWC, wdt), ctx.tensor(bias_v, None, bdt), *zps],
+                 layout.apply(out_shape, NDHWC), out_dt, pads, list(args.stride), list(args.dilation), False,
+                 acc_type(xdt))
+    return Value(tuple(out_shape), dtype if out_dt != DType.INT32 else torch.int32, tensor=y, perm=NDHWC)
 
 
 def _finish(ctx: LoweringContext, node: Node, y: T, out4, conv1d: bool, dtype) -> Value:
@@ -211,14 +285,14 @@ def _finish(ctx: LoweringContext, node: Node, y: T, out4, conv1d: bool, dtype) -
 @register_int_rule("convolution")
 def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 x int8 -> int32 accumulator with scale in_scale * weight_scale (per output channel)."""
-    from .quantize import accumulator_value
+    from .quantize import accumulator_value, bias_for_accumulator
 
     args = conv_args(node)
     x, w = ctx.val(args.input), ctx.val(args.weight)
     if x.qparams is None or w.qparams is None or not w.is_const:
         raise ValueError("quantized convolution needs a quantized input and constant quantized weights")
-    scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
-    acc = lower_convolution(ctx, node)
+    scale = float(x.qparams.scale) * np.tile(np.asarray(w.qparams.scale, dtype=np.float64), bias_repeats(node))
+    acc = lower_convolution(ctx, node, bias_value=bias_for_accumulator(ctx, args.bias, scale))
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=1)
 
 

@@ -8,6 +8,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
+from ..errors import LoweringError
 from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg, elementwise, mul_shift
 
@@ -37,11 +38,22 @@ def lower_add(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.ADD, [a, b])
 
 
-@register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY)
+def _sub_operands(node: Node) -> tuple:
+    """(minuend, subtrahend) nodes/scalars of sub or rsub; alpha scales the subtrahend.
+
+    rsub(self, other, alpha) is other - alpha * self (torch's `2 - x` and `torch.rsub`)."""
+    first, second = node.args[0], node.args[1]
+    return (second, first) if aten_target(node.target) in _RSUB else (first, second)
+
+
+_RSUB = (aten.rsub.Scalar, aten.rsub.Tensor)
+
+
+@register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY,
+             quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor])
 def lower_sub(ctx: LoweringContext, node: Node) -> Value:
-    a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
-    if aten_target(node.target) is aten.rsub.Scalar:
-        a, b = b, a
+    minuend, subtrahend = _sub_operands(node)
+    a, b = ctx.val(minuend), _scaled(ctx, ctx.val(subtrahend), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.SUB, [a, b])
 
 
@@ -52,15 +64,13 @@ def lower_mul(ctx: LoweringContext, node: Node) -> Value:
 
 
 def _div_support(node: Node, spec) -> str | None:
-    if node.kwargs.get("rounding_mode") is not None:
-        return "division with a rounding mode is not lowered (only true division)"
     if not node.meta["val"].dtype.is_floating_point:
         return "integer division is not lowered; TOSA INTDIV truncates, torch floors"
     return None
 
 
-# exir spells torch.div(..., rounding_mode=...) as the *_mode overloads; registered so their reason shows
-@register_op("div", [aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode],
+# torch.div(..., rounding_mode=...) (the *_mode overloads) is the div_rounding family (division.py)
+@register_op("div", [aten.div.Tensor, aten.div.Scalar],
              support=_div_support, profiles=("FP",))
 def lower_div(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
@@ -73,20 +83,33 @@ def lower_div(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MUL, [a, recip], extra=[mul_shift(ctx)])
 
 
-@register_op("maximum", [aten.maximum.default])
+@register_op("maximum", [aten.maximum.default], quant=Quant.SHARED)  # INT rule: selection.py
 def lower_maximum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MAXIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
 
-@register_op("minimum", [aten.minimum.default])
+@register_op("minimum", [aten.minimum.default], quant=Quant.SHARED)
 def lower_minimum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MINIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
 
 def _pow_support(node: Node, spec) -> str | None:
-    if node.meta.get("arm_quantized") and aten_target(node.target) is aten.pow.Tensor_Tensor:
-        return "quantized pow with a tensor exponent is not lowered (a constant exponent is a TABLE)"
+    tensor_exponent = aten_target(node.target) is aten.pow.Tensor_Tensor
+    if node.meta.get("arm_quantized"):
+        if tensor_exponent:
+            return "quantized pow with a tensor exponent is not lowered (a constant exponent is a TABLE)"
+        return None
+    if not node.meta["val"].dtype.is_floating_point:
+        # TOSA POW and RECIPROCAL are float-only: integers get repeated MULs for a constant n >= 0
+        exponent = node.args[1]
+        if tensor_exponent or not _small_natural(exponent):
+            return (f"integer pow with exponent {'a tensor' if tensor_exponent else exponent} is not lowered "
+                    "(TOSA POW is float-only; integer powers lower for constant exponents 0..64)")
     return None
+
+
+def _small_natural(exponent) -> bool:
+    return isinstance(exponent, (int, float)) and float(exponent).is_integer() and 0 <= exponent <= 64
 
 
 @register_op("pow", [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], support=_pow_support, quant=Quant.TABLE)
@@ -95,6 +118,11 @@ def lower_pow(ctx: LoweringContext, node: Node) -> Value:
     if isinstance(exponent, (int, float)) and float(exponent).is_integer() and abs(exponent) <= 64:
         return _integer_power(ctx, node, base, int(exponent))
     # TOSA POW is defined for base >= 0 only; torch gives NaN there for non-integer exponents anyway
+    shape, dtype = ctx.out_meta(node)
+    if not shape:  # a 0-d result (a full-reduction norm): constants are at least rank 1, so work at [1]
+        base1, exp1 = ctx.reshape(base, (1,)), ctx.reshape(ctx.val(exponent), (1,))
+        (tb, te), perm = ctx.broadcast([base1, exp1], 1, tosa_dtype(dtype))
+        return ctx.reshape(ctx.emit(Op.POW, [tb, te], (1,), dtype, perm), ())
     return elementwise(ctx, node, Op.POW, [base, ctx.val(exponent)])
 
 
@@ -225,7 +253,7 @@ def lower_logical(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, _LOGICAL[target], [ctx.val(a) for a in node.args[:2]])
 
 
-@register_op("where", [aten.where.self])
+@register_op("where", [aten.where.self], quant=Quant.SHARED)
 def lower_where(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:
@@ -251,14 +279,14 @@ _WIDE_UNIT_BITS = 13  # int16 codes need 17 bits: keep the sum inside int32
 _NEARLY_UNIT = 2.0**_ADD_UNIT_BITS - 2.0**-12
 
 
-def _int32_operands(ctx: LoweringContext, node: Node, factors) -> tuple[list[T], tuple[int, ...]]:
+def _int32_operands(ctx: LoweringContext, node: Node, factors, operands=None) -> tuple[list[T], tuple[int, ...]]:
     """Both quantized operands RESCALEd to int32 (zero point removed, times their factor) in the
     layout the op runs in. A layout change happens on the int8 tensor, before the RESCALE: a quarter
     of the bytes, and vela can then fold the RESCALE into the elementwise op."""
     from ..quantized import rescale
 
     shape, _ = ctx.out_meta(node)
-    values = _quantized_operands(node, ctx)
+    values = _quantized_operands(node, ctx, operands)
     ranked = [ctx.with_rank(v, len(shape)) for v in values]
     perm = ctx.common_layout(ranked, len(shape))
     tensors = [rescale(ctx.b, ctx.tensor(r, perm), f, v.qparams.zero_point, 0, DType.INT32)
@@ -266,8 +294,8 @@ def _int32_operands(ctx: LoweringContext, node: Node, factors) -> tuple[list[T],
     return tensors, perm
 
 
-def _quantized_operands(node: Node, ctx: LoweringContext) -> list[Value]:
-    values = [ctx.val(a) for a in node.args[:2]]
+def _quantized_operands(node: Node, ctx: LoweringContext, operands=None) -> list[Value]:
+    values = [ctx.val(a) for a in (node.args[:2] if operands is None else operands)]
     if any(v.qparams is None for v in values):
         raise ValueError(f"{node.name}: quantized arithmetic needs quantized operands")
     return values
@@ -294,14 +322,21 @@ def lower_add_sub_int(ctx: LoweringContext, node: Node) -> Value:
     from .quantize import accumulator_value
 
     target = aten_target(node.target)
-    if arg(node, 2, "alpha", 1) != 1 or target is aten.rsub.Scalar:
-        raise ValueError("quantized add/sub with alpha or rsub is not lowered")
-    values = _quantized_operands(node, ctx)
+    subtract = target not in (aten.add.Tensor, aten.add.Scalar)
+    operands = _sub_operands(node) if subtract else node.args[:2]
+    alpha = float(arg(node, 2, "alpha", 1))
+    if alpha == 0:
+        raise LoweringError(f"quantized {target} with alpha=0 is not lowered (it ignores an operand)")
+    if alpha < 0:  # a + (-2) * b == a - 2 * b: the RESCALE factors stay positive
+        subtract, alpha = not subtract, -alpha
+    values = _quantized_operands(node, ctx, operands)
     wide = any(v.qparams.dtype == torch.int16 for v in values)
-    factors, unit = add_sub_factors([float(v.qparams.scale) for v in values], wide)
-    (ta, tb), perm = _int32_operands(ctx, node, factors)
+    # alpha folds into the second operand's scale: alpha * s * (q - z) is (alpha * s) * (q - z)
+    factors, unit = add_sub_factors([float(values[0].qparams.scale), float(values[1].qparams.scale) * alpha],
+                                    wide)
+    (ta, tb), perm = _int32_operands(ctx, node, factors, operands)
     shape, _ = ctx.out_meta(node)
-    op = Op.ADD if target in (aten.add.Tensor, aten.add.Scalar) else Op.SUB
+    op = Op.SUB if subtract else Op.ADD
     t = ctx.b.op(op, [ta, tb], layout.apply(shape, perm), DType.INT32)
     return accumulator_value(shape, torch.int32, t, perm, unit)
 

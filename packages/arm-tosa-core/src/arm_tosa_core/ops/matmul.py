@@ -90,8 +90,21 @@ def lower_addmm(ctx: LoweringContext, node: Node) -> Value:
     if b.is_const and bias.is_const and bias.rank <= 1:
         return _fc(ctx, a, b.const * alpha, ctx.constant(bias.const * beta), shape, dtype)
     prod = _matmul3(ctx, a, b, shape, dtype)
+    # beta * bias + alpha * (a @ b): the factors fold into constants, else one MUL each
+    prod, bias = _times(ctx, prod, alpha), _times(ctx, bias, beta)
     (tp, tbias), perm = ctx.broadcast([prod, bias], 2, tosa_dtype(dtype))
     return ctx.emit(Op.ADD, [tp, tbias], shape, dtype, perm)
+
+
+def _times(ctx: LoweringContext, v: Value, factor) -> Value:
+    if factor == 1:
+        return v
+    if v.is_const:
+        return ctx.constant(v.const * factor)
+    scale = ctx.scalar(factor, v.tensor.dtype, v.rank)
+    shift = ctx.b.const(np.zeros([1], dtype=np.int8), DType.INT8)
+    return ctx.from_tensor(ctx.b.op(Op.MUL, [v.tensor, scale, shift], v.tensor.shape, v.tensor.dtype),
+                           v.shape, v.dtype, v.perm)
 
 
 def _linear_support(node: Node, spec) -> str | None:
@@ -101,9 +114,10 @@ def _linear_support(node: Node, spec) -> str | None:
 
 
 @register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED)
-def lower_linear(ctx: LoweringContext, node: Node) -> Value:
+def lower_linear(ctx: LoweringContext, node: Node, bias: Value | None = None) -> Value:
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
-    bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
+    if bias is None:
+        bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
     shape, dtype = ctx.out_meta(node)
     x2 = ctx.reshape(x, (int(torch.Size(x.shape[:-1]).numel()), x.shape[-1]))
     y = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype)
@@ -115,13 +129,13 @@ def lower_linear(ctx: LoweringContext, node: Node) -> Value:
 @register_int_rule("linear")
 def lower_linear_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 linear -> int32 accumulator, scale in_scale * weight_scale per output feature."""
-    from .quantize import accumulator_value
+    from .quantize import accumulator_value, bias_for_accumulator
 
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     if x.qparams is None or w.qparams is None:
         raise ValueError("quantized linear needs a quantized input and weight")
-    acc = lower_linear(ctx, node)
     scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
+    acc = lower_linear(ctx, node, bias_for_accumulator(ctx, arg(node, 2, "bias"), scale))
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=len(acc.shape) - 1)
 
 

@@ -1,25 +1,31 @@
-"""Normalization (FP): inference batch norm, batch/instance norm with batch statistics, layer norm,
-group norm. Each works in its input's layout (no TRANSPOSE after an NHWC convolution).
+"""Normalization: inference batch norm (FP and INT), batch/instance norm with batch statistics, layer
+norm, group norm (FP). Each works in its input's layout (no TRANSPOSE after an NHWC convolution).
 
 Inference batch norm with constant statistics folds at compile time to y = x * scale + shift with
-per-channel constants (one MUL and one ADD). The others compute statistics in the graph:
+per-channel constants (one MUL and one ADD; folded into the weights when it follows a convolution).
+Under INT a batch norm that does not follow a convolution (conv -> GELU -> BN) is the same affine as a
+1x1 DEPTHWISE_CONV2D with int8 weights +-127 and an int32 bias, whose per-channel accumulator scale
+the following RESCALE absorbs (one NPU operation on Ethos-U). The others compute statistics in the graph:
 mean = REDUCE_SUM * 1/N, var = REDUCE_SUM((x - mean)^2) * 1/N, y = (x - mean) * RSQRT(var + eps),
 then the optional affine weight and bias.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import Op
+from ..builder import DType, Op
 from ..context import LoweringContext, Value
-from ..registry import register_op
+from ..registry import Quant, register_int_rule, register_op
 from .common import arg, is_constant_input, mul_shift
 from .reductions import as_runtime, binary, centered_variance, float_only, unary, values_only
 
 aten = torch.ops.aten
+NHWC = layout.NCHW_TO_NHWC
 
 
 def normalize(ctx: LoweringContext, x: Value, dims: list[int], eps: float) -> Value:
@@ -56,8 +62,10 @@ def _bn_inference_support(node: Node, spec) -> str | None:
     return None
 
 
+# quant: the input and the output get their own qparams (REDUCE's annotation); export names it batch_norm
 @register_op("batch_norm_inference", [aten._native_batch_norm_legit_no_training.default],
-             support=_bn_inference_support, profiles=("FP",))
+             support=_bn_inference_support, quant=Quant.REDUCE, quant_aliases=(aten.batch_norm.default,),
+             int16=False, float_params=True)
 def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
     # imported here: batch_norm_folding imports the op rules (a cycle at module level)
     from ..batch_norm_folding import bn_scale_shift
@@ -79,6 +87,44 @@ def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
     if bool(shift.abs().max() > 0):
         y = binary(ctx, Op.ADD, y, ctx.constant(shift.to(x.dtype).reshape(shape)))
     return (y, None, None)  # the saved statistics are refused by the support rule
+
+
+_WEIGHT_CODE = 127  # |int8 weight| of each channel: the bias is then exact to 1/254 of an input step
+
+
+@register_int_rule("batch_norm_inference")
+def lower_batch_norm_inference_int(ctx: LoweringContext, node: Node):
+    """int8 x -> int32 accumulator of x * scale + shift, per-channel scale (a 1x1 DEPTHWISE_CONV2D).
+
+    Channel c's accumulator unit is u_c = s_in * |scale_c| / 127, its weight sign(scale_c) * 127 and
+    its bias round(shift_c / u_c): the only rounding besides the final RESCALE is the bias' (at most
+    1/254 of an input step), so the result is within 1 LSB of the fake-quantized batch norm."""
+    from ..batch_norm_folding import bn_scale_shift
+    from .conv import acc_type
+    from .quantize import accumulator_value
+
+    x = ctx.val(node.args[0])
+    if x.qparams is None or x.qparams.dtype != torch.int8:
+        raise ValueError("quantized batch_norm needs an int8 input")
+    scale, shift = bn_scale_shift(*(ctx.val(a).const if a is not None else None for a in node.args[1:5]),
+                                  eps=float(node.args[6]))
+    s_in = float(x.qparams.scale)
+    unit = s_in * scale.abs() / _WEIGHT_CODE
+    unit = torch.maximum(unit, shift.abs() / 2**30).clamp_min(s_in * 2.0**-40)  # the bias fits in int32
+    weight = torch.round(scale * s_in / unit).clamp(-_WEIGHT_CODE, _WEIGHT_CODE)
+    bias = torch.round(shift / unit)
+    shape, channels = x.shape, x.shape[1]
+    x4 = x if x.rank == 4 else ctx.reshape(x, (shape[0], channels, 1, math.prod(shape[2:])))
+    b = ctx.b
+    operands = [ctx.tensor(x4, NHWC), b.const(weight.reshape(1, 1, channels, 1).to(torch.int8), DType.INT8),
+                b.const(bias.to(torch.int32), DType.INT32), b.zero_point(DType.INT8, x.qparams.zero_point),
+                b.zero_point(DType.INT8)]
+    y = b.op(Op.DEPTHWISE_CONV2D, operands, layout.apply(x4.shape, NHWC), DType.INT32, [0, 0, 0, 0], [1, 1],
+             [1, 1], False, acc_type(DType.INT8))
+    acc = Value(x4.shape, torch.int32, tensor=y, perm=NHWC)
+    if x.rank != 4:
+        acc = ctx.reshape(acc, shape)
+    return (accumulator_value(shape, torch.int32, acc.tensor, acc.perm, unit.numpy(), axis=1), None, None)
 
 
 # -- batch norm with batch statistics (training mode / instance norm) -------------------------------

@@ -1,4 +1,4 @@
-"""Pooling (FP), run in NHWC like convolution: max_pool2d, avg_pool2d, and adaptive avg/max pooling
+"""Pooling (FP), run in NHWC like convolution: max_pool2d (dilated too), avg_pool2d, and adaptive avg/max pooling
 when the input divides evenly into the output. A 1x1 adaptive average (kept whole, or the mean.dim
 exir makes of it) is lowered by `reductions` as a mean over H, W, with `global_avg_pool` where it fits.
 
@@ -98,6 +98,8 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
     plans = [plan_axis(x.shape[2 + i], kernel[i], stride[i], padding[i], out4[2 + i], mode) for i in range(2)]
     t = _prepare_input(ctx, x, plans)
     pads = [plans[0].tosa_lo, plans[0].tosa_hi, plans[1].tosa_lo, plans[1].tosa_hi]
+    if op == Op.AVG_POOL2D and mode == "sum" and x.qparams is not None:
+        return _window_sum_int(ctx, x, t, kernel, stride, pads, out4, out_shape, dtype, batched)
     if op == Op.AVG_POOL2D:
         # int8 averages keep the input's scale and zero point; integers accumulate in INT32
         quantized = x.qparams is not None
@@ -108,6 +110,22 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
         y = ctx.b.op(op, [t], layout.apply(out4, NHWC), t.dtype, list(kernel), list(stride), pads,
                      nan_propagate())
     value = Value(tuple(out4), dtype, tensor=y, perm=NHWC, qparams=x.qparams)
+    return value if batched else ctx.reshape(value, out_shape)
+
+
+def _window_sum_int(ctx: LoweringContext, x: Value, t: T, kernel, stride, pads, out4, out_shape, dtype,
+                    batched: bool) -> Value:
+    """Exact window sums of a quantized value: DEPTHWISE_CONV2D with all-ones int8 weights, an int32
+    accumulator in units of the input scale (TOSA's integer AVG_POOL2D would round the average first)."""
+    from ..quantized import QParams
+
+    channels = t.shape[3]
+    ones = ctx.b.const(torch.ones(kernel[0], kernel[1], channels, 1, dtype=torch.int8), DType.INT8)
+    bias = ctx.b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32)
+    zps = [ctx.b.zero_point(t.dtype, x.qparams.zero_point), ctx.b.zero_point(DType.INT8)]
+    y = ctx.b.op(Op.DEPTHWISE_CONV2D, [t, ones, bias, *zps], layout.apply(out4, NHWC), DType.INT32, pads,
+                 list(stride), [1, 1], False, DType.INT32)
+    value = Value(tuple(out4), torch.int32, tensor=y, perm=NHWC, qparams=QParams.accumulator(x.qparams.scale))
     return value if batched else ctx.reshape(value, out_shape)
 
 
@@ -145,9 +163,6 @@ def _window(node: Node):
 
 def _max_pool_support(node: Node, spec) -> str | None:
     kernel, stride, _ = _window(node)
-    dilation = _pair(arg(node, 4, "dilation"), [1, 1])
-    if any(d != 1 for d in dilation):
-        return f"max_pool2d with dilation {dilation} is not lowered (TOSA MAX_POOL2D has no dilation)"
     reason = float_only(node, "max_pool2d") or _window_reason(node, kernel, stride)
     if reason is None and aten_target(node.target) is aten.max_pool2d_with_indices.default:
         reason = values_only(node)
@@ -158,10 +173,79 @@ def _max_pool_support(node: Node, spec) -> str | None:
              support=_max_pool_support, quant=Quant.SHARED, preserve=True, preserve_for_speed=True)
 def lower_max_pool2d(ctx: LoweringContext, node: Node):
     kernel, stride, padding = _window(node)
-    y = pool(ctx, node, Op.MAX_POOL2D, kernel, stride, padding, "exclude")
+    dilation = _pair(arg(node, 4, "dilation"), [1, 1])
+    if any(d != 1 for d in dilation):
+        y = _dilated_max_pool(ctx, node, kernel, stride, padding, dilation)
+    else:
+        y = pool(ctx, node, Op.MAX_POOL2D, kernel, stride, padding, "exclude")
     if aten_target(node.target) is aten.max_pool2d_with_indices.default:
         return (y, None)  # the indices are refused by the support rule
     return y
+
+
+def _gather_taps(ctx: LoweringContext, t: T, axis: int, kernel: int, stride: int, dilation: int,
+                 out: int) -> T:
+    """Along NHWC `axis` (1 = H, 2 = W): the `kernel` dilated taps of each of the `out` windows, side by
+    side ([.., out * kernel, ..]), so that a MAX_POOL2D with kernel = stride = `kernel` finishes the job.
+
+    Tap j of window i is row i * stride + j * dilation: a SLICE from j * dilation, and for stride > 1 a
+    RESHAPE that puts each window's `stride` rows side by side and a SLICE that keeps the first."""
+    n, h, w, c = t.shape
+    taps = []
+    for j in range(kernel):
+        start = [0, 0, 0, 0]
+        size = [n, h, w, c]
+        start[axis], size[axis] = j * dilation, out * stride
+        tap = ctx.b.op(Op.SLICE, [t, ctx.b.shape_const(start), ctx.b.shape_const(size)], size, t.dtype)
+        if stride > 1:  # keep rows 0, stride, 2 * stride, ...
+            wide = [n, out, stride * w, c] if axis == 1 else [n, h, out, stride * c]
+            keep = [n, out, w, c] if axis == 1 else [n, h, out, c]
+            tap = ctx.b.op(Op.SLICE, [ctx.b.reshape(tap, wide), ctx.b.shape_const([0, 0, 0, 0]),
+                                      ctx.b.shape_const(keep)], keep, t.dtype)
+        # one window's taps adjacent: [N, out, 1, W*C] (H) or [N*H, out, 1, C] (W), concatenated on axis 2
+        taps.append(ctx.b.reshape(tap, [n, out, 1, w * c] if axis == 1 else [n * h, out, 1, c]))
+    stacked = ctx.b.op(Op.CONCAT, taps, [*taps[0].shape[:2], kernel, taps[0].shape[3]], t.dtype, 2)
+    return ctx.b.reshape(stacked, [n, out * kernel, w, c] if axis == 1 else [n, h, out * kernel, c])
+
+
+def _dilated_max_pool(ctx: LoweringContext, node: Node, kernel, stride, padding, dilation) -> Value:
+    """max_pool2d with dilation: padded with the lowest value, each dilated axis' taps gathered side by
+    side (`_gather_taps`), then one MAX_POOL2D (kernel = stride = taps on those axes)."""
+    x = ctx.val(node.args[0])
+    out_shape, dtype = ctx.out_meta(node)
+    batched = x.rank == 4
+    if not batched:
+        x = ctx.reshape(x, (1, *x.shape))
+    out4 = out_shape if batched else (1, *out_shape)
+    t = ctx.tensor(x, NHWC)
+    lowest = x.qparams.qmin if x.qparams is not None else float("-inf")
+    pads, pool_kernel, pool_stride = [0, 0], [], []
+    for i in range(2):
+        size, o = x.shape[2 + i], out4[2 + i]
+        gathered = dilation[i] > 1
+        needed = (kernel[i] - 1) * dilation[i] + (o * stride[i] if gathered else (o - 1) * stride[i] + 1)
+        pads += [padding[i], max(0, needed - size - padding[i])]
+        pool_kernel.append(kernel[i])
+        pool_stride.append(kernel[i] if gathered else stride[i])
+    n, h, w, c = t.shape
+    if any(pads):
+        shape = [n, h + pads[2] + pads[3], w + pads[4] + pads[5], c]
+        t = ctx.b.op(Op.PAD, [t, ctx.b.shape_const([*pads, 0, 0]), ctx.scalar(lowest, t.dtype, 1)], shape,
+                     t.dtype)
+    for i in range(2):
+        if dilation[i] > 1:
+            t = _gather_taps(ctx, t, 1 + i, kernel[i], stride[i], dilation[i], out4[2 + i])
+        else:  # MAX_POOL2D needs (size - kernel) % stride == 0: drop rows no window reads
+            keep = (out4[2 + i] - 1) * stride[i] + kernel[i]
+            if t.shape[1 + i] > keep:
+                size = list(t.shape)
+                size[1 + i] = keep
+                t = ctx.b.op(Op.SLICE, [t, ctx.b.shape_const([0, 0, 0, 0]), ctx.b.shape_const(size)], size,
+                             t.dtype)
+    y = ctx.b.op(Op.MAX_POOL2D, [t], layout.apply(out4, NHWC), t.dtype, pool_kernel, pool_stride, [0, 0, 0, 0],
+                 nan_propagate())
+    value = Value(tuple(out4), dtype, tensor=y, perm=NHWC, qparams=x.qparams)
+    return value if batched else ctx.reshape(value, out_shape)
 
 
 # -- avg_pool2d --------------------------------------------------------------------------------
@@ -226,9 +310,16 @@ def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
 @register_int_rule("avg_pool2d")
 def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 AVG_POOL2D: the average keeps the input's qparams (the following quantize rescales)."""
-    if arg(node, 6, "divisor_override") is not None:
-        raise ValueError("quantized avg_pool2d with divisor_override is not lowered")
-    return lower_avg_pool2d(ctx, node)
+    divisor = arg(node, 6, "divisor_override")
+    if divisor is None:
+        return lower_avg_pool2d(ctx, node)
+    from ..quantized import QParams
+
+    # sum / divisor: the exact int32 window sum, with the divisor folded into its scale
+    kernel, stride, padding = _window(node)
+    y = pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, "sum")
+    y.qparams = QParams.accumulator(float(y.qparams.scale) / divisor)
+    return y
 
 
 @register_int_rule("adaptive_pool2d")

@@ -145,3 +145,23 @@ def accumulator_value(shape, dtype, tensor, perm, scale, axis=None) -> Value:
         q = QParams(q.scale, 0, torch.int32, q.qmin, q.qmax, axis)
     return Value(tuple(shape), dtype, tensor=tensor, perm=tuple(perm), qparams=q)
 
+
+
+def bias_for_accumulator(ctx: LoweringContext, bias: Node | None, acc_scale) -> Value | None:
+    """A quantized constant bias as int32 codes at the accumulator's scale (None without a bias).
+
+    PT2E derives a bias' scale from the input and weight observers of the op it feeds; a bias shared by
+    two ops (a GRU's weights at every time step) gets one of those scales, so the codes are re-expressed
+    here (rounded to nearest) when they differ from `acc_scale` (per channel)."""
+    if bias is None:
+        return None
+    value = ctx.val(bias)
+    if not value.is_const or value.qparams is None:
+        return None
+    scale = np.broadcast_to(np.asarray(acc_scale, dtype=np.float64), (value.const.numel(),))
+    b_scale = np.broadcast_to(np.asarray(value.qparams.scale, dtype=np.float64), scale.shape)
+    if np.allclose(b_scale, scale, rtol=1e-6, atol=0):
+        return None
+    real = value.const.double().reshape(-1) * torch.from_numpy(b_scale.copy())
+    codes = torch.round(real / torch.from_numpy(scale.copy())).clamp(-(2**31) + 1, 2**31 - 1)
+    return ctx.constant(codes.to(torch.int32).reshape(value.const.shape))

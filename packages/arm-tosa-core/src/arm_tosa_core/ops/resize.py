@@ -5,12 +5,26 @@ scale n/d, an offset and a border that fixes the output size:
     OH = ((IH - 1) * n - offset + border) / d + 1   (exact division)
 NEAREST rounds that position half up, BILINEAR interpolates (clamping at the edges). Torch's modes map
 onto it as follows (p/q = output/input ratio as a reduced fraction):
-    nearest (floor(oy * q / p))                -> n = 2p, d = 2q, offset = -p
+    nearest (floor(oy * q / p))                -> n = 2p, d = 2q, offset = -p (q - p when p/q is
+                                                  an integer: the same samples, in vela's form)
     nearest-exact, bilinear (half-pixel)       -> n = 2p, d = 2q, offset = q - p
     bilinear, align_corners=True               -> n/d = (OH-1)/(IH-1), offset = 0
 Rather than trusting that algebra for every size and float scale factor, the support rule computes each
 axis' sampling weights both ways (torch's, by running the op on a one-hot basis; TOSA's, from the
 pseudocode) and only claims the node when they agree and the parameters are within the spec's limits.
+
+INT (int8): the output shares the input's qparams (a resize never leaves the input's range). NEAREST
+runs on int8 as is. BILINEAR on int8 yields int32 sums of the four neighbours weighted in units of
+1/(n_y * n_x); since those weights sum to n_y * n_x, the zero point rides along and one RESCALE by
+1 / (n_y * n_x) (a pure shift when both numerators are powers of two, the form vela takes) gives the
+int8 result.
+
+vela 5.2 compiles no BILINEAR RESIZE for Ethos-U55/U65 (every scale, offset and shift form fails with
+"Resize could not run on NPU"), and NEAREST only for power-of-two upscales 2x..8x in the half-pixel
+form. So under the "u55" subset a 2x half-pixel bilinear upscale is lowered as what it equals: NEAREST 2x,
+edge rows replicated, then a 3x3 DEPTHWISE_CONV2D with weights [1,2,1] x [1,2,1] / 16 (out[2i] =
+x[i-1]/4 + 3x[i]/4 and out[2i+1] = 3x[i]/4 + x[i+1]/4, exactly). arm_ethosu's constraints keep other
+bilinear resizes on the CPU there.
 """
 
 from __future__ import annotations
@@ -23,9 +37,10 @@ import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import Op
+from ..builder import DType, Op
 from ..context import LoweringContext, Value
-from ..registry import aten_target, register_op
+from ..quantized import rescale
+from ..registry import Quant, aten_target, register_int_rule, register_op
 
 aten = torch.ops.aten
 NHWC = layout.NCHW_TO_NHWC
@@ -99,6 +114,9 @@ def _candidates(mode: str, in_size: int, out_size: int, scale: float | None, ali
     for r in ratios:
         p, q = r.numerator, r.denominator
         if mode == "nearest":
+            # for integer upscales torch's floor(oy * q / p) equals the half-pixel form (which vela
+            # takes on every Ethos-U); the weights check below decides
+            yield 2 * p, 2 * q, q - p
             yield 2 * p, 2 * q, -p
         elif align:
             yield p, q, 0
@@ -139,7 +157,7 @@ def _plan(node: Node):
     if x.dim() != 4:
         return f"resize of a rank-{x.dim()} tensor is not lowered (only 4-d NCHW)"
     if not x.dtype.is_floating_point:
-        return f"resize of {x.dtype} is not lowered in the FP profile"
+        return f"resize of {x.dtype} is not lowered (float, or int8 in a quantized model)"
     _, align, scales = _args(node)
     target = aten_target(node.target)
     plans = []
@@ -164,9 +182,9 @@ def _resize_support(node: Node, spec) -> str | None:
 
 
 # preserve: exir would otherwise decompose nearest-exact into index arithmetic and a gather
-@register_op("resize", sorted(_NEAREST | _BILINEAR, key=str), support=_resize_support, profiles=("FP",),
-             preserve=True)
-def lower_resize(ctx: LoweringContext, node: Node) -> Value:
+@register_op("resize", sorted(_NEAREST | _BILINEAR, key=str), support=_resize_support, preserve=True,
+             quant=Quant.SHARED, int16=False)
+def lower_resize(ctx: LoweringContext, node: Node, out_type: DType | None = None) -> Value:
     import tosa_serializer as ts
 
     (ny, dy, oy, by), (nx, dx, ox, bx) = _plan(node)
@@ -176,4 +194,65 @@ def lower_resize(ctx: LoweringContext, node: Node) -> Value:
     b = ctx.b
     operands = [ctx.tensor(x, NHWC), b.shape_const([ny, dy, nx, dx]), b.shape_const([oy, ox]),
                 b.shape_const([by, bx])]
-    return ctx.emit(Op.RESIZE, operands, shape, dtype, NHWC, mode)
+    return ctx.emit(Op.RESIZE, operands, shape, dtype, NHWC, mode, tosa_type=out_type)
+
+
+@register_int_rule("resize")
+def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
+    """int8 RESIZE; bilinear sums come back as int32 in units of 1/(n_y*n_x) and are RESCALEd (see above)."""
+    from .quantize import lower_shared, output_qparams
+
+    x = ctx.val(node.args[0])
+    q = x.qparams
+    if q is None or q.dtype != torch.int8:
+        raise ValueError("quantized resize needs an int8 input")
+    if aten_target(node.target) not in _BILINEAR:
+        return lower_shared(ctx, node, lower_resize)
+    plan = _plan(node)
+    target = output_qparams(node)
+    if ctx.spec.is_u55_subset and is_bilinear_x2(plan):
+        return _bilinear_x2_as_depthwise(ctx, node, x, target)
+    (ny, *_), (nx, *_) = plan
+    node.meta["arm_storage_dtype"] = torch.int8
+    acc = lower_resize(ctx, node, DType.INT32)
+    # real = s_in * (acc / N - zp_in); out = real / s_out + zp_out. With s_out == s_in (shared qparams) the
+    # zero points cancel: out = round(acc / N) + (zp_out - zp_in).
+    if not np.isclose(float(target.scale), float(q.scale), rtol=0, atol=0) or target.dtype != torch.int8:
+        raise ValueError("quantized bilinear resize expects its output to share the input's qparams")
+    out = rescale(ctx.b, ctx.tensor(acc), 1.0 / (ny * nx), 0, target.zero_point - q.zero_point, DType.INT8)
+    return Value(acc.shape, torch.int8, tensor=out, perm=acc.perm, qparams=target)
+
+
+BILINEAR_X2 = (4, 2, -1, 1)  # half-pixel 2x upscale: n, d, offset, border
+
+
+def is_bilinear_x2(plan) -> bool:
+    """Whether a resize plan is the 2x half-pixel upscale on both axes."""
+    return not isinstance(plan, str) and all(tuple(axis) == BILINEAR_X2 for axis in plan)
+
+
+def _bilinear_x2_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target) -> Value:
+    """int8 2x bilinear as NEAREST 2x, replicated edges and a [1,2,1]^2/16 DEPTHWISE_CONV2D (see above)."""
+    import tosa_serializer as ts
+
+    from .padding import pad_axis
+
+    b = ctx.b
+    n, d, offset, border = BILINEAR_X2
+    t = ctx.tensor(x, NHWC)
+    up_shape = [t.shape[0], 2 * t.shape[1], 2 * t.shape[2], t.shape[3]]
+    up = b.op(Op.RESIZE, [t, b.shape_const([n, d, n, d]), b.shape_const([offset, offset]),
+                          b.shape_const([border, border])], up_shape, t.dtype, ts.ResizeMode.NEAREST)
+    padded = pad_axis(ctx, pad_axis(ctx, up, 1, 1, 1, "replicate"), 2, 1, 1, "replicate")
+    channels = t.shape[3]
+    taps = torch.tensor([1, 2, 1], dtype=torch.int32)
+    weight = (taps[:, None] * taps[None, :]).reshape(3, 3, 1, 1).expand(3, 3, channels, 1)
+    operands = [padded, b.const(weight.to(torch.int8).contiguous(), DType.INT8),
+                b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32),
+                b.zero_point(DType.INT8, x.qparams.zero_point), b.zero_point(DType.INT8)]
+    acc = b.op(Op.DEPTHWISE_CONV2D, operands, up_shape, DType.INT32, [0, 0, 0, 0], [1, 1], [1, 1], False,
+               DType.INT32)
+    # acc = 16 * (bilinear - zp_in) in input steps; shared qparams: out = round(acc / 16) + zp_out
+    out = rescale(b, acc, float(x.qparams.scale) / 16 / float(target.scale), 0, target.zero_point, DType.INT8)
+    shape, _ = ctx.out_meta(node)
+    return Value(shape, torch.int8, tensor=out, perm=NHWC, qparams=target)

@@ -108,7 +108,7 @@ def lower_repeat(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
-@register_op("cat", [aten.cat.default, aten.concat.default], quant=Quant.SHARED)
+@register_op("cat", [aten.cat.default, aten.concat.default], quant=Quant.SHARED, quant_aliases=[aten.stack.default])
 def lower_cat(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     parts = [ctx.val(v) for v in node.args[0] if v.meta["val"].numel() > 0]

@@ -1,0 +1,80 @@
+"""`arm-compile` writes the deployable .pte by default (vela's payload, no host graph), says what the
+host graph costs, keeps host execution one flag away, and writes reproducible bytes."""
+
+import io
+import re
+
+import pytest
+import torch
+
+from arm_ethosu import ethosu_payloads, parse_binstream
+from arm_ethosu.cli import build_parser, compile_model, main
+from arm_ethosu.program_report import TOSA_BLOCK
+from arm_tosa_core import ReferenceModelError, run_on_reference_model
+
+MODEL_FILE = '''
+import torch
+from torch import nn
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.ReLU(), nn.Conv2d(8, 4, 1))
+    return model.eval(), (torch.randn(1, 3, 12, 12),)
+'''
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Three compiles of one model: default into two different folders, and --host-graph."""
+    root = tmp_path_factory.mktemp("deployable")
+    model = root / "tiny_model.py"
+    model.write_text(MODEL_FILE)
+    outs = {}
+    for name, extra in (("a", []), ("b", []), ("host", ["--host-graph"])):
+        pte = root / f"folder_{name}" / "nested" / "tiny.pte"
+        argv = [f"{model}:make_model", "-o", str(pte), "--calibration-samples", "2", *extra]
+        out = io.StringIO()
+        assert compile_model(build_parser().parse_args(argv), out=out, progress=None) == 0
+        outs[name] = (pte.read_bytes(), out.getvalue(), pte)
+    return outs
+
+
+def test_same_model_and_flags_any_folder_give_identical_bytes(compiled):
+    (a, _, path_a), (b, _, _) = compiled["a"], compiled["b"]
+    assert a == b
+    assert str(path_a.parent).encode() not in a and b"tiny_report" not in a  # no host path inside
+
+
+def test_default_pte_is_deployable_and_reports_the_host_graph_cost(compiled):
+    pte, out, _ = compiled["a"]
+    host, host_out, _ = compiled["host"]
+    for payload in ethosu_payloads(pte):
+        assert TOSA_BLOCK not in parse_binstream(payload).extra
+    assert all(TOSA_BLOCK in parse_binstream(p).extra for p in ethosu_payloads(host))
+    cost = int(re.search(r"host graphs: (\d+) bytes", out).group(1))
+    assert len(host) - len(pte) == cost and "--host-graph keeps them" in out
+    assert "included (--host-graph)" in host_out
+    # same vela command stream and weights in both
+    assert [parse_binstream(p).cmd_data for p in ethosu_payloads(pte)] == [
+        parse_binstream(p).cmd_data for p in ethosu_payloads(host)]
+
+
+def test_host_graph_pte_runs_and_deployable_pte_says_how_to_get_one(compiled):
+    x = torch.randn(1, 3, 12, 12)
+    y = run_on_reference_model(compiled["host"][0], x)
+    assert y.shape == (1, 4, 12, 12) and torch.isfinite(y).all()
+    # the CLI's verify step ran the host twin through executorch.runtime against the quantized model
+    err, mag = map(float, re.search(r"max abs error vs the quantized PyTorch model: (\S+) "
+                                    r"\(max \|output\| (\S+)\)", compiled["a"][1]).groups())
+    assert err <= 0.05 * mag
+    with pytest.raises(ReferenceModelError, match="--host-graph"):
+        run_on_reference_model(compiled["a"][0], x)
+
+
+def test_cli_main_accepts_host_graph(tmp_path, capsys):
+    model = tmp_path / "tiny_model.py"
+    model.write_text(MODEL_FILE)
+    rc = main([f"{model}:make_model", "-o", str(tmp_path / "t.pte"), "--host-graph", "--no-verify",
+               "--calibration-samples", "1"])
+    assert rc == 0, capsys.readouterr().err

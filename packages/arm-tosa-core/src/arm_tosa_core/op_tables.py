@@ -1,0 +1,190 @@
+"""Op tables: the single-op cases that the tests and the coverage benchmark both read.
+
+Each `OpCase` is a small function of its inputs (`fn(self, *inputs)`, built into a module with
+`case.module()`), the input shapes, and the profiles it claims ("FP", "INT"). `TABLES` maps an op
+family to its cases; add a family by adding a list here, and both the family's parametrized test
+and `nox -s bench`'s coverage table (ours beside the competitor's, `bench/coverage.py`) pick it up.
+
+This file imports only torch: the benchmark loads it by path in processes that must not import the
+`arm_tosa_core` package (see bench/README.md, "Isolation").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+class CaseModule(torch.nn.Module):
+    """`fn(self, *inputs)` as a module; keyword tensors become buffers, modules submodules."""
+
+    def __init__(self, fn: Callable, **attrs: Any) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, value in attrs.items():
+            if isinstance(value, torch.Tensor):
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, value)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs)
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One case of an op table: `fn` applied to seeded inputs of `shapes` (and `dtype`)."""
+
+    family: str
+    name: str
+    fn: Callable
+    shapes: tuple
+    profiles: tuple[str, ...] = ("FP", "INT")
+    dtype: torch.dtype = torch.float32
+    spec_extra: str = ""  # extension(s) the case needs, e.g. "+cf"
+    attrs: Callable[[], dict] = field(default=dict)  # builds buffers/submodules (seeded)
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}-{self.name}"
+
+    def module(self) -> torch.nn.Module:
+        torch.manual_seed(0)
+        return CaseModule(self.fn, **self.attrs()).eval()
+
+    def inputs(self, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator().manual_seed(seed)
+        if self.dtype.is_floating_point:
+            return tuple(torch.randn(s, generator=gen).to(self.dtype) for s in self.shapes)
+        return tuple(torch.randint(-50, 50, s, generator=gen).to(self.dtype) for s in self.shapes)
+
+    def spec(self, profile: str) -> str:
+        return f"TOSA-1.0+{profile}{self.spec_extra}"
+
+
+def _cases(family: str, rows: list, **common: Any) -> list[OpCase]:
+    return [OpCase(family, name, fn, tuple(shapes), **{**common, **opts})
+            for name, fn, shapes, *rest in rows for opts in (rest[0] if rest else {},)]
+
+
+# -- data movement ---------------------------------------------------------------------------------
+FLIP = _cases("flip", [
+    ("rank1", lambda s, x: x.flip(0), [(7,)]),
+    ("rank2_neg", lambda s, x: x.flip(-1), [(3, 5)]),
+    ("rank3_two_dims", lambda s, x: x.flip(0, 2), [(2, 3, 4)]),
+    ("rank4_all", lambda s, x: torch.flip(x, [0, 1, 2, 3]), [(2, 3, 4, 5)]),
+    ("rank5", lambda s, x: x.flip(-2), [(1, 2, 3, 2, 4)]),
+    ("fliplr_ud", lambda s, x: (torch.fliplr(x), torch.flipud(x)), [(4, 6)]),
+])
+
+CUMSUM = _cases("cumsum", [
+    ("rank1", lambda s, x: x.cumsum(0), [(9,)]),
+    ("rank2_neg", lambda s, x: x.cumsum(-1), [(3, 8)]),
+    ("rank3_mid", lambda s, x: torch.cumsum(x, 1), [(2, 5, 3)]),
+    ("rank4", lambda s, x: x.cumsum(2), [(1, 2, 6, 3)]),
+])
+
+SCATTER = _cases("slice_select_scatter", [
+    ("slice_scatter", lambda s, x, y: torch.slice_scatter(x, y, 1, 1, 3), [(2, 5, 3), (2, 2, 3)]),
+    ("slice_scatter_step", lambda s, x, y: torch.slice_scatter(x, y, 0, 0, 6, 2), [(6, 4), (3, 4)]),
+    ("slice_scatter_neg", lambda s, x, y: torch.slice_scatter(x, y, -1, 2), [(3, 6), (3, 4)]),
+    ("select_scatter", lambda s, x, y: torch.select_scatter(x, y, 0, 1), [(3, 4), (4,)]),
+    ("select_scatter_neg", lambda s, x, y: torch.select_scatter(x, y, -1, -1), [(2, 3, 5), (2, 3)]),
+])
+
+VIEWS = _cases("views", [
+    ("as_strided_view", lambda s, x: torch.as_strided(x, (3, 4), (4, 1)) * 2, [(12,)]),
+    ("as_strided_transpose", lambda s, x: torch.as_strided(x, (4, 3), (1, 4)) + 1, [(3, 4)]),
+    ("unfold_rank1", lambda s, x: x.unfold(0, 3, 2), [(9,)]),
+    ("unfold_rank3_neg", lambda s, x: x.unfold(-1, 2, 2), [(2, 3, 8)]),
+    ("unflatten", lambda s, x: x.unflatten(1, (2, -1)) + 1, [(3, 8)]),
+    ("unflatten_neg", lambda s, x: x.unflatten(-1, (2, 2, 3)) * 2, [(2, 12)]),
+    ("squeeze_all_ones", lambda s, x: x.squeeze() + 1, [(1, 1, 1)]),
+    ("squeeze_dims_neg", lambda s, x: x.squeeze((-1, 0)) * 2, [(1, 3, 1)]),
+    ("squeeze_non_one", lambda s, x: x.squeeze(1) - 1, [(2, 3)]),
+])
+
+STACK = _cases("stack", [
+    ("rank1", lambda s, a, b: torch.stack([a, b]), [(5,), (5,)]),
+    ("rank3_neg", lambda s, a, b: torch.stack([a, b, a], -1), [(2, 3, 4), (2, 3, 4)]),
+    ("rank4_mid", lambda s, a, b: torch.stack([a, b], 2), [(1, 2, 3, 4), (1, 2, 3, 4)]),
+])
+
+PAD = _cases("constant_pad", [
+    ("rank1", lambda s, x: F.pad(x, (2, 1)), [(5,)]),
+    ("rank2_value", lambda s, x: F.pad(x, (1, 0, 0, 2), value=0.5), [(3, 4)]),
+    ("rank3", lambda s, x: F.pad(x, (1, 1, 2, 2, 0, 1)), [(2, 3, 4)]),
+    ("rank4", lambda s, x: F.pad(x, (1, 2, 3, 0)), [(1, 2, 3, 4)]),
+    ("rank5", lambda s, x: F.pad(x, (1, 1, 1, 1, 1, 1)), [(1, 2, 2, 3, 3)]),
+    ("negative_crop", lambda s, x: F.pad(x, (-1, 2, 0, -1)), [(3, 5)]),
+])
+
+REPEAT = _cases("repeat", [
+    ("rank1", lambda s, x: x.repeat(3), [(4,)]),
+    ("new_leading_dims", lambda s, x: x.repeat(2, 1, 3), [(3, 2)]),
+    ("rank4", lambda s, x: x.repeat(1, 2, 1, 2), [(1, 2, 3, 2)]),
+    ("rank5", lambda s, x: x.repeat(2, 1, 1, 1, 2), [(1, 2, 1, 2, 3)]),
+    ("repeat_interleave", lambda s, x: x.repeat_interleave(2, dim=1), [(2, 3)]),
+])
+
+PIXEL_SHUFFLE = _cases("pixel_shuffle", [
+    ("shuffle2", lambda s, x: F.pixel_shuffle(x, 2), [(1, 8, 3, 4)]),
+    ("shuffle3_rank3", lambda s, x: F.pixel_shuffle(x, 3), [(9, 2, 2)]),
+    ("unshuffle2", lambda s, x: F.pixel_unshuffle(x, 2), [(1, 2, 4, 6)]),
+    ("shuffle_rank5", lambda s, x: F.pixel_shuffle(x, 2), [(2, 1, 4, 2, 3)]),
+])
+
+POOL_1D_ADAPTIVE = _cases("pool_1d_adaptive", [
+    ("max_pool1d", lambda s, x: F.max_pool1d(x, 3), [(1, 4, 12)]),
+    ("max_pool1d_stride_pad", lambda s, x: F.max_pool1d(x, 3, 2, 1), [(2, 3, 11)]),
+    ("adaptive_avg_nondiv", lambda s, x: F.adaptive_avg_pool2d(x, (3, 2)), [(1, 4, 7, 5)]),
+    ("adaptive_max_nondiv", lambda s, x: F.adaptive_max_pool2d(x, (3, 4)), [(1, 3, 8, 7)]),
+    ("adaptive_avg_1d", lambda s, x: F.adaptive_avg_pool1d(x, 3), [(1, 4, 10)]),
+    ("adaptive_max_1d", lambda s, x: F.adaptive_max_pool1d(x, 4), [(1, 2, 9)]),
+])
+
+# -- control flow (TOSA's controlflow extension: COND_IF, WHILE_LOOP) -----------------------------
+def _cond_sum(s, x):
+    return torch.cond(x.sum() > 0, lambda t: t * 2, lambda t: t - 1, (x,))
+
+
+def _cond_two_operands(s, x, y):
+    return torch.cond(x.mean() > y.mean(), lambda a, b: a + b, lambda a, b: a * b, (x, y))
+
+
+def _while_double(s, x):
+    from torch._higher_order_ops.while_loop import while_loop
+
+    i = torch.zeros((), dtype=torch.int32)
+    _, out = while_loop(lambda i, t: i < 3, lambda i, t: (i + 1, t * 2), (i, x))
+    return out
+
+
+CONTROL_FLOW = _cases("control_flow", [
+    ("cond_scalar_pred", _cond_sum, [(2, 3)]),
+    ("cond_two_operands", _cond_two_operands, [(4,), (4,)]),
+    ("while_loop_counter", _while_double, [(3, 2)]),
+], spec_extra="+cf")
+
+# -- TOSA 1.1 ops -----------------------------------------------------------------------------------
+FFT = _cases("fft", [
+    ("rfft_last_dim", lambda s, x: torch.fft.rfft(x).abs(), [(2, 16)]),
+], profiles=("FP",))
+
+TABLES: dict[str, list[OpCase]] = {
+    "flip": FLIP, "cumsum": CUMSUM, "slice_select_scatter": SCATTER, "views": VIEWS, "stack": STACK,
+    "constant_pad": PAD, "repeat": REPEAT, "pixel_shuffle": PIXEL_SHUFFLE,
+    "pool_1d_adaptive": POOL_1D_ADAPTIVE, "control_flow": CONTROL_FLOW, "fft": FFT,
+}
+
+
+def all_cases(families: list[str] | None = None) -> list[OpCase]:
+    """Every case of the named families (all families when None), in table order."""
+    unknown = set(families or ()) - set(TABLES)
+    if unknown:
+        raise ValueError(f"unknown op families {sorted(unknown)}; known: {sorted(TABLES)}")
+    return [c for name, cases in TABLES.items() if families is None or name in families for c in cases]

@@ -1,0 +1,205 @@
+"""Elementwise math TOSA 1.0 has no operator for, composed from the ones it has (FP profile).
+
+TOSA 1.0 has EXP, LOG, SIN, COS, TANH, ERF, RECIPROCAL, FLOOR, CEIL, POW and SELECT but no tan,
+hyperbolic, inverse trigonometric, rounding-to-nearest, sign or erfinv operator. Each rule below
+writes the function in those, with a stated accuracy (all far inside 1e-4 relative in float32):
+- tan = sin / cos; sinh, cosh from one EXP and its RECIPROCAL;
+- asin/acos: Abramowitz & Stegun 4.4.46 (|error| <= 2e-8 on [0, 1]), odd/even symmetry for x < 0;
+- atan: A&S 4.4.49 on [0, 1] (|error| <= 2e-8), atan(x) = pi/2 - atan(1/x) above 1;
+- asinh/acosh/atanh: their logarithm forms (asinh on |x|, so large negative x does not cancel);
+- erfinv: Giles' single-precision approximation (relative error below 4e-7 on (-1, 1));
+- round: half to even, as torch rounds.
+In the INT profile all of them are a TABLE of the op itself (`Quant.TABLE`), exact against fake-quant.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.fx import Node
+
+from ..builder import Op, tosa_dtype
+from ..context import LoweringContext, Value
+from ..registry import Quant, aten_target, register_op
+from .common import mul_shift
+
+aten = torch.ops.aten
+
+
+class Fn:
+    """Arithmetic on lowered values of one float dtype, so a rule reads like its formula."""
+
+    def __init__(self, ctx: LoweringContext, like: Value) -> None:
+        self.ctx, self.dtype = ctx, like.dtype
+
+    def c(self, value: float, rank: int) -> Value:
+        return self.ctx.constant(torch.full([1] * rank, value, dtype=self.dtype))
+
+    def _as_value(self, v, rank: int) -> Value:
+        return v if isinstance(v, Value) else self.c(float(v), rank)
+
+    def op(self, op: Op, *args, extra=(), out_dtype=None, in_dtype=None) -> Value:
+        rank = max(a.rank for a in args if isinstance(a, Value))
+        values = [self._as_value(a, rank) for a in args]
+        shape = torch.broadcast_shapes(*(v.shape for v in values))
+        tensors, perm = self.ctx.broadcast(values, rank, tosa_dtype(in_dtype or self.dtype))
+        return self.ctx.emit(op, tensors + list(extra), shape, out_dtype or self.dtype, perm)
+
+    def add(self, a, b) -> Value:
+        return self.op(Op.ADD, a, b)
+
+    def sub(self, a, b) -> Value:
+        return self.op(Op.SUB, a, b)
+
+    def mul(self, a, b) -> Value:
+        return self.op(Op.MUL, a, b, extra=[mul_shift(self.ctx)])
+
+    def unary(self, op: Op, a: Value) -> Value:
+        return self.op(op, a)
+
+    def sqrt(self, a: Value) -> Value:  # TOSA 1.0 has no SQRT: POW(x, 0.5)
+        return self.op(Op.POW, a, 0.5)
+
+    def cmp(self, op: Op, a, b) -> Value:
+        return self.op(op, a, b, out_dtype=torch.bool)
+
+    def select(self, cond: Value, a, b) -> Value:
+        rank = max(v.rank for v in (cond, a, b) if isinstance(v, Value))
+        a, b = self._as_value(a, rank), self._as_value(b, rank)
+        shape = torch.broadcast_shapes(cond.shape, a.shape, b.shape)
+        values = [self.ctx.with_rank(v, rank) for v in (cond, a, b)]
+        perm = self.ctx.common_layout(values, rank)
+        tensors = [self.ctx.tensor(values[0], perm, tosa_dtype(torch.bool))]
+        tensors += [self.ctx.tensor(v, perm, tosa_dtype(self.dtype)) for v in values[1:]]
+        return self.ctx.emit(Op.SELECT, tensors, shape, self.dtype, perm)
+
+    def poly(self, x: Value, coefficients: list[float]) -> Value:
+        """c0 + c1 x + c2 x^2 + ... by Horner's rule."""
+        acc = self.c(coefficients[-1], x.rank)
+        for coefficient in reversed(coefficients[:-1]):
+            acc = self.add(self.mul(acc, x), coefficient)
+        return acc
+
+    def odd(self, x: Value, magnitude: Value) -> Value:
+        """f(x) from f(|x|) for an odd function: negated where x < 0."""
+        return self.select(self.cmp(Op.GREATER, 0.0, x), self.sub(0.0, magnitude), magnitude)
+
+
+# Abramowitz & Stegun 4.4.46 (asin/acos) and 4.4.49 (atan, in powers of x^2)
+_ASIN = [1.5707963050, -0.2145988016, 0.0889789874, -0.0501743046, 0.0308918810, -0.0170881256,
+         0.0066700901, -0.0012624911]
+_ATAN = [1.0, -0.3333314528, 0.1999355085, -0.1420889944, 0.1065626393, -0.0752896400, 0.0429096138,
+         -0.0161657367, 0.0028662257]
+# Giles, "Approximating the erfinv function" (GPU Computing Gems), single precision
+_ERFINV_CENTRAL = [1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087,
+                   -4.39150654e-06, -3.5233877e-06, 3.43273939e-07, 2.81022636e-08]
+_ERFINV_TAIL = [2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773, -0.00367342844,
+                0.00134934322, 0.000100950558, -0.000200214257]
+
+
+def _acos_of_abs(f: Fn, a: Value) -> Value:
+    """acos(a) for 0 <= a <= 1 (A&S 4.4.46)."""
+    return f.mul(f.sqrt(f.sub(1.0, a)), f.poly(a, _ASIN))
+
+
+def _atan_of_abs(f: Fn, a: Value) -> Value:
+    big = f.cmp(Op.GREATER, a, 1.0)
+    t = f.select(big, f.unary(Op.RECIPROCAL, a), a)
+    p = f.mul(t, f.poly(f.mul(t, t), _ATAN))
+    return f.select(big, f.sub(math.pi / 2, p), p)
+
+
+def _round_half_even(f: Fn, x: Value) -> Value:
+    """floor(x), plus one above the half and at a half whose floor is odd (x - floor(x) is exact)."""
+    down = f.unary(Op.FLOOR, x)
+    frac = f.sub(x, down)
+    half = f.mul(down, 0.5)
+    odd = f.cmp(Op.GREATER, half, f.unary(Op.FLOOR, half))
+    tie_odd = f.op(Op.LOGICAL_AND, f.cmp(Op.EQUAL, frac, 0.5), odd, out_dtype=torch.bool, in_dtype=torch.bool)
+    up = f.op(Op.LOGICAL_OR, f.cmp(Op.GREATER, frac, 0.5), tie_odd, out_dtype=torch.bool, in_dtype=torch.bool)
+    return f.select(up, f.add(down, 1.0), down)
+
+
+def trunc(f: Fn, x: Value) -> Value:
+    """Round toward zero: CEIL below 0, FLOOR above."""
+    return f.select(f.cmp(Op.GREATER, 0.0, x), f.unary(Op.CEIL, x), f.unary(Op.FLOOR, x))
+
+
+def _erfinv(f: Fn, x: Value) -> Value:
+    w = f.sub(0.0, f.unary(Op.LOG, f.mul(f.sub(1.0, x), f.add(1.0, x))))
+    central = f.poly(f.sub(w, 2.5), _ERFINV_CENTRAL)
+    tail = f.poly(f.sub(f.sqrt(w), 3.0), _ERFINV_TAIL)
+    return f.mul(f.select(f.cmp(Op.GREATER, 5.0, w), central, tail), x)
+
+
+def _sign(f: Fn, x: Value) -> Value:
+    return f.select(f.cmp(Op.GREATER, x, 0.0), 1.0, f.select(f.cmp(Op.GREATER, 0.0, x), -1.0, x))
+
+
+def _sinh(f: Fn, x: Value) -> Value:
+    e = f.unary(Op.EXP, x)
+    return f.mul(f.sub(e, f.unary(Op.RECIPROCAL, e)), 0.5)
+
+
+def _cosh(f: Fn, x: Value) -> Value:
+    e = f.unary(Op.EXP, x)
+    return f.mul(f.add(e, f.unary(Op.RECIPROCAL, e)), 0.5)
+
+
+def _asin(f: Fn, x: Value) -> Value:
+    return f.odd(x, f.sub(math.pi / 2, _acos_of_abs(f, f.unary(Op.ABS, x))))
+
+
+def _acos(f: Fn, x: Value) -> Value:
+    r = _acos_of_abs(f, f.unary(Op.ABS, x))
+    return f.select(f.cmp(Op.GREATER, 0.0, x), f.sub(math.pi, r), r)
+
+
+def _asinh(f: Fn, x: Value) -> Value:
+    a = f.unary(Op.ABS, x)
+    return f.odd(x, f.unary(Op.LOG, f.add(a, f.sqrt(f.add(f.mul(a, a), 1.0)))))
+
+
+_FORMULAS = {
+    aten.tan.default: lambda f, x: f.mul(f.unary(Op.SIN, x), f.unary(Op.RECIPROCAL, f.unary(Op.COS, x))),
+    aten.sinh.default: _sinh,
+    aten.cosh.default: _cosh,
+    aten.asin.default: _asin,
+    aten.acos.default: _acos,
+    aten.atan.default: lambda f, x: f.odd(x, _atan_of_abs(f, f.unary(Op.ABS, x))),
+    aten.asinh.default: _asinh,
+    aten.acosh.default: lambda f, x: f.unary(Op.LOG, f.add(x, f.sqrt(f.sub(f.mul(x, x), 1.0)))),
+    aten.atanh.default: lambda f, x: f.mul(f.unary(Op.LOG, f.mul(f.add(1.0, x), f.unary(
+        Op.RECIPROCAL, f.sub(1.0, x)))), 0.5),
+    aten.expm1.default: lambda f, x: f.sub(f.unary(Op.EXP, x), 1.0),
+    aten.log1p.default: lambda f, x: f.unary(Op.LOG, f.add(x, 1.0)),
+    aten.log10.default: lambda f, x: f.mul(f.unary(Op.LOG, x), 1 / math.log(10)),
+    aten.log2.default: lambda f, x: f.mul(f.unary(Op.LOG, x), 1 / math.log(2)),
+    aten.round.default: _round_half_even,
+    aten.trunc.default: trunc,
+    aten.erfinv.default: _erfinv,
+    aten.sign.default: _sign,
+}
+
+
+def _math_support(node: Node, spec) -> str | None:
+    dtype = node.meta["val"].dtype
+    if aten_target(node.target) is aten.sign.default:
+        if dtype == torch.bool:
+            return "sign of a bool tensor is the tensor itself; not lowered"
+        return None
+    if not dtype.is_floating_point:
+        return f"{aten_target(node.target).__name__} of {dtype} tensors is not lowered (float only)"
+    return None
+
+
+@register_op("unary_composed", list(_FORMULAS), support=_math_support, quant=Quant.TABLE,
+             preserve=True)
+def lower_unary_composed(ctx: LoweringContext, node: Node) -> Value:
+    x = ctx.val(node.args[0])
+    if x.is_const:
+        return ctx.constant(aten_target(node.target)(x.const))
+    if not x.dtype.is_floating_point:  # integer sign (INT profile): same SELECTs in the integer type
+        return _sign(Fn(ctx, x), x)
+    return _FORMULAS[aten_target(node.target)](Fn(ctx, x), x)

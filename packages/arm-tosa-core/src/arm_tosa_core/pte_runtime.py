@@ -1,0 +1,73 @@
+"""Run a .pte through the pip ExecuTorch runtime (`executorch.runtime`) with our C++ backends.
+
+`runtime_cpp` registers TOSABackend and EthosUBackend (and, where built, VgfBackend) into the
+registry of the wheel's `libexecutorch.so`; this module loads the program, checks that every delegate
+it names has a registered backend, and executes one method. The CPU part runs on the wheel's own
+kernels (portable/optimized, plus the quantized ones `executorch.kernels.quantized` registers, which
+our INT programs use at their float boundary).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from .errors import MissingToolError, ReferenceModelError
+
+
+def _runtime():
+    try:
+        import runtime_cpp
+    except ImportError as exc:  # pragma: no cover - the workspace always installs it
+        raise MissingToolError("runtime-cpp is not installed, so .pte files cannot run on the host: "
+                               "run `uv sync` in the workspace root") from exc
+    from executorch.runtime import Runtime
+
+    return runtime_cpp, Runtime.get()
+
+
+def _missing_backends(pte: bytes, runtime_cpp) -> list[str]:
+    from .pte_interpreter import list_delegates
+
+    registered = set(runtime_cpp.registered_backend_ids())
+    return sorted({d.backend_id for d in list_delegates(pte)} - registered)
+
+
+def pte_backends_registered(pte: bytes) -> bool:
+    """True when every delegate of `pte` has a backend registered in the pip runtime."""
+    runtime_cpp, _ = _runtime()
+    return not _missing_backends(pte, runtime_cpp)
+
+
+def run_pte_on_runtime(pte: bytes | str | os.PathLike, inputs: Sequence[torch.Tensor],
+                       method: str = "forward") -> list[torch.Tensor]:
+    """Execute `method` of a .pte on the pip runtime; return its outputs.
+
+    Raises:
+        ReferenceModelError: a delegate's backend is not registered (says which, and how to get it),
+            or the runtime refused to load or execute the method (its log line, on stderr, says why).
+    """
+    data = Path(pte).read_bytes() if isinstance(pte, (str, os.PathLike)) else bytes(pte)
+    runtime_cpp, runtime = _runtime()
+    missing = _missing_backends(data, runtime_cpp)
+    if missing:
+        status = "; ".join(str(s) for s in runtime_cpp.backends())
+        raise ReferenceModelError(f"the .pte delegates to {missing}, which no backend in the pip "
+                                  f"runtime handles. runtime_cpp: {status}")
+    program = runtime.load_program(data)
+    try:
+        loaded = program.load_method(method)
+    except RuntimeError as exc:
+        raise ReferenceModelError(
+            f"the ExecuTorch runtime could not load method {method!r}: {exc}. The runtime's log line "
+            "above names the cause (a missing CPU kernel, or a delegate payload the backend refused; "
+            "for an Ethos-U .pte compiled without its host graph, recompile with --host-graph)") from exc
+    try:
+        outputs = loaded.execute([t.contiguous() if isinstance(t, torch.Tensor) else t for t in inputs])
+    except RuntimeError as exc:
+        raise ReferenceModelError(f"the ExecuTorch runtime failed executing {method!r}: {exc} (see "
+                                  "the log line above)") from exc
+    return [o.clone() if isinstance(o, torch.Tensor) else o for o in outputs]
