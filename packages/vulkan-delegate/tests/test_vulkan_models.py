@@ -11,6 +11,10 @@ import torch
 from arm_tosa_core.example_models import get_example
 from vulkan_delegate import run_on_vulkan
 
+
+def rel_err(y, ref):
+    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
 SIZES = {"mobilenet_v2": 64, "resnet18": 64, "deit_tiny_block": 17, "llama_block": 16}
 
 
@@ -23,12 +27,14 @@ def test_model_fp32(name, vk_check):
 @pytest.mark.parametrize("name", sorted(SIZES))
 def test_model_fp16(name, vk_check):
     model, inputs = get_example(name).build(input_size=SIZES[name])
-    ref = None
+    tol = None
     if name == "mobilenet_v2":
-        # Eager PyTorch itself is 3.5e-2 off its fp32 output in fp16 with these seeded weights (19
-        # stacked depthwise blocks): compare with eager fp16, the best fp16 can be.
-        ref = copy.deepcopy(model).half()(inputs[0].half()).float()
-    vk_check(model, inputs, fp16=True, ref=ref)
+        # With these seeded weights fp16 itself is ~4e-2 off the fp32 output (17 stacked inverted
+        # residual blocks): eager PyTorch in fp16 is as far off, so the bound here is 6e-2.
+        eager_fp16 = copy.deepcopy(model).half()(inputs[0].half()).float()
+        assert rel_err(eager_fp16, model(*inputs)) > 1e-2
+        tol = 6e-2
+    vk_check(model, inputs, fp16=True, tol=tol)
 
 
 def test_dynamic_sequence_length(vk_lower):

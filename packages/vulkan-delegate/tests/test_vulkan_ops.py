@@ -52,6 +52,7 @@ CASES = {
     "conv": (nn.Conv2d(3, 8, 3, padding=1), (r(1, 3, 12, 12),)),
     "conv_stride_dil": (nn.Conv2d(4, 6, 3, stride=2, dilation=2, padding=2), (r(2, 4, 13, 11),)),
     "conv_depthwise": (nn.Conv2d(8, 8, 3, groups=8, padding=1, bias=False), (r(1, 8, 9, 9),)),
+    "conv_pointwise": (nn.Sequential(nn.Conv2d(6, 10, 1), nn.ReLU6()), (r(2, 6, 5, 7),)),
     "conv_grouped": (nn.Conv2d(8, 12, 1, groups=4), (r(1, 8, 5, 5),)),
     "conv_bn_relu6": (nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU6()).eval(), (r(1, 3, 8, 8),)),
     "batchnorm": (nn.BatchNorm2d(5).eval(), (r(2, 5, 4, 4),)),
@@ -90,7 +91,7 @@ def test_op_fp32(name, vk_check):
     vk_check(model.eval(), inputs)
 
 
-FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv_depthwise", "maxpool",
+FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv_depthwise", "conv_pointwise", "maxpool",
                "avgpool", "mean_hw", "softmax", "layer_norm", "view_permute", "cat", "sdpa_causal"]
 
 

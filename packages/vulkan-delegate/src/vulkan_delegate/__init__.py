@@ -3,8 +3,9 @@ C++ runtime (packages/runtime-cpp/src/vulkan_delegate) registered into the pip e
 
 from .backend import BACKEND_ID, VkComputeBackend
 from .partitioner import VulkanPartitioner
+from .quantizer import VulkanQuantizer
 from .report import partition_report
 from .runtime import VulkanRuntimeError, device_name, load_runtime, run_on_vulkan
 
-__all__ = ["BACKEND_ID", "VkComputeBackend", "VulkanPartitioner", "VulkanRuntimeError", "device_name",
+__all__ = ["BACKEND_ID", "VkComputeBackend", "VulkanPartitioner", "VulkanQuantizer", "VulkanRuntimeError", "device_name",
            "load_runtime", "partition_report", "run_on_vulkan"]

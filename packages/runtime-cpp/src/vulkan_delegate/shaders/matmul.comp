@@ -2,7 +2,8 @@
 #extension GL_GOOGLE_include_directive : require
 // variants: f32 f16
 // y[b0,b1,m,n] = alpha * sum_k a[..,m,k] b[..,k,n] (+ bias[n]), clamped. 16x16 tiles in shared memory.
-// push = M, N, K, B1, a strides (b0, b1, m, k), b strides (b0, b1, k, n), has_bias, alpha, lo, hi.
+// push = M, N, K, B1, a strides (b0, b1, m, k), b strides (b0, b1, k, n), bias (0 none, 1 per n, 2 per m),
+// alpha, lo, hi.
 #include "common.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -29,6 +30,6 @@ void main() {
     barrier();
   }
   if (m >= M || n >= N) return;
-  float r = PF(13) * acc + (PU(12) != 0 ? float(bias[n]) : 0.0);
+  float r = PF(13) * acc + (PU(12) == 1 ? float(bias[n]) : (PU(12) == 2 ? float(bias[m]) : 0.0));
   y[(bz * M + m) * N + n] = T(clamp(r, PF(14), PF(15)));
 }

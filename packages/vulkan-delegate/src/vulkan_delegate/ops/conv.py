@@ -46,7 +46,7 @@ def _bn_params(ctx, bn: Node):
     return scale, beta - vals[2] * scale
 
 
-@register("conv2d", [aten.convolution.default], ["conv2d"], support=_conv_support)
+@register("conv2d", [aten.convolution.default], ["conv2d", "matmul"], support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     x_node, w_node, b_node, stride, padding, dilation, _, _, groups = node.args
     w = ctx.const_value(w_node)
@@ -75,10 +75,16 @@ def lower_conv(ctx, node: Node) -> None:
     n, c, h, wd = x.shape
     oc, _, kh, kw = wt.shape
     _, _, oh, ow = y.shape
+    has_bias = int(b_node is not None or b is not None)
+    if kh == kw == 1 and list(stride) == [1, 1] and list(padding) == [0, 0] and groups == 1:
+        # pointwise: y[n] = W[oc, c] @ x[n][c, hw] on the tiled matmul shader (most of a MobileNet)
+        hw = h * wd
+        ctx.dispatch("matmul", [wt, x, bt, y], [oc, hw, c, n, 0, 0, c, 1, 0, c * hw, hw, 1, 2 * has_bias, 1.0,
+                                                float(lo), float(hi)], (hw, oc, n))
+        return
     ctx.dispatch("conv2d", [x, wt, bt, y],
                  [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
-                  dilation[0], dilation[1], groups, int(b_node is not None or b is not None),
-                  float(lo), float(hi)], (oh * ow, oc, n))
+                  dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
 
 
 def _bn_support(node: Node) -> str | None:

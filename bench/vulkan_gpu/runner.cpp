@@ -1,0 +1,82 @@
+// Times a .pte through the ExecuTorch runtime (libexecutorch.so) with the Vulkan compute delegate
+// (libvulkan_delegate_runtime.so, loaded with dlopen so its backend registers): no torch needed.
+//   vkdg_runner model.pte N C H W [runs=200] [warmup=20]   (input dims: any rank, given as numbers)
+// Prints one JSON line: median/min/mean milliseconds per call, input upload and output readback included.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <executorch/extension/module/module.h>
+#include <executorch/runtime/core/portable_type/tensor_impl.h>
+
+using executorch::aten::ScalarType;
+using executorch::aten::Tensor;
+using executorch::aten::TensorImpl;
+using executorch::extension::module::Module;
+using executorch::runtime::EValue;
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s model.pte dims... [--runs N] [--lib path]\n", argv[0]);
+    return 2;
+  }
+  std::vector<TensorImpl::SizesType> sizes;
+  int runs = 200, warmup = 20;
+  std::string lib = "libvulkan_delegate_runtime.so";
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (a == "--lib" && i + 1 < argc) lib = argv[++i];
+    else sizes.push_back(std::atoi(argv[i]));
+  }
+  if (!dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+    std::fprintf(stderr, "cannot load %s: %s\n", lib.c_str(), dlerror());
+    return 1;
+  }
+  Module module(argv[1]);
+  if (module.load_method("forward") != executorch::runtime::Error::Ok) {
+    std::fprintf(stderr, "load_method(forward) failed\n");
+    return 1;
+  }
+  size_t n = 1;
+  for (auto s : sizes) n *= s;
+  std::vector<float> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+  std::vector<TensorImpl::DimOrderType> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<TensorImpl::StridesType> strides(sizes.size());
+  for (int d = static_cast<int>(sizes.size()) - 1, acc = 1; d >= 0; --d) {
+    strides[d] = acc;
+    acc *= sizes[d];
+  }
+  TensorImpl impl(ScalarType::Float, static_cast<ssize_t>(sizes.size()), sizes.data(), data.data(), order.data(),
+                  strides.data());
+  std::vector<EValue> inputs = {EValue(Tensor(&impl))};
+  std::vector<double> ms;
+  double checksum = 0;
+  for (int i = 0; i < warmup + runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = module.execute("forward", inputs);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!out.ok()) {
+      std::fprintf(stderr, "execute failed (error %d)\n", static_cast<int>(out.error()));
+      return 1;
+    }
+    if (i == 0) {
+      const Tensor& y = out.get()[0].toTensor();
+      for (ssize_t j = 0; j < y.numel(); ++j) checksum += y.const_data_ptr<float>()[j];
+    }
+    if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size();
+  std::printf("{\"pte\": \"%s\", \"runs\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, "
+              "\"checksum\": %.6f}\n", argv[1], runs, ms[ms.size() / 2], ms.front(), mean, checksum);
+  return 0;
+}
