@@ -56,7 +56,7 @@ class EthosUBackend(BackendDetails):
         result = compile_with_vela(graph.flatbuffer, ethosu["target"], ethosu["system_config"],
                                    ethosu["memory_mode"], ethosu["config_ini"], ethosu["extra_flags"],
                                    work_dir=path, name=stem)
-        report = PartitionReport.from_vela(result, name=stem)
+        report = PartitionReport.from_vela(result, name=stem, debug_map=graph.debug_map)
         report.vela_seconds = round(time.perf_counter() - started, 3)
         if path:  # before the budget check, so a failing compile leaves its numbers behind
             update_report_json(path, report)

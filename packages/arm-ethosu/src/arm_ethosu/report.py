@@ -11,11 +11,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .layer_map import annotate_layers
 from .vela_config import MemoryLimits
 from .vela_runner import VelaResult
 
-# Per-layer columns shown in the text table: vela's per-layer CSV names.
-_LAYER_COLUMNS = ("Name", "NNG Operator", "Target", "Op Cycles", "NPU", "MAC Count", "Util% (MAC)")
+# Per-layer columns shown in the text table: the PyTorch name (see layer_map), then vela's CSV names.
+_LAYER_COLUMNS = ("PyTorch", "Name", "NNG Operator", "Op Cycles", "NPU", "Staging Usage", "MAC Count",
+                  "Util% (MAC)")
+# Columns of layers.csv: the PyTorch names first, then every column vela wrote.
+_TORCH_COLUMNS = ("partition", "PyTorch", "Module", "Torch Op", "TOSA Ops")
 
 
 def _kib_to_bytes(value: object) -> int:
@@ -48,11 +52,16 @@ class PartitionReport:
     vela_seconds: float = 0.0  # wall time of the vela compile (set by EthosUBackend)
 
     @classmethod
-    def from_vela(cls, result: VelaResult, name: str = "partition_0") -> PartitionReport:
-        """Take the numbers from a ``VelaResult`` (its summary CSV, per-layer CSV and npz)."""
+    def from_vela(cls, result: VelaResult, name: str = "partition_0",
+                  debug_map: Sequence[dict] | None = None) -> PartitionReport:
+        """Take the numbers from a ``VelaResult`` (its summary CSV, per-layer CSV and npz).
+
+        ``debug_map`` is the lowered graph's ``TosaGraph.debug_map``; with it every layer row gets
+        its PyTorch name (``PyTorch``, ``Module``, ``Torch Op``, ``TOSA Ops``: see ``layer_map``).
+        """
         s = result.summary
         try:
-            return cls(
+            report = cls(
                 name=name,
                 target=result.target,
                 system_config=result.system_config,
@@ -77,6 +86,13 @@ class PartitionReport:
             raise ValueError(
                 f"vela summary has no column {exc}; columns are {sorted(s)} (vela output changed?)"
             ) from exc
+        if debug_map is not None:
+            annotate_layers(report.layers, debug_map)
+        return report
+
+    def peak_staging_layer(self) -> dict | None:
+        """The layer row with the largest SRAM staging usage (vela's ``Staging Usage``)."""
+        return max(self.layers, key=lambda r: float(r.get("Staging Usage", 0) or 0), default=None)
 
 
 @dataclass
@@ -167,7 +183,62 @@ class EthosUReport:
             parts.append(
                 _table(_LAYER_COLUMNS, layer_rows) if layer_rows else "  (no per-layer data)"
             )
+        parts.append("\nby PyTorch module (layers of one module grouped)")
+        parts.append(_table(("module", "layers", "Op Cycles", "vela layers"), self.by_module()))
         return "\n".join(parts)
+
+    def by_module(self) -> list[tuple[str, int, int, str]]:
+        """(module path, number of vela layers, summed Op Cycles, vela layer names), first-seen order."""
+        groups: dict[str, list[dict]] = {}
+        for p in self.partitions:
+            for row in p.layers:
+                groups.setdefault(str(row.get("Module") or "(top level)"), []).append(row)
+        return [(m, len(rows), sum(int(float(r.get("Op Cycles", 0) or 0)) for r in rows),
+                 ", ".join(str(r.get("Name", "?")) for r in rows)) for m, rows in groups.items()]
+
+    def write_layers_csv(self, path: str | Path) -> Path:
+        """Every layer row of every partition, PyTorch names first, then vela's own columns."""
+        import csv
+
+        vela_cols: list[str] = []
+        for p in self.partitions:
+            for row in p.layers:
+                vela_cols += [k for k in row if k not in _TORCH_COLUMNS and k not in vela_cols]
+        out = Path(path)
+        with out.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=[*_TORCH_COLUMNS, *vela_cols])
+            writer.writeheader()
+            for p in self.partitions:
+                for row in p.layers:
+                    writer.writerow({"partition": p.name, **row})
+        return out
+
+    def plot_sram_png(self, path: str | Path, limit_bytes: int | None = None) -> Path:
+        """Bar chart of SRAM in use per layer (vela's ``Staging Usage``), the limit as a red line."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        labels = [_layer_label(p, r) for p in self.partitions for r in p.layers]
+        used = [float(r.get("Staging Usage", 0) or 0) for p in self.partitions for r in p.layers]
+        if not labels:
+            raise ValueError("no per-layer rows to plot (vela's --verbose-performance output)")
+        fig = Figure(figsize=(8, 1.2 + 0.35 * len(labels)))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        peak = max(range(len(used)), key=used.__getitem__)
+        colors = ["#d62728" if i == peak else "#0091bd" for i in range(len(used))]
+        ax.barh(range(len(labels)), used, color=colors)
+        ax.set_yticks(range(len(labels)), labels)
+        ax.invert_yaxis()
+        if limit_bytes:
+            ax.axvline(limit_bytes, color="red", linestyle="--", label=f"limit {limit_bytes} B")
+            ax.legend(loc="lower right")
+        ax.set_xlabel("SRAM in use (bytes, vela staging usage)")
+        ax.set_title(f"Ethos-U SRAM per layer (peak: {labels[peak]})")
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, format="png", dpi=100)
+        return out
 
     def plot_layers_png(self, path: str | Path) -> Path:
         """Write a horizontal bar chart of per-layer cycles ("Op Cycles") to a PNG file."""
@@ -177,7 +248,7 @@ class EthosUReport:
         labels, cycles = [], []
         for p in self.partitions:
             for row in p.layers:
-                labels.append(f"{p.name}: {row.get('Name', '?')} ({row.get('NNG Operator', '?')})")
+                labels.append(_layer_label(p, row))
                 cycles.append(float(row.get("Op Cycles", 0)))
         if not labels:
             raise ValueError(
@@ -197,6 +268,13 @@ class EthosUReport:
         out = Path(path)
         fig.savefig(out, format="png", dpi=100)
         return out
+
+
+def _layer_label(p: PartitionReport, row: dict) -> str:
+    """``features.18.0 · conv2d [layer-152 Conv2D]``; vela's name alone when no map was kept."""
+    vela = f"{row.get('Name', '?')} {row.get('NNG Operator', '?')}"
+    torch_name = row.get("PyTorch")
+    return f"{torch_name} [{vela}]" if torch_name else f"{p.name}: {vela}"
 
 
 def _fmt(value: object) -> str:
@@ -277,6 +355,11 @@ def check_memory_budget(
     sram = scratch_in_sram + (weights if limits.const_in_sram else 0)
     arena = max((p.scratch_size for p in parts), default=0)
     mode = f"system config {limits.system_config}, memory mode {limits.memory_mode}"
+    peaks = [(float(r.get("Staging Usage", 0) or 0), p, r) for p in parts
+             if (r := p.peak_staging_layer()) is not None]
+    if peaks:
+        _, p, r = max(peaks, key=lambda t: t[0])
+        mode += f"; peak SRAM staging at layer {_layer_label(p, r)} ({r.get('Staging Usage')} B)"
     if limits.sram_limit is not None and sram > limits.sram_limit:
         raise MemoryBudgetError(
             f"SRAM for {mode}",

@@ -86,12 +86,27 @@ def _ethosu_spec(name: str, options: dict[str, Any]):
     return spec  # lowered with the host graph; arm-compile writes the deployable .pte without it
 
 
+def _sram_limit_of(report) -> int | None:
+    """The SRAM limit of the system config/memory mode the first partition was compiled for."""
+    from .vela_config import validate
+
+    if not report.partitions:
+        return None
+    p = report.partitions[0]
+    try:
+        return validate(p.target, p.system_config, p.memory_mode).sram_limit
+    except Exception:  # a custom .ini the report cannot see: draw no line
+        return None
+
+
 def _ethosu_report(pte: bytes, out_dir: Path) -> str:
     from .program_report import REPORT_FILE, ethosu_report
 
     report = ethosu_report(pte)
     (out_dir / REPORT_FILE).write_text(report.to_json())
     report.plot_layers_png(out_dir / "layers.png")
+    report.write_layers_csv(out_dir / "layers.csv")
+    report.plot_sram_png(out_dir / "sram.png", _sram_limit_of(report))
     return report.format_table()
 
 

@@ -88,6 +88,8 @@ class OpRecord:
     node: str | None
     target: str | None
     stack_trace: str | None
+    module: str = ""  # PyTorch module path of the node ("features.18.0"; "" for the top level)
+    torch_op: str = ""  # the op's short name ("conv2d", "add")
 
 
 @dataclass
@@ -97,6 +99,38 @@ class _PendingOp:
     output: T
     attr_args: tuple
     node: torch.fx.Node | None
+
+
+def _is_quantize_op(node: torch.fx.Node) -> bool:
+    return "quantize_per" in str(node.target)
+
+
+def module_path(node: torch.fx.Node | None) -> str:
+    """The PyTorch module path of a node, from export's ``nn_module_stack`` (innermost module).
+
+    A quantize/dequantize inserted by PT2E takes the path of the value it converts.
+    """
+    for _ in range(8):
+        if node is None:
+            return ""
+        stack = node.meta.get("nn_module_stack") or {}
+        path = str(list(stack.values())[-1][0]) if stack else ""
+        path = path.replace("L['self'].", "").replace("L__self___", "")
+        if path or not _is_quantize_op(node):
+            return path
+        if not (_is_quantize_op(node) and node.args and isinstance(node.args[0], torch.fx.Node)):
+            return ""
+        node = node.args[0]
+    return ""
+
+
+def torch_op_name(node: torch.fx.Node | None) -> str:
+    """Short name of a node's op: ``aten.conv2d.default`` -> ``conv2d``."""
+    if node is None:
+        return ""
+    name = getattr(node.target, "__name__", str(node.target)).replace("::", ".")
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] in ("aten", "quantized_decomposed") else parts[0]
 
 
 class TosaGraphBuilder:
@@ -231,6 +265,7 @@ class TosaGraphBuilder:
                 node=None if node is None else node.name,
                 target=None if node is None else str(node.target),
                 stack_trace=None if node is None else node.meta.get("stack_trace"),
+                module=module_path(node), torch_op=torch_op_name(node),
             ))
         for t in self.outputs:
             ser.addOutputTensor(objects[t.name])
