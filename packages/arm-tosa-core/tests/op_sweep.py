@@ -92,6 +92,16 @@ def _shape(rank: int) -> tuple[int, ...]:
     return SHAPE[:rank]
 
 
+def _type_str(t) -> str:
+    """A schema type in the schema's own spelling: List[int] -> int[], Optional[Tensor] -> Tensor?."""
+    s = str(t)
+    if s.startswith("Optional[") and s.endswith("]"):
+        return _type_str(s[len("Optional["):-1]) + "?"
+    if s.startswith("List[") and s.endswith("]"):
+        return _type_str(s[len("List["):-1]) + "[]"
+    return s
+
+
 def _schema_cases(target, rank: int) -> list[tuple[str, list, dict, list[torch.Tensor]]]:
     """(label, positional arg plan, kwargs, runtime inputs) varied one argument at a time.
 
@@ -102,7 +112,7 @@ def _schema_cases(target, rank: int) -> list[tuple[str, list, dict, list[torch.T
     base: list = []
     options: list[list] = []
     for i, a in enumerate(args):
-        t = str(a.type)
+        t = _type_str(a.type)
         if t == "Tensor" and i == 0:
             base.append(("in", 0))
             options.append([])
@@ -126,10 +136,7 @@ def _schema_cases(target, rank: int) -> list[tuple[str, list, dict, list[torch.T
         elif t.startswith("int[]") and a.name in ("dims",):
             base.append(list(reversed(range(rank))))
             options.append([])
-        elif t.startswith("int[]") and a.name in ("size", "shape"):
-            base.append([-1])
-            options.append([[*_shape(rank)[:-1], -1]] if rank > 1 else [])
-        elif t.startswith("SymInt[]") and a.name in ("size", "shape"):
+        elif t.startswith(("int[]", "SymInt[]")) and a.name in ("size", "shape"):
             base.append(list(_shape(rank)))
             options.append([[*_shape(rank)[:-1], -1]])
         elif t.startswith(("int[]", "SymInt[]")) and a.name in ("repeats", "pad"):
@@ -158,7 +165,11 @@ def _build(target, plan: list, inputs: list, rank: int, inplace: bool = False, p
     consts: dict[str, torch.Tensor] = {}
     runtime = [inputs[0]]
     resolved: list = []
-    for p in plan:
+    names = [a.name for a in target._schema.arguments]
+    kwarg_only = {a.name for a in target._schema.arguments if a.kwarg_only}
+    keys: list[str | None] = []
+    for name, p in zip(names, plan, strict=False):
+        keys.append(name if name in kwarg_only else None)
         if isinstance(p, tuple) and p and p[0] == "in":
             runtime.append(inputs[1]) if p[1] == 1 else None
             resolved.append(("rt", len(runtime) - 1))
@@ -166,6 +177,7 @@ def _build(target, plan: list, inputs: list, rank: int, inplace: bool = False, p
             runtime.append(tuple(inputs[2]))
             resolved.append(("rt", len(runtime) - 1))
         elif isinstance(p, tuple) and p and p[0] == "default":
+            keys.pop()
             break  # trailing defaults: leave them to the schema
         elif p == "broadcast":
             runtime.append(torch.randn(_shape(rank)[1:] or (1,)))
@@ -194,7 +206,8 @@ def _build(target, plan: list, inputs: list, rank: int, inplace: bool = False, p
             values.append(xs[v] if kind == "rt" else getattr(self, v) if kind == "const" else v)
         if inplace:
             values[0] = values[0].clone()
-        return call(*values)
+        args = [v for k, v in zip(keys, values, strict=True) if k is None]
+        return call(*args, **{k: v for k, v in zip(keys, values, strict=True) if k is not None})
 
     if pytree_form:  # ((x, y), python scalar): the scalar operand arrives as a plain float input
         if len(runtime) != 2 or not isinstance(runtime[1], torch.Tensor):
@@ -208,10 +221,11 @@ def generate(targets: list | None = None) -> list[Case]:
     from sweep_recipes import recipe_cases
 
     cases: list[Case] = []
+    done: set = set()
     pairs = targets or [(e.name, t) for e in registry.entries() if e.name not in SKIP_FAMILIES for t in e.targets]
     for family, target in pairs:
         name = f"{target._schema.name.split('::')[1]}.{target._overloadname}"
-        built = recipe_cases(family, target)
+        built = recipe_cases(family, target, done)
         if built is None:
             built = []
             for rank in range(1, 6):  # the base case at every rank; the variations at rank 4

@@ -118,17 +118,17 @@ _RECIPES = {"convolution": _conv, "conv2d": _conv, "conv1d": _conv, "conv_transp
             "full_like": _factories, "ones": _factories, "ones_like": _factories, "zeros": _factories,
             "zeros_like": _factories, "scalar_tensor": _factories, "_upsample_nearest_exact2d": _resize,
             "upsample_bilinear2d": _resize, "upsample_nearest2d": _resize}
-_DONE: set = set()
 
 
-def recipe_cases(family: str, target) -> list | None:
-    """Recipe cases for `target`'s op (once per recipe: its overloads share them), or None."""
+def recipe_cases(family: str, target, done: set) -> list | None:
+    """Recipe cases for `target`'s op, or None; `done` holds the recipes already used in this
+    generation (overloads of one op share their recipe's cases)."""
     op = target._schema.name.split("::")[1]
     make = _RECIPES.get(op)
     if make is None:
         return None
-    if make in _DONE:
+    if (family, make) in done:
         return []
-    _DONE.add(make)
+    done.add((family, make))
     torch.manual_seed(1)
     return make()

@@ -32,7 +32,7 @@ def _scaled(ctx: LoweringContext, value: Value, factor) -> Value:
     return ctx.from_tensor(t, value.shape, value.dtype, value.perm)
 
 
-@register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor])
+@register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor, aten.add_.Scalar])
 def lower_add(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.ADD, [a, b])
@@ -50,14 +50,14 @@ _RSUB = (aten.rsub.Scalar, aten.rsub.Tensor)
 
 
 @register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY,
-             quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor])
+             quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor, aten.sub_.Scalar])
 def lower_sub(ctx: LoweringContext, node: Node) -> Value:
     minuend, subtrahend = _sub_operands(node)
     a, b = ctx.val(minuend), _scaled(ctx, ctx.val(subtrahend), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.SUB, [a, b])
 
 
-@register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor])
+@register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor, aten.mul_.Scalar])
 def lower_mul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     return elementwise(ctx, node, Op.MUL, [a, b], extra=[mul_shift(ctx)])

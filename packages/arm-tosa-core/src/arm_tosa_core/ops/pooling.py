@@ -309,14 +309,21 @@ def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
 
 @register_int_rule("avg_pool2d")
 def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
-    """int8 AVG_POOL2D: the average keeps the input's qparams (the following quantize rescales)."""
+    """Quantized average pooling. Windows of one size: the exact int32 window sum (see
+    `_window_sum_int`) with 1/divisor folded into its scale, so the result is rounded once, by the
+    following RESCALE (TOSA's int8 AVG_POOL2D rounds the average, then the RESCALE rounds again: up to
+    2 LSB off). Windows that differ in size (count_include_pad=False with padding, ceil_mode): int8
+    AVG_POOL2D keeping the input's qparams."""
+    kernel, stride, padding = _window(node)
     divisor = arg(node, 6, "divisor_override")
-    if divisor is None:
+    if divisor is None and not arg(node, 4, "ceil_mode", False) and (
+            arg(node, 5, "count_include_pad", True) or not any(padding)):
+        divisor = kernel[0] * kernel[1]  # every window divides by its area: an exact sum, one rounding
+    if divisor is None:  # windows of different sizes: TOSA's average (rounded), then the RESCALE
         return lower_avg_pool2d(ctx, node)
     from ..quantized import QParams
 
     # sum / divisor: the exact int32 window sum, with the divisor folded into its scale
-    kernel, stride, padding = _window(node)
     y = pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, "sum")
     y.qparams = QParams.accumulator(float(y.qparams.scale) / divisor)
     return y
