@@ -97,3 +97,15 @@ def test_erfinv_is_not_rejected_by_exirs_core_aten_check():
     """erfinv is not core ATen: it is kept whole for our lowering instead of failing exir's check."""
     res = check_lowering(Fn(lambda s, x: torch.erfinv(x)), [inside(16)], spec=FP)
     assert res.report.delegates and not res.report.cpu_nodes
+
+
+def test_int32_selection_and_extrema_lower_under_the_int_profile(tmp_path):
+    """Integer tensors (not quantized): amax/amin, comparisons, where, minimum, clamp with tensor bounds."""
+    a = torch.randint(-50, 50, (2, 3, 8), dtype=torch.int32)
+    b = torch.randint(-50, 50, (8,), dtype=torch.int32)
+    module = Fn(lambda s, x, y: (x.amax(1), x.amin(-1, keepdim=True), torch.where(x > y, x, y), x == y, x <= 3,
+                                 torch.minimum(x, y), torch.clamp(x, y, y + 5)))
+    spec = TosaCompileSpec("TOSA-1.0+INT").dump_intermediate_artifacts_to(str(tmp_path))
+    check_lowering(module, [a, b], partitioner=TOSAPartitioner(spec))
+    problems = [p for g in sorted(tmp_path.glob("*.tosa")) for p in validate_tosa(g, "TOSA-1.0+INT")]
+    assert not problems, problems

@@ -1,10 +1,10 @@
 """Before INT annotation: composite ops with no integer rule become ops that have one.
 
-softmax/log_softmax, layer_norm, group_norm, var/var_mean, division, glu, prelu, GRU (unrolled over its
-steps) and scaled_dot_product_attention are re-traced with make_fx into aten ops whose families the INT
-lowering runs (amax, sub, exp and
-reciprocal/rsqrt/log as TABLE, sum/mean, mul, add, bmm, data movement). torch's own decompositions
-(torch._decomp) do the work, steered by three overrides:
+softmax/log_softmax, layer_norm, group_norm, var/var_mean, division, glu, prelu, vector norms, addmm, GRU
+(unrolled over its steps) and scaled_dot_product_attention are re-traced with make_fx into aten ops whose
+families the INT lowering runs (amax, sub, exp and reciprocal/rsqrt/log as TABLE, sum/mean, mul, add, bmm,
+data movement). torch's own decompositions (torch._decomp) do the work, steered by these overrides (and
+`_vector_norm`, `_addmm`):
 - a / b becomes a * reciprocal(b): reciprocal is a 256-entry int8 TABLE, TOSA INT has no division;
 - var_mean becomes mean, x - mean, (x - mean)^2, mean: torch's goes to prims.var, which has no rule;
 - scaled_dot_product_attention is decomposed here: torch's goes through _safe_softmax and a -inf
@@ -39,7 +39,8 @@ _TORCH_DECOMPOSED = {  # traced through torch's decomposition tables
     aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
     aten.layer_norm.default, aten.native_layer_norm.default, aten.group_norm.default,
     aten.native_group_norm.default, aten.var.correction, aten.var_mean.correction,
-    aten.div.Tensor, aten.div.Scalar, aten.glu.default, aten.prelu.default, aten.gru.input,
+    aten.div.Tensor, aten.div.Scalar, aten.glu.default, aten.prelu.default, aten.linalg_vector_norm.default,
+    aten.addmm.default, aten.gru.input,
 }
 DECOMPOSED = frozenset(_TORCH_DECOMPOSED | {_SDPA})
 
@@ -71,7 +72,30 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
     return _var_mean(x, dim, correction=correction, keepdim=keepdim)[0]
 
 
+def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """Norms as ops with INT rules: sum |x| (1), sqrt(sum x*x) (2), amax |x| (inf), amin |x| (-inf);
+    torch's goes through pow with a tensor exponent."""
+    dims = list(range(x.dim())) if dim is None or (isinstance(dim, (list, tuple)) and not dim) else dim
+    if ord == math.inf:
+        return torch.amax(torch.abs(x), dims, keepdim)
+    if ord == -math.inf:
+        return torch.amin(torch.abs(x), dims, keepdim)
+    if ord == 1:
+        return torch.sum(torch.abs(x), dims, keepdim)
+    if ord == 2:
+        return torch.sqrt(torch.sum(x * x, dims, keepdim))
+    return torch.sum(torch.abs(x) ** ord, dims, keepdim) ** (1.0 / ord)
+
+
+def _addmm(bias, a, b, *, beta=1, alpha=1):
+    """beta * bias + alpha * (a @ b): a matmul, two scalings and an add, each with an INT rule."""
+    product = torch.mm(a, b)
+    product = product if alpha == 1 else product * alpha
+    return product + (bias if beta == 1 else bias * beta)
+
+
 _TABLE = {
+    aten.linalg_vector_norm.default: _vector_norm, aten.addmm.default: _addmm,
     **get_decompositions([aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
                           aten.glu, aten.prelu, aten._prelu_kernel, aten.gru.input]),
     aten.div.Tensor: _div, aten.div.Scalar: _div,
