@@ -8,7 +8,7 @@ import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import Op, tosa_dtype
+from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
 from ..registry import Quant, register_op, register_quant_aliases
 from . import pooling  # noqa: F401  (registers the families aliased below)
@@ -173,3 +173,35 @@ def lower_unfold(ctx: LoweringContext, node: Node) -> Value:
         return ctx.constant(split.const.permute(*order))
     return Value(tuple(shape), dtype, tensor=split.tensor, perm=layout.after_permute(split.perm, order),
                  qparams=split.qparams)
+
+
+_CUMSUM_MAX = 1024  # the triangular constant is L x L floats
+
+
+def _cumsum_support(node: Node, spec) -> str | None:
+    val = node.meta["val"]
+    if val.dtype != torch.float32 or node.args[0].meta["val"].dtype != torch.float32:
+        return (f"cumsum on {node.args[0].meta['val'].dtype} -> {val.dtype} is not lowered: only float32 "
+                "(a MATMUL with a triangular constant; TOSA has no scan operator)")
+    if val.dim() == 0 or val.shape[node.args[1] % val.dim()] > _CUMSUM_MAX:
+        return f"cumsum over more than {_CUMSUM_MAX} elements (or of a scalar) is not lowered"
+    return None
+
+
+@register_op("cumsum", [aten.cumsum.default], support=_cumsum_support, profiles=("FP",))
+def lower_cumsum(ctx: LoweringContext, node: Node) -> Value:
+    """TOSA has no scan: y[..., j] = sum_i x[..., i] * T[i, j] with T upper-triangular ones (one MATMUL)."""
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    if x.is_const:
+        return ctx.constant(x.const.cumsum(node.args[1]))
+    dim = node.args[1] % x.rank
+    order = tuple(d for d in range(x.rank) if d != dim) + (dim,)  # the scanned dim innermost
+    length = shape[dim]
+    rows = _numel(shape) // length
+    b = ctx.b
+    a = b.reshape(ctx.tensor(x, order), [1, rows, length])
+    tri = b.const(torch.triu(torch.ones(length, length)).reshape(1, length, length), DType.FP32)
+    zps = [b.zero_point(DType.FP32), b.zero_point(DType.FP32)]
+    y = b.op(Op.MATMUL, [a, tri, *zps], [1, rows, length], DType.FP32)
+    return ctx.from_tensor(b.reshape(y, layout.apply(shape, order)), shape, dtype, order)
