@@ -37,8 +37,8 @@ def _cpu_reasons(edge) -> dict[str, str]:
 
 @pytest.mark.parametrize("case,spec,says", [
     (CONTROL_FLOW[1], "TOSA-1.0+FP", 'TOSA-1.0+FP lacks it: use "TOSA-1.0+FP+cf"'),
-    (CONTROL_FLOW[2], "TOSA-1.0+FP+cf", "WHILE_LOOP (TOSA control-flow sub-graphs) is not lowered"),
-], ids=["cond_without_cf", "while_loop_with_cf"])
+    (CONTROL_FLOW[1], "TOSA-1.0+FP+cf", "COND_IF (TOSA control-flow sub-graphs) is not lowered"),
+], ids=["cond_without_cf", "cond_with_cf"])
 def test_control_flow_stays_on_the_cpu_with_the_extension_named(case, spec, says):
     module, inputs = case.module(), case.inputs()
     edge = lower(module, inputs, spec=spec)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 from torch.fx import Node
 
-from ..builder import Op, tosa_dtype
+from .. import layout
+from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
 from ..registry import Quant, register_op, register_quant_aliases
 from . import pooling  # noqa: F401  (registers the families aliased below)
@@ -83,3 +84,124 @@ def lower_slice_scatter(ctx: LoweringContext, node: Node) -> Value:
     if len(tensors) == 1:
         return ctx.from_tensor(tensors[0], shape, dtype, perm)
     return ctx.emit(Op.CONCAT, tensors, shape, dtype, perm, perm.index(dim))
+
+
+def _strided_view(node: Node) -> tuple[int, list[int], list[int]] | None:
+    """as_strided as a view of the contiguous input: (offset, dims ordered by stride, their sizes)
+    when the result is a permuted contiguous block of the storage, else None."""
+    size, stride = list(node.args[1]), list(node.args[2])
+    offset = arg(node, 3, "storage_offset", 0) or 0
+    numel = node.args[0].meta["val"].numel()
+    dims = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: -stride[d])
+    expected = 1
+    for d in reversed(dims):
+        if stride[d] != expected:
+            return None
+        expected *= size[d]
+    return (offset, dims, [size[d] for d in dims]) if offset + expected <= numel else None
+
+
+def _as_strided_support(node: Node, spec) -> str | None:
+    if _strided_view(node) is None:
+        return ("as_strided with overlapping or gapped strides is not a view (it would need a GATHER per "
+                "element); only permuted contiguous blocks are lowered")
+    return None
+
+
+@register_op("as_strided", [aten.as_strided_copy.default, aten.as_strided.default], support=_as_strided_support,
+             quant=Quant.SHARED)
+def lower_as_strided(ctx: LoweringContext, node: Node) -> Value:
+    """SLICE of the flattened input, RESHAPE to the dims in stride order, then a layout-only permute."""
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    offset, dims, sizes = _strided_view(node)
+    count = 1
+    for n in sizes:
+        count *= n
+    flat = ctx.reshape(x, (x.const.numel() if x.is_const else _numel(x.shape),))
+    block = ctx.reshape(_slice(ctx, flat, [offset], [count], dtype), sizes)
+    order = sorted(range(len(dims)), key=lambda i: dims[i])  # block dim for each output dim, in order
+    if block.is_const:
+        permuted = ctx.constant(block.const.permute(*order))
+    else:
+        permuted = Value(tuple(sizes[i] for i in order), dtype, tensor=block.tensor,
+                         perm=layout.after_permute(block.perm, order), qparams=block.qparams)
+    return ctx.reshape(permuted, shape)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _unfold_support(node: Node, spec) -> str | None:
+    x = node.args[0].meta["val"]
+    dim, size, step = node.args[1] % max(x.dim(), 1), node.args[2], node.args[3]
+    windows = (x.shape[dim] - size) // step + 1 if x.dim() else 1
+    if windows > 64:
+        return f"unfold into {windows} windows is not lowered (one SLICE per window; at most 64)"
+    return None
+
+
+@register_op("unfold", [aten.unfold_copy.default, aten.unfold.default], support=_unfold_support,
+             quant=Quant.SHARED)
+def lower_unfold(ctx: LoweringContext, node: Node) -> Value:
+    """One SLICE per window, CONCAT along dim, then the window axis moves last (layout only)."""
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    dim, size, step = node.args[1] % x.rank, node.args[2], node.args[3]
+    windows = shape[dim]
+    sizes = list(x.shape)
+    sizes[dim] = size
+    # [..., windows * size, ...] -> [..., windows, size, ...] -> window axis (dim + 1) to the end
+    parts = []
+    for w in range(windows):
+        starts = [0] * x.rank
+        starts[dim] = w * step
+        parts.append(_slice(ctx, x, starts, sizes, dtype))
+    perm = ctx.common_layout(parts, x.rank)
+    tensors = [ctx.tensor(v, perm, tosa_dtype(dtype)) for v in parts]
+    cat_shape = list(x.shape)
+    cat_shape[dim] = windows * size
+    joined = (ctx.from_tensor(tensors[0], cat_shape, dtype, perm) if len(tensors) == 1 else
+              ctx.emit(Op.CONCAT, tensors, cat_shape, dtype, perm, perm.index(dim)))
+    split = ctx.reshape(joined, cat_shape[:dim] + [windows, size] + cat_shape[dim + 1:])
+    order = [d for d in range(x.rank + 1) if d != dim + 1] + [dim + 1]
+    if split.is_const:
+        return ctx.constant(split.const.permute(*order))
+    return Value(tuple(shape), dtype, tensor=split.tensor, perm=layout.after_permute(split.perm, order),
+                 qparams=split.qparams)
+
+
+_CUMSUM_MAX = 1024  # the triangular constant is L x L floats
+
+
+def _cumsum_support(node: Node, spec) -> str | None:
+    val = node.meta["val"]
+    if val.dtype != torch.float32 or node.args[0].meta["val"].dtype != torch.float32:
+        return (f"cumsum on {node.args[0].meta['val'].dtype} -> {val.dtype} is not lowered: only float32 "
+                "(a MATMUL with a triangular constant; TOSA has no scan operator)")
+    if val.dim() == 0 or val.shape[node.args[1] % val.dim()] > _CUMSUM_MAX:
+        return f"cumsum over more than {_CUMSUM_MAX} elements (or of a scalar) is not lowered"
+    return None
+
+
+@register_op("cumsum", [aten.cumsum.default], support=_cumsum_support, profiles=("FP",))
+def lower_cumsum(ctx: LoweringContext, node: Node) -> Value:
+    """TOSA has no scan: y[..., j] = sum_i x[..., i] * T[i, j] with T upper-triangular ones (one MATMUL)."""
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    if x.is_const:
+        return ctx.constant(x.const.cumsum(node.args[1]))
+    dim = node.args[1] % x.rank
+    order = tuple(d for d in range(x.rank) if d != dim) + (dim,)  # the scanned dim innermost
+    length = shape[dim]
+    rows = _numel(shape) // length
+    b = ctx.b
+    a = b.reshape(ctx.tensor(x, order), [1, rows, length])
+    tri = b.const(torch.triu(torch.ones(length, length)).reshape(1, length, length), DType.FP32)
+    zps = [b.zero_point(DType.FP32), b.zero_point(DType.FP32)]
+    y = b.op(Op.MATMUL, [a, tri, *zps], [1, rows, length], DType.FP32)
+    return ctx.from_tensor(b.reshape(y, layout.apply(shape, order)), shape, dtype, order)
