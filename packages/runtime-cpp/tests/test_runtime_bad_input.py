@@ -3,6 +3,7 @@ lives and keeps running good programs. Plus: two methods in two threads, and bou
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
@@ -130,7 +131,9 @@ def test_two_methods_in_two_threads(tosa_edge, ethosu_edge):
 
 @pytest.mark.parametrize(("target", "iterations"), [("vela_bin_stream", 400), ("tosa_graph", 25)])
 def test_bounded_fuzz_run(target, iterations, ethosu_edge, tmp_path):
-    """A short seeded run in the normal session (`nox -s runtime-fuzz` runs long ones)."""
+    """A short seeded run in the normal session (`nox -s runtime-fuzz` runs RUNTIME_CPP_FUZZ_SCALE
+    times more; `nox -s runtime-asan` runs it against the ASan/UBSan build)."""
+    iterations *= int(os.environ.get("RUNTIME_CPP_FUZZ_SCALE", "1"))
     payload = _payload(ethosu_edge)
     seed = payload if target == "vela_bin_stream" else parse_binstream(payload).extra["tosa_graph"]
     (tmp_path / "seed.bin").write_bytes(seed)
