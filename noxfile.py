@@ -98,6 +98,36 @@ def test_vulkan(session: nox.Session) -> None:
                 "from vulkan_delegate.runtime import build_runtime; build_runtime()", external=True)
     _pytest(session, "vulkan-delegate")
 
+@nox.session(name="runtime-fuzz")
+def runtime_fuzz(session: nox.Session) -> None:
+    """runtime-cpp's payload parsers under the seeded mutation fuzzer, 50x the default run."""
+    _sync(session)
+    session.env["RUNTIME_CPP_FUZZ_SCALE"] = session.posargs[0] if session.posargs else "50"
+    session.run("uv", "run", "--frozen", "--no-sync", "pytest", "-p", "no:xdist", "-q",
+                "packages/runtime-cpp/tests/test_runtime_bad_input.py", external=True)
+
+
+@nox.session(name="runtime-asan")
+def runtime_asan(session: nox.Session) -> None:
+    """runtime-cpp built with ASan+UBSan (build/asan), then the bad-input, thread and fuzz tests on it."""
+    import subprocess
+
+    _sync(session)
+    pkg = ROOT / "packages" / "runtime-cpp"
+    build, prefix = pkg / "build" / "asan", pkg / "build" / "asan-install"
+    python = str(ROOT / ".venv" / "bin" / "python")
+    session.run("cmake", "-S", str(pkg), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                f"-DRUNTIME_CPP_PYTHON={python}", "-DRUNTIME_CPP_SANITIZE=address;undefined", external=True)
+    session.run("cmake", "--build", str(build), "-j2", external=True)
+    session.run("cmake", "--install", str(build), "--prefix", str(prefix), external=True)
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    session.env.update({"RUNTIME_CPP_MODULE_DIR": str(prefix), "LD_PRELOAD": libasan,
+                        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+                        "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"})
+    session.run("uv", "run", "--frozen", "--no-sync", "pytest", "-p", "no:xdist", "-q",
+                "packages/runtime-cpp/tests/test_runtime_bad_input.py", external=True)
+
 
 @nox.session
 def lint(session: nox.Session) -> None:

@@ -3,6 +3,7 @@ lives and keeps running good programs. Plus: two methods in two threads, and bou
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
@@ -44,9 +45,16 @@ def _load_fails(pte: bytes, capfd, log: str) -> None:
     assert log in capfd.readouterr().err
 
 
+def _method(pte: bytes):
+    """(program, method): the caller keeps the program alive (the Method does not own it)."""
+    program = Runtime.get().load_program(pte)
+    return program, program.load_method("forward")
+
+
 def _still_runs(edge) -> None:
     x = torch.randn(progs.INPUT)
-    (y,) = Runtime.get().load_program(progs.pte(edge)).load_method("forward").execute([x])
+    _program, method = _method(progs.pte(edge))
+    (y,) = method.execute([x])
     assert torch.equal(y, run_on_reference_model(edge, x))
 
 
@@ -87,7 +95,7 @@ def test_ethosu_io_mismatch(ethosu_edge, capfd):
     # the vela I/O table describes another input shape than the tensors the method passes
     wrong = replace(stream.inputs[0], shape=(1, 1, 1, 3, 9, 8))
     payload = build_binstream(replace(stream, inputs=[wrong]), stream.extra)
-    method = Runtime.get().load_program(progs.pte_with_payload(ethosu_edge, payload)).load_method("forward")
+    _program, method = _method(progs.pte_with_payload(ethosu_edge, payload))
     with pytest.raises(RuntimeError):
         method.execute([torch.randn(progs.INPUT)])
     assert "the vela payload describes shape [1,1,1,3,9,8]" in capfd.readouterr().err
@@ -98,9 +106,10 @@ def test_ethosu_io_mismatch(ethosu_edge, capfd):
 
 
 def test_two_methods_in_two_threads(tosa_edge, ethosu_edge):
-    jobs = []
+    jobs, programs = [], []
     for edge in (tosa_edge, ethosu_edge):
-        method = Runtime.get().load_program(progs.pte(edge)).load_method("forward")
+        program, method = _method(progs.pte(edge))
+        programs.append(program)
         xs = [torch.randn(progs.INPUT) for _ in range(4)]
         jobs.append((method, xs, [run_on_reference_model(edge, x) for x in xs]))
     failures: list[str] = []
@@ -122,7 +131,9 @@ def test_two_methods_in_two_threads(tosa_edge, ethosu_edge):
 
 @pytest.mark.parametrize(("target", "iterations"), [("vela_bin_stream", 400), ("tosa_graph", 25)])
 def test_bounded_fuzz_run(target, iterations, ethosu_edge, tmp_path):
-    """A short seeded run in the normal session (`nox -s runtime-fuzz` runs long ones)."""
+    """A short seeded run in the normal session (`nox -s runtime-fuzz` runs RUNTIME_CPP_FUZZ_SCALE
+    times more; `nox -s runtime-asan` runs it against the ASan/UBSan build)."""
+    iterations *= int(os.environ.get("RUNTIME_CPP_FUZZ_SCALE", "1"))
     payload = _payload(ethosu_edge)
     seed = payload if target == "vela_bin_stream" else parse_binstream(payload).extra["tosa_graph"]
     (tmp_path / "seed.bin").write_bytes(seed)

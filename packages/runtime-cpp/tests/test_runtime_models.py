@@ -63,7 +63,8 @@ def test_runtime_matches_reference_model_on_the_lowered_program(model_name, targ
     assert partition_report(edge).delegates, "nothing was delegated"
     pte = edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
     expected = run_on_reference_model(edge, *inputs)
-    method = Runtime.get().load_program(pte).load_method("forward")
+    program = Runtime.get().load_program(pte)  # kept alive: the Method does not own it
+    method = program.load_method("forward")
     (got,) = method.execute(list(inputs))
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,17 +42,28 @@ size_t numel_of(const std::vector<int32_t>& shape) {
   return n;
 }
 
+// The reference model keeps its configuration and debug state in process globals (g_func_config,
+// g_func_debug), so two graphs cannot run on it at once: every use goes through this lock. Two
+// methods in two threads therefore take turns inside the reference model (correct, not parallel).
+std::mutex& reference_model_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
 // The serialization library dereferences fields the flatbuffer verifier lets be absent, and the
 // reference model ends the process (abort(), assert) on some malformed graphs instead of returning
 // an error. So a graph is first deserialized and initialized in a forked child: a child that dies
 // means a graph we refuse, and this process lives. Costs one extra load per loaded delegate.
 Error loads_safely(const char* backend, const uint8_t* data, size_t size) {
+  std::unique_lock<std::mutex> guard(reference_model_lock());  // a consistent state to fork
   const pid_t pid = fork();
   if (pid < 0) {
     ET_LOG(Error, "%s: fork() failed, so the graph cannot be checked safely before loading", backend);
     return Error::Internal;
   }
   if (pid == 0) {
+    std::signal(SIGSEGV, SIG_DFL);  // die quietly: no Python faulthandler report from the child
+    std::signal(SIGABRT, SIG_DFL);
     int code = 3;
     try {
       tosa::TosaSerializationHandler handler;
@@ -65,6 +77,7 @@ Error loads_safely(const char* backend, const uint8_t* data, size_t size) {
     }
     _exit(code);
   }
+  guard.unlock();
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
@@ -129,6 +142,7 @@ Error TosaRunner::create(const char* backend, const uint8_t* data, size_t size,
   const Error checked = loads_safely(backend, data, size);
   if (checked != Error::Ok) return checked;
   auto impl = std::make_unique<Impl>();
+  std::lock_guard<std::mutex> guard(reference_model_lock());
   try {
     if (impl->handler.LoadFileTosaFlatbuffer(data, size) != tosa::TOSA_OK) {
       ET_LOG(Error, "%s: the TOSA flatbuffer (%zu bytes) failed verification or is a version the "
@@ -200,6 +214,7 @@ Error TosaRunner::run(const char* backend, Span<EValue*> args) {
                   "outputs", backend, args.size(), n_in, n_out);
     return Error::InvalidArgument;
   }
+  std::lock_guard<std::mutex> guard(reference_model_lock());
   try {
     if (!m.runner) {
       m.runner = std::make_unique<TosaReference::IModelRunner>();

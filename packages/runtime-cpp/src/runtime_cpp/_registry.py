@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import os
 
 # RUNTIME_CPP_MODULE_DIR: load the modules and manifest from another build (the ASan session's).
 _HERE = Path(os.environ.get("RUNTIME_CPP_MODULE_DIR") or Path(__file__).resolve().parent)
