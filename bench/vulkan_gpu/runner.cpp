@@ -1,5 +1,6 @@
 // Times a .pte through the ExecuTorch runtime (libexecutorch.so) with the Vulkan compute delegate
-// (libvulkan_delegate_runtime.so, loaded with dlopen so its backend registers): no torch needed.
+// (libvulkan_delegate_runtime.so, loaded with dlopen, registered by its runtime_cpp_register_vulkan_delegate()):
+// no torch needed.
 //   vkdg_runner model.pte N C H W [runs=200] [warmup=20]   (input dims: any rank, given as numbers)
 // Prints one JSON line: median/min/mean milliseconds per call, input upload and output readback included.
 #include <dlfcn.h>
@@ -35,8 +36,10 @@ int main(int argc, char** argv) {
     else if (a == "--lib" && i + 1 < argc) lib = argv[++i];
     else sizes.push_back(std::atoi(argv[i]));
   }
-  if (!dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-    std::fprintf(stderr, "cannot load %s: %s\n", lib.c_str(), dlerror());
+  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  auto reg = handle ? reinterpret_cast<int (*)()>(dlsym(handle, "runtime_cpp_register_vulkan_delegate")) : nullptr;
+  if (!reg || reg() != 0) {
+    std::fprintf(stderr, "cannot load/register %s: %s\n", lib.c_str(), handle ? "registration failed" : dlerror());
     return 1;
   }
   Module module(argv[1]);

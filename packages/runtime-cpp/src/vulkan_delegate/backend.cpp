@@ -53,11 +53,24 @@ class VkComputeBackend final : public executorch::runtime::BackendInterface {
 };
 
 VkComputeBackend backend;
-Backend registration{"VkComputeBackend", &backend};
-const Error registered = executorch::runtime::register_backend(registration);
 
 }  // namespace
+
+// Registers the backend; Ok when this library registered it already.
+Error register_vk_compute_backend() {
+  if (executorch::runtime::get_backend_class("VkComputeBackend") == &backend) return Error::Ok;
+  Error err = executorch::runtime::register_backend(Backend{"VkComputeBackend", &backend});
+  if (err != Error::Ok) ET_LOG(Error, "VkComputeBackend: registration failed (0x%x)", static_cast<unsigned>(err));
+  return err;
+}
+
 }  // namespace vkdg
+
+// runtime_cpp's plug-in convention (common/registration.h): whoever loads the library calls this once
+// (runtime_cpp, vulkan_delegate.runtime for the standalone build, the bench runner).
+extern "C" __attribute__((visibility("default"))) int runtime_cpp_register_vulkan_delegate() {
+  return static_cast<int>(vkdg::register_vk_compute_backend());
+}
 
 extern "C" {
 

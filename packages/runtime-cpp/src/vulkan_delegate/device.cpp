@@ -39,10 +39,12 @@ Device::~Device() {
 
 std::unique_ptr<Device> Device::create(bool need_fp16, std::string* error) {
   std::unique_ptr<Device> d(new Device());
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  VkApplicationInfo app{};
+  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "executorch-vulkan-delegate";
   app.apiVersion = VK_API_VERSION_1_2;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  VkInstanceCreateInfo ici{};
+  ici.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ici.pApplicationInfo = &app;
   if (vkCreateInstance(&ici, nullptr, &d->instance_) != VK_SUCCESS) {
     *error = "no Vulkan driver (vkCreateInstance failed): install a GPU driver or lavapipe";
@@ -87,14 +89,20 @@ std::unique_ptr<Device> Device::create(bool need_fp16, std::string* error) {
   vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
   compute_family(d->physical_, &d->queue_family_);
 
-  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{};
+
+  f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  VkPhysicalDeviceVulkan12Features f12{};
+  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   f11.pNext = &f12;
-  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   f2.pNext = &f11;
   vkGetPhysicalDeviceFeatures2(d->physical_, &f2);
-  VkPhysicalDeviceVulkan11Features e11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  VkPhysicalDeviceVulkan12Features e12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features e11{};
+  e11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  VkPhysicalDeviceVulkan12Features e12{};
+  e12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   e11.pNext = &e12;
   if (need_fp16) {
     if (!f12.shaderFloat16 || !f11.storageBuffer16BitAccess) {
@@ -105,11 +113,13 @@ std::unique_ptr<Device> Device::create(bool need_fp16, std::string* error) {
     e11.storageBuffer16BitAccess = VK_TRUE;
   }
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  VkDeviceQueueCreateInfo qci{};
+  qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
   qci.queueFamilyIndex = d->queue_family_;
   qci.queueCount = 1;
   qci.pQueuePriorities = &prio;
-  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  VkDeviceCreateInfo dci{};
+  dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   dci.pNext = &e11;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
@@ -136,7 +146,8 @@ bool Buffer::create(const Device& dev, uint64_t size, bool host_visible, std::st
   reset();
   device_ = dev.handle();
   size_ = size < 16 ? 16 : size;
-  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  VkBufferCreateInfo bci{};
+  bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bci.size = size_;
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   if (vkCreateBuffer(device_, &bci, nullptr, &buffer_) != VK_SUCCESS) {
@@ -153,7 +164,8 @@ bool Buffer::create(const Device& dev, uint64_t size, bool host_visible, std::st
     *error = "no suitable memory type";
     return false;
   }
-  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  VkMemoryAllocateInfo mai{};
+  mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = type;
   if (vkAllocateMemory(device_, &mai, nullptr, &memory_) != VK_SUCCESS) {

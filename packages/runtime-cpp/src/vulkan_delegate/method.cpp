@@ -90,16 +90,19 @@ Error Method::init(const void* payload, size_t size) {
     ET_LOG(Error, "VkComputeBackend: %s", why.c_str());
     return Error::MemoryAllocationFailed;
   }
-  VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  VkCommandPoolCreateInfo cpi{};
+  cpi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
   cpi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   cpi.queueFamilyIndex = dev_->queue_family();
   VK_TRY(vkCreateCommandPool(dev_->handle(), &cpi, nullptr, &cmd_pool_));
-  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  VkCommandBufferAllocateInfo cai{};
+  cai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
   cai.commandPool = cmd_pool_;
   cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   cai.commandBufferCount = 1;
   VK_TRY(vkAllocateCommandBuffers(dev_->handle(), &cai, &cmd_));
-  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkFenceCreateInfo fci{};
+  fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   VK_TRY(vkCreateFence(dev_->handle(), &fci, nullptr, &fence_));
   if ((err = create_pipelines()) != Error::Ok || (err = create_descriptors()) != Error::Ok ||
       (err = upload_constants()) != Error::Ok)
@@ -117,25 +120,29 @@ Error Method::create_pipelines() {
     const ShaderBinary* sb = find_shader(prog_.shaders[i]);
     Pipeline& p = pipelines_[i];
     std::memcpy(p.local, sb->local_size, sizeof(p.local));
-    VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    VkShaderModuleCreateInfo smi{};
+    smi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     smi.codeSize = sb->words * 4;
     smi.pCode = sb->code;
     VK_TRY(vkCreateShaderModule(d, &smi, nullptr, &p.module));
     std::vector<VkDescriptorSetLayoutBinding> binds(sb->bindings);
     for (uint32_t b = 0; b < sb->bindings; ++b)
       binds[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-    VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    VkDescriptorSetLayoutCreateInfo dli{};
+    dli.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
     dli.bindingCount = sb->bindings;
     dli.pBindings = binds.data();
     VK_TRY(vkCreateDescriptorSetLayout(d, &dli, nullptr, &p.set_layout));
     VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kMaxPushWords * 4};
-    VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    VkPipelineLayoutCreateInfo pli{};
+    pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
     pli.setLayoutCount = 1;
     pli.pSetLayouts = &p.set_layout;
     pli.pushConstantRangeCount = 1;
     pli.pPushConstantRanges = &range;
     VK_TRY(vkCreatePipelineLayout(d, &pli, nullptr, &p.layout));
-    VkComputePipelineCreateInfo cpi{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    VkComputePipelineCreateInfo cpi{};
+    cpi.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     cpi.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, nullptr, 0, VK_SHADER_STAGE_COMPUTE_BIT,
                  p.module, "main", nullptr};
     cpi.layout = p.layout;
@@ -148,7 +155,8 @@ Error Method::create_descriptors() {
   VkDevice d = dev_->handle();
   uint32_t n = static_cast<uint32_t>(prog_.dispatches.size());
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n * kMaxBindings + 1};
-  VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  VkDescriptorPoolCreateInfo dpi{};
+  dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = n + 1;
   dpi.poolSizeCount = 1;
   dpi.pPoolSizes = &ps;
@@ -162,7 +170,8 @@ Error Method::create_descriptors() {
              prog_.shaders[dd.shader].c_str(), find_shader(prog_.shaders[dd.shader])->bindings);
       return Error::InvalidProgram;
     }
-    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    VkDescriptorSetAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
     ai.descriptorPool = pool_;
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &p.set_layout;
@@ -172,7 +181,8 @@ Error Method::create_descriptors() {
     for (size_t b = 0; b < dd.bindings.size(); ++b) {
       const TensorDesc& t = prog_.tensors[dd.bindings[b]];
       infos[b] = {(t.kind == kConst ? consts_ : arena_).handle(), t.offset, t.nbytes};
-      writes[b] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[b] = {};
+      writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
       writes[b].dstSet = sets_[i];
       writes[b].dstBinding = static_cast<uint32_t>(b);
       writes[b].descriptorCount = 1;
@@ -193,7 +203,8 @@ Error Method::upload_constants() {
     return Error::MemoryAllocationFailed;
   }
   std::memcpy(staging.mapped(), prog_.constants.data(), prog_.constants.size());
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VkCommandBufferBeginInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   VK_TRY(vkBeginCommandBuffer(cmd_, &bi));
   VkBufferCopy region{0, 0, prog_.constants.size()};
@@ -207,9 +218,11 @@ Error Method::upload_constants() {
 
 Error Method::record(const std::vector<int64_t>& symbols) {
   VK_TRY(vkResetCommandBuffer(cmd_, 0));
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VkCommandBufferBeginInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   VK_TRY(vkBeginCommandBuffer(cmd_, &bi));
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
   for (size_t i = 0; i < prog_.inputs.size(); ++i) {
@@ -272,7 +285,8 @@ Error Method::record(const std::vector<int64_t>& symbols) {
 }
 
 Error Method::submit_and_wait() {
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
   VK_TRY(vkQueueSubmit(dev_->queue(), 1, &si, fence_));

@@ -1,8 +1,10 @@
-"""Load the C++ runtime (libvulkan_delegate_runtime.so) into this process and run programs with it.
+"""Load the C++ runtime into this process and run programs with it.
 
-The library registers the "VkComputeBackend" into the pip `executorch` runtime (both link the same
-libexecutorch.so). It is built from packages/runtime-cpp/src/vulkan_delegate with CMake on first
-use (glslc compiles the shaders at that time) unless VULKAN_DELEGATE_LIB names a built library.
+The runtime registers "VkComputeBackend" into the pip `executorch` runtime (both link the same
+libexecutorch.so). Where it comes from, first found: VULKAN_DELEGATE_LIB (a built library); the
+runtime-cpp package's module `_backend_vulkan_delegate.so` (built by `uv sync` when the Vulkan
+headers and glslc are present); else packages/runtime-cpp/src/vulkan_delegate built here with CMake
+on first use (glslc compiles the shaders then).
 """
 
 from __future__ import annotations
@@ -56,13 +58,28 @@ def load_runtime() -> ctypes.CDLL:
     import executorch.runtime  # noqa: F401  (libexecutorch.so first, so ours binds to the same one)
 
     path = os.environ.get("VULKAN_DELEGATE_LIB")
-    path = Path(path) if path else build_runtime()
-    _lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    lib = None if path else _runtime_cpp_module()
+    if lib is None:
+        lib = ctypes.CDLL(str(Path(path) if path else build_runtime()), mode=ctypes.RTLD_GLOBAL)
+        if lib.runtime_cpp_register_vulkan_delegate() != 0:
+            raise VulkanRuntimeError("registering VkComputeBackend failed (another library holds the id)")
+    _lib = lib
     _lib.vkdg_shader_count.restype = ctypes.c_int
     _lib.vkdg_shader_name.restype = ctypes.c_char_p
     _lib.vkdg_shader_name.argtypes = [ctypes.c_int]
     _lib.vkdg_device_name.restype = ctypes.c_char_p
     return _lib
+
+
+def _runtime_cpp_module() -> ctypes.CDLL | None:
+    """runtime-cpp's registered vulkan_delegate module, or None when runtime-cpp lacks it."""
+    try:
+        import runtime_cpp
+        from runtime_cpp._registry import module_handle
+    except ImportError:
+        return None
+    ok = any(b.name == "vulkan_delegate" and b.registered for b in runtime_cpp.backends())
+    return module_handle("vulkan_delegate") if ok else None
 
 
 def runtime_shader_names() -> set[str]:
