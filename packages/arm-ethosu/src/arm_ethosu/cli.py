@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", type=Path, help="folder of .npy/.pt calibration samples")
     p.add_argument("--calibration-samples", type=int, default=8,
                    help="how many random samples when no --calibration folder is given (default 8)")
+    p.add_argument("--accuracy-report", action="store_true",
+                   help="per-layer SQNR vs float (cumulative and isolated) on the calibration inputs: "
+                        "table of the worst layers, accuracy.csv/json/png in the report folder")
     p.add_argument("--no-verify", action="store_true", help="skip running the .pte on the reference model")
     p.add_argument("--tolerance", type=float, help="fail when the verified max abs error exceeds this")
     p.add_argument("--list-targets", action="store_true", help="list the installed targets and exit")
@@ -77,11 +80,11 @@ class _Progress:
     """Numbered stage lines with timings on stderr."""
 
     def __init__(self, stream=None) -> None:
-        self.stream, self.n = stream or sys.stderr, 0
+        self.stream, self.n, self.total = stream or sys.stderr, 0, _STAGES
 
     def stage(self, title: str):
         self.n += 1
-        return _Stage(self, f"[{self.n}/{_STAGES}] {title}")
+        return _Stage(self, f"[{self.n}/{self.total}] {title}")
 
 
 class _Stage:
@@ -169,10 +172,31 @@ def _verify(pte: bytes, reference_module: torch.nn.Module, inputs) -> tuple[floa
     return max_relative_error(actual, expected)
 
 
+def _accuracy_report(quantized, samples, pte: bytes, report_dir: Path, out) -> str:
+    """Per-layer SQNR (fake-quant stage) plus the output SQNR of the .pte on the reference model."""
+    if quantized is None:
+        return "skipped: the target runs float"
+    from arm_quantizer.accuracy import output_error_db, quantization_error_report
+    from arm_tosa_core import run_on_reference_model
+
+    report = quantization_error_report(quantized, samples)
+    try:
+        report.output_db["tosa_reference"] = output_error_db(
+            quantized, samples, lambda *x: run_on_reference_model(pte, *x))
+    except ValueError as exc:  # e.g. --no-tosa-graph: no TOSA graph in the payload
+        print(f"note: no TOSA reference-model stage: {exc}", file=out)
+    print(report.format_table(), file=out)
+    (report_dir / "accuracy.json").write_text(report.to_json())
+    report.write_csv(report_dir / "accuracy.csv")
+    report.plot_png(report_dir / "accuracy.png")
+    return f"{len(report.layers)} layers, output {report.output_db['fake_quant']:.2f} dB"
+
+
 def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None = None) -> int:
     """Run every stage for parsed arguments; returns the exit status."""
     out = out or sys.stdout
     progress = progress or _Progress()
+    progress.total = _STAGES + int(bool(getattr(args, "accuracy_report", False)))
     target = resolve_target(args.target)
     spec = target.compile_spec(_target_options(args))
     name = args.model.rpartition(":")[2] if ":" in args.model else args.model
@@ -184,7 +208,7 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
         model = load_model(args.model, args.input_size, args.seed)
         st.detail = f"{model.name}, inputs {[tuple(x.shape) for x in model.example_inputs]}"
     with progress.stage("quantize") as st:
-        quantized = None
+        quantized, samples = None, []
         if target.quantizer is not None and spec.tosa_spec.support_integer():
             samples, st.detail = _calibration(args, model)
             quantized = _quantize(target, spec, model, samples)
@@ -212,6 +236,10 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
             print(target.report(pte, report_dir), file=out)
         (report_dir / "partitions.json").write_text(partitions.to_json())
         st.detail = f"{report_dir}"
+    if args.accuracy_report:
+        with progress.stage("accuracy report") as st:
+            st.detail = _accuracy_report(quantized, samples if quantized is not None else [], pte,
+                                         report_dir, out)
     status = 0
     with progress.stage("verify on the TOSA reference model") as st:
         if args.no_verify or args.no_tosa_graph:

@@ -9,6 +9,7 @@
     quantized = convert_pt2e(prepared)
 """
 
+from .accuracy import AccuracyReport, LayerError, output_sqnr, quantization_error_report
 from .config import (
     CalibrationError,
     QuantizationConfig,
@@ -21,6 +22,10 @@ from .quantizer import TOSAQuantizer, default_quantizer
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccuracyReport",
+    "LayerError",
+    "output_sqnr",
+    "quantization_error_report",
     "CalibrationError",
     "QuantizationConfig",
     "TOSAQuantizer",
