@@ -17,6 +17,7 @@ from .config import (
     get_symmetric_quantization_config,
 )
 from .exact_reference import run_exactly
+from .mixed_precision import MixedPrecisionResult, quantize_with_overrides, search_mixed_precision
 from .quantizer import TOSAQuantizer, default_quantizer
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AccuracyReport",
     "LayerError",
+    "MixedPrecisionResult",
     "output_sqnr",
     "quantization_error_report",
     "CalibrationError",
@@ -32,5 +34,7 @@ __all__ = [
     "default_quantizer",
     "get_symmetric_a16w8_quantization_config",
     "get_symmetric_quantization_config",
+    "quantize_with_overrides",
     "run_exactly",
+    "search_mixed_precision",
 ]
