@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accuracy-report", action="store_true",
                    help="per-layer SQNR vs float (cumulative and isolated) on the calibration inputs: "
                         "table of the worst layers, accuracy.csv/json/png in the report folder")
+    p.add_argument("--target-sqnr", type=float, metavar="DB",
+                   help="choose the modules whose activations move to int16 (a16w8) so the output SQNR vs "
+                        "float reaches DB, by SQNR gained per extra NPU cycle; prints the quantizer config")
     p.add_argument("--no-verify", action="store_true", help="skip running the .pte on the reference model")
     p.add_argument("--tolerance", type=float, help="fail when the verified max abs error exceeds this")
     p.add_argument("--list-targets", action="store_true", help="list the installed targets and exit")
@@ -192,11 +195,27 @@ def _accuracy_report(quantized, samples, pte: bytes, report_dir: Path, out) -> s
     return f"{len(report.layers)} layers, output {report.output_db['fake_quant']:.2f} dB"
 
 
+def _target_sqnr(args, model: LoadedModel, samples, pte: bytes, out) -> str:
+    if not samples:
+        return "skipped: the target runs float"
+    from .mixed_precision_cli import run_target_sqnr
+    from .program_report import ethosu_report
+
+    result = run_target_sqnr(model.module, model.example_inputs, samples, ethosu_report(pte), args.target_sqnr)
+    print(result.summary(), file=out)
+    print("# quantizer configuration (paste after building your quantizer):", file=out)
+    print(result.config_python(), file=out)
+    print("note: this .pte is all-int8: the core has no int16 Ethos-U lowering yet, so the chosen "
+          "a16w8 modules are reported, not compiled", file=out)
+    return f"{'met' if result.met else 'not met'}, {len(result.moved)} module(s) moved"
+
+
 def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None = None) -> int:
     """Run every stage for parsed arguments; returns the exit status."""
     out = out or sys.stdout
     progress = progress or _Progress()
-    progress.total = _STAGES + int(bool(getattr(args, "accuracy_report", False)))
+    progress.total = (_STAGES + int(bool(getattr(args, "accuracy_report", False)))
+                      + int(getattr(args, "target_sqnr", None) is not None))
     target = resolve_target(args.target)
     spec = target.compile_spec(_target_options(args))
     name = args.model.rpartition(":")[2] if ":" in args.model else args.model
@@ -240,6 +259,9 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
         with progress.stage("accuracy report") as st:
             st.detail = _accuracy_report(quantized, samples if quantized is not None else [], pte,
                                          report_dir, out)
+    if args.target_sqnr is not None:
+        with progress.stage(f"mixed precision search (target {args.target_sqnr:g} dB)") as st:
+            st.detail = _target_sqnr(args, model, samples, pte, out)
     status = 0
     with progress.stage("verify on the TOSA reference model") as st:
         if args.no_verify or args.no_tosa_graph:
