@@ -143,6 +143,9 @@ def bench(session: nox.Session) -> None:
     _sync(session)
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/run_bench.py", *session.posargs,
                 external=True)
+    # mixed precision (issue 11): SQNR and cycles of all-int8 / --target-sqnr / all-a16w8
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/bench_mixed_precision.py",
+                external=True)
 
 
 @nox.session

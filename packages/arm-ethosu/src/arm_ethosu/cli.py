@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", type=Path, help="folder of .npy/.pt calibration samples")
     p.add_argument("--calibration-samples", type=int, default=8,
                    help="how many random samples when no --calibration folder is given (default 8)")
+    p.add_argument("--accuracy-report", action="store_true",
+                   help="per-layer SQNR vs float (cumulative and isolated) on the calibration inputs: "
+                        "table of the worst layers, accuracy.csv/json/png in the report folder")
+    p.add_argument("--target-sqnr", type=float, metavar="DB",
+                   help="choose the modules whose activations move to int16 (a16w8) so the output SQNR vs "
+                        "float reaches DB, by SQNR gained per extra NPU cycle; prints the quantizer config")
     p.add_argument("--no-verify", action="store_true", help="skip running the .pte on the reference model")
     p.add_argument("--tolerance", type=float, help="fail when the verified max abs error exceeds this")
     p.add_argument("--list-targets", action="store_true", help="list the installed targets and exit")
@@ -75,11 +81,11 @@ class _Progress:
     """Numbered stage lines with timings on stderr."""
 
     def __init__(self, stream=None) -> None:
-        self.stream, self.n = stream or sys.stderr, 0
+        self.stream, self.n, self.total = stream or sys.stderr, 0, _STAGES
 
     def stage(self, title: str):
         self.n += 1
-        return _Stage(self, f"[{self.n}/{_STAGES}] {title}")
+        return _Stage(self, f"[{self.n}/{self.total}] {title}")
 
 
 class _Stage:
@@ -167,10 +173,47 @@ def _verify(pte: bytes, reference_module: torch.nn.Module, inputs) -> tuple[floa
     return max_relative_error(actual, expected)
 
 
+def _accuracy_report(quantized, samples, pte: bytes, report_dir: Path, out) -> str:
+    """Per-layer SQNR (fake-quant stage) plus the output SQNR of the .pte on the reference model."""
+    if quantized is None:
+        return "skipped: the target runs float"
+    from arm_quantizer.accuracy import output_error_db, quantization_error_report
+    from arm_tosa_core import run_on_reference_model
+
+    report = quantization_error_report(quantized, samples)
+    try:
+        report.output_db["tosa_reference"] = output_error_db(
+            quantized, samples, lambda *x: run_on_reference_model(pte, *x))
+    except ValueError as exc:  # e.g. --no-tosa-graph: no TOSA graph in the payload
+        print(f"note: no TOSA reference-model stage: {exc}", file=out)
+    print(report.format_table(), file=out)
+    (report_dir / "accuracy.json").write_text(report.to_json())
+    report.write_csv(report_dir / "accuracy.csv")
+    report.plot_png(report_dir / "accuracy.png")
+    return f"{len(report.layers)} layers, output {report.output_db['fake_quant']:.2f} dB"
+
+
+def _target_sqnr(args, model: LoadedModel, samples, pte: bytes, out) -> str:
+    if not samples:
+        return "skipped: the target runs float"
+    from .mixed_precision_cli import run_target_sqnr
+    from .program_report import ethosu_report
+
+    result = run_target_sqnr(model.module, model.example_inputs, samples, ethosu_report(pte), args.target_sqnr)
+    print(result.summary(), file=out)
+    print("# quantizer configuration (paste after building your quantizer):", file=out)
+    print(result.config_python(), file=out)
+    print("note: this .pte is all-int8: the core has no int16 Ethos-U lowering yet, so the chosen "
+          "a16w8 modules are reported, not compiled", file=out)
+    return f"{'met' if result.met else 'not met'}, {len(result.moved)} module(s) moved"
+
+
 def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None = None) -> int:
     """Run every stage for parsed arguments; returns the exit status."""
     out = out or sys.stdout
     progress = progress or _Progress()
+    progress.total = (_STAGES + int(bool(getattr(args, "accuracy_report", False)))
+                      + int(getattr(args, "target_sqnr", None) is not None))
     target = resolve_target(args.target)
     spec = target.compile_spec(_target_options(args))
     name = args.model.rpartition(":")[2] if ":" in args.model else args.model
@@ -182,7 +225,7 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
         model = load_model(args.model, args.input_size, args.seed)
         st.detail = f"{model.name}, inputs {[tuple(x.shape) for x in model.example_inputs]}"
     with progress.stage("quantize") as st:
-        quantized = None
+        quantized, samples = None, []
         if target.quantizer is not None and spec.tosa_spec.support_integer():
             samples, st.detail = _calibration(args, model)
             quantized = _quantize(target, spec, model, samples)
@@ -216,6 +259,13 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
             print(target.report(pte, report_dir), file=out)
         (report_dir / "partitions.json").write_text(partitions.to_json())
         st.detail = f"{report_dir}"
+    if args.accuracy_report:
+        with progress.stage("accuracy report") as st:
+            st.detail = _accuracy_report(quantized, samples if quantized is not None else [], pte,
+                                         report_dir, out)
+    if args.target_sqnr is not None:
+        with progress.stage(f"mixed precision search (target {args.target_sqnr:g} dB)") as st:
+            st.detail = _target_sqnr(args, model, samples, pte, out)
     status = 0
     with progress.stage("verify on the TOSA reference model") as st:
         if args.no_verify:

@@ -9,6 +9,7 @@
     quantized = convert_pt2e(prepared)
 """
 
+from .accuracy import AccuracyReport, LayerError, output_sqnr, quantization_error_report
 from .config import (
     CalibrationError,
     QuantizationConfig,
@@ -16,16 +17,24 @@ from .config import (
     get_symmetric_quantization_config,
 )
 from .exact_reference import run_exactly
+from .mixed_precision import MixedPrecisionResult, quantize_with_overrides, search_mixed_precision
 from .quantizer import TOSAQuantizer, default_quantizer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccuracyReport",
+    "LayerError",
+    "MixedPrecisionResult",
+    "output_sqnr",
+    "quantization_error_report",
     "CalibrationError",
     "QuantizationConfig",
     "TOSAQuantizer",
     "default_quantizer",
     "get_symmetric_a16w8_quantization_config",
     "get_symmetric_quantization_config",
+    "quantize_with_overrides",
     "run_exactly",
+    "search_mixed_precision",
 ]

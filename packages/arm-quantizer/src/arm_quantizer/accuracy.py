@@ -1,0 +1,342 @@
+"""Per-layer quantization error: SQNR of every quantized layer's output against the float model.
+
+A *layer* is a node of the converted (``convert_pt2e``) graph whose output is quantized, together
+with the unquantized nodes feeding it inside its fused pattern (a conv and its ReLU are one layer),
+the quantize/dequantize pairs of its inputs and weights, and its own output pair. The same graph is
+evaluated three ways, so no second export or calibration is needed:
+
+* float: every quantize -> dequantize pair passes its float input through (weights stay float);
+* cumulative: every pair quantizes (the model as convert_pt2e made it);
+* isolated: only the layer's own pairs quantize (its weights, its output, and the model input if
+  it reads it); its inputs are the float run's values.
+
+Weights that ``convert_pt2e`` folded to int8 constants stay int8 in every pass (their float values
+are gone), so only activation rounding is measured for them; convert with ``fold_quantize=False``
+to charge each layer its weight rounding too (its weight quantizers then count as the layer's).
+
+SQNR = 10 log10(sum(ref^2) / sum((ref - x)^2)) in dB over all evaluation samples, ``inf`` when
+exact. A sensitive layer has a low isolated SQNR; accumulated noise shows as a low cumulative SQNR
+with a high isolated one.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import fx
+
+from arm_tosa_core.builder import module_path, torch_op_name
+
+
+def is_quantize(node: fx.Node) -> bool:
+    """A quantize_per_tensor / quantize_per_channel node (not dequantize)."""
+    name = str(node.target)
+    return node.op == "call_function" and "quantize_per" in name and "dequantize" not in name
+
+
+def is_dequantize(node: fx.Node) -> bool:
+    return node.op == "call_function" and "dequantize_per" in str(node.target)
+
+
+def sqnr_db(signal_power: float, noise_power: float) -> float:
+    """10 log10(signal / noise); inf for no noise."""
+    if noise_power <= 0.0:
+        return math.inf
+    if signal_power <= 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal_power / noise_power)
+
+
+def _flat(value) -> torch.Tensor:
+    leaves = [v for v in torch.utils._pytree.tree_leaves(value) if isinstance(v, torch.Tensor)]
+    return torch.cat([v.detach().double().reshape(-1) for v in leaves]) if leaves else torch.zeros(0)
+
+
+class _QuantInterpreter(fx.Interpreter):
+    """Runs a converted graph quantizing only the quantize nodes in ``active`` (None: all of them).
+
+    Quantize nodes in ``int16`` are simulated as symmetric int16 over the same range (a16w8).
+    """
+
+    def __init__(self, gm: fx.GraphModule, active: set[fx.Node] | None = None,
+                 int16: set[fx.Node] | None = None) -> None:
+        super().__init__(gm, garbage_collect_values=False)
+        self.active = active
+        self.int16 = int16 or set()
+        self.passthrough: set[fx.Node] = set()
+
+    def run_node(self, n: fx.Node):
+        if is_quantize(n) and ((self.active is not None and n not in self.active) or n in self.int16):
+            self.passthrough.add(n)
+            x = self.env[n.args[0]] if isinstance(n.args[0], fx.Node) else n.args[0]
+            return _fake_int16(x, n, self) if n in self.int16 else x
+        if is_dequantize(n) and isinstance(n.args[0], fx.Node) and n.args[0] in self.passthrough:
+            return self.env[n.args[0]]
+        return super().run_node(n)
+
+
+def _is_activation(q: fx.Node) -> bool:
+    """A per-tensor quantize of a run-time value (not of a weight or bias constant)."""
+    src = q.args[0]
+    return "per_tensor" in str(q.target) and isinstance(src, fx.Node) and src.op != "get_attr"
+
+
+def _fake_int16(x: torch.Tensor, q: fx.Node, interp: fx.Interpreter) -> torch.Tensor:
+    """Symmetric int16 fake quantization over the range the int8 quantize node covers."""
+    scale, zp, qmin, qmax = (interp.env[a] if isinstance(a, fx.Node) else a for a in q.args[1:5])
+    scale = torch.as_tensor(scale, dtype=torch.float64)
+    zp = torch.as_tensor(zp, dtype=torch.float64)
+    if scale.dim() > 0:  # per-channel (weights): keep the weights' own quantization
+        return x
+    bound = torch.maximum((qmin - zp).abs(), (qmax - zp).abs()) * scale
+    s16 = float(bound) / 32767.0
+    return (torch.clamp(torch.round(x.double() / s16), -32768, 32767) * s16).to(x.dtype)
+
+
+@dataclass
+class Layer:
+    """One quantized layer: the node whose output is quantized and the nodes it owns."""
+
+    name: str  # the node whose output is quantized
+    main: str  # the compute node the layer is named after (the conv of conv+relu)
+    module: str  # PyTorch module path of ``main`` ("" for the model's own forward)
+    op: str
+    quantizers: list[str]  # the quantize nodes that are this layer's (inputs, weights, output)
+    owner: str = ""  # the innermost module holding all its nodes: what set_module_name moves
+
+    @property
+    def label(self) -> str:
+        return f"{self.module or '(top level)'} · {self.op}"
+
+
+def quantized_layers(gm: fx.GraphModule) -> list[Layer]:
+    """The quantized layers of a converted graph, in graph order."""
+    layers = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or is_quantize(node) or is_dequantize(node):
+            continue
+        out_q = [u for u in node.users if is_quantize(u)]
+        if not out_q:
+            continue
+        owned, stack, quantizers = [], [node], list(out_q)
+        while stack:  # walk back through unquantized inputs of the fused pattern
+            cur = stack.pop()
+            owned.append(cur)
+            for arg in cur.all_input_nodes:
+                if is_dequantize(arg):
+                    src = arg.args[0]
+                    # its weights' and the model input's quantizers; an activation's belongs to
+                    # the layer that produced it (so each rounding is charged to one layer)
+                    if isinstance(src, fx.Node) and is_quantize(src) and (
+                            not isinstance(src.args[0], fx.Node) or src.args[0].op != "call_function"):
+                        quantizers.append(src)
+                elif arg.op == "call_function" and arg not in owned and not any(
+                        is_quantize(u) for u in arg.users):
+                    stack.append(arg)
+        main = min(owned, key=lambda n: list(gm.graph.nodes).index(n))
+        paths = [module_path(n).split(".") for n in owned if module_path(n)]
+        owner = []
+        if paths and len(paths) == len(owned):
+            for parts in zip(*paths, strict=False):
+                if len(set(parts)) > 1:
+                    break
+                owner.append(parts[0])
+        layers.append(Layer(node.name, main.name, module_path(main), torch_op_name(main),
+                            sorted({q.name for q in quantizers}), ".".join(owner)))
+    return layers
+
+
+@dataclass
+class LayerError:
+    """SQNR (dB) of one layer's output vs float; None where a stage was not measured."""
+
+    name: str
+    label: str
+    module: str
+    op: str
+    cumulative_db: float
+    isolated_db: float
+    tosa_db: float | None = None
+    target_db: float | None = None
+
+
+@dataclass
+class AccuracyReport:
+    """``layers`` in graph order; ``output_db``: the model output's SQNR per stage."""
+
+    layers: list[LayerError]
+    output_db: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+
+    def worst(self, n: int = 10, by: str = "isolated_db") -> list[LayerError]:
+        return sorted(self.layers, key=lambda r: getattr(r, by))[:n]
+
+    def format_table(self, n: int = 10) -> str:
+        """The ``n`` layers with the lowest isolated SQNR, and the output's SQNR per stage."""
+        head = ("layer (PyTorch)", "node", "isolated dB", "cumulative dB")
+        rows = [(r.label, r.name, f"{r.isolated_db:.2f}", f"{r.cumulative_db:.2f}") for r in self.worst(n)]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+        lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
+                 for row in [head, tuple("-" * w for w in widths), *rows]]
+        stages = ", ".join(f"{k} {v:.2f} dB" for k, v in self.output_db.items())
+        lines.append(f"model output SQNR vs float ({self.samples} samples): {stages}")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"samples": self.samples, "output_db": self.output_db,
+                           "layers": [asdict(r) for r in self.layers]}, indent=2)
+
+    def write_csv(self, path: str | Path) -> Path:
+        out = Path(path)
+        with out.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(asdict(self.layers[0])) if self.layers else ["name"])
+            writer.writeheader()
+            for r in self.layers:
+                writer.writerow(asdict(r))
+        return out
+
+    def plot_png(self, path: str | Path) -> Path:
+        """SQNR by layer (graph order): isolated and cumulative lines, the output SQNR dashed."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(max(6.0, 0.22 * len(self.layers)), 4.5))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        xs = range(len(self.layers))
+        clip = [min(v, 120.0) for v in (r.isolated_db for r in self.layers)]
+        ax.plot(xs, clip, "o-", label="isolated (only this layer quantized)")
+        ax.plot(xs, [min(r.cumulative_db, 120.0) for r in self.layers], "s-", label="cumulative")
+        if "fake_quant" in self.output_db:
+            ax.axhline(self.output_db["fake_quant"], color="gray", linestyle="--", label="model output")
+        ax.set_xticks(list(xs), [r.label for r in self.layers], rotation=90, fontsize=6)
+        ax.set_ylabel("SQNR vs float (dB)")
+        ax.set_title("Quantization error by layer")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, format="png", dpi=100)
+        return out
+
+
+def _run(gm: fx.GraphModule, sample: tuple, active=None, int16=None) -> tuple[dict, object]:
+    interp = _QuantInterpreter(gm, active, int16)
+    with torch.no_grad():
+        out = interp.run(*sample)
+    return interp.env, out
+
+
+def _dequantized_output(gm_nodes: dict[str, fx.Node], layer: Layer, env: dict) -> torch.Tensor:
+    node = gm_nodes[layer.name]
+    q = next(u for u in node.users if is_quantize(u))
+    dq = next((u for u in q.users if is_dequantize(u)), q)
+    return _flat(env[dq])
+
+
+def float_output(gm: fx.GraphModule, sample: tuple) -> torch.Tensor:
+    """The converted model's outputs with every quantize/dequantize passed through, flattened."""
+    return _flat(_run(gm, sample, active=set())[1])
+
+
+def output_error_db(gm: fx.GraphModule, samples: Sequence[tuple], run) -> float:
+    """SQNR (dB) of ``run(*sample)`` (e.g. a .pte on the reference model) vs the float model."""
+    sig = noise = 0.0
+    for sample in samples:
+        ref, got = float_output(gm, sample), _flat(run(*sample))
+        sig += float((ref ** 2).sum())
+        noise += float(((ref - got) ** 2).sum())
+    return sqnr_db(sig, noise)
+
+
+def output_sqnr(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[str] = ()) -> float:
+    """End-to-end SQNR (dB) of the converted model vs its float evaluation, with the quantize
+    nodes of the layers named in ``int16`` simulated as int16 activations (a16w8)."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    names = set(int16)
+    sim = {nodes[q] for layer in quantized_layers(gm) if layer.name in names
+           for q in layer.quantizers if _is_activation(nodes[q])}
+    sig = noise = 0.0
+    for sample in samples:
+        ref = _flat(_run(gm, sample, active=set())[1])
+        got = _flat(_run(gm, sample, int16=sim)[1])
+        sig += float((ref ** 2).sum())
+        noise += float(((ref - got) ** 2).sum())
+    return sqnr_db(sig, noise)
+
+
+def quantization_error_report(quantized: fx.GraphModule, samples: Sequence[tuple],
+                              isolated: bool = True) -> AccuracyReport:
+    """SQNR of each quantized layer of a ``convert_pt2e`` model, cumulative and isolated.
+
+    ``samples``: evaluation inputs, each a tuple of tensors as the model takes them. The float
+    reference is the same graph with every quantize/dequantize passed through.
+    """
+    if not isinstance(quantized, fx.GraphModule):
+        raise TypeError("quantization_error_report needs the GraphModule convert_pt2e returns, got "
+                        f"{type(quantized).__name__}")
+    if not samples:
+        raise ValueError("quantization_error_report needs at least one evaluation sample")
+    layers = quantized_layers(quantized)
+    if not layers:
+        raise ValueError("the model has no quantized layer: pass the module convert_pt2e returns")
+    nodes = {n.name: n for n in quantized.graph.nodes}
+    power = {k: [0.0, 0.0, 0.0] for k in [layer.name for layer in layers]}  # signal, cum, iso noise
+    out_sig = out_noise = 0.0
+    for sample in samples:
+        float_env, float_out = _run(quantized, sample, active=set())
+        quant_env, quant_out = _run(quantized, sample)
+        ref_out, got_out = _flat(float_out), _flat(quant_out)
+        out_sig += float((ref_out ** 2).sum())
+        out_noise += float(((ref_out - got_out) ** 2).sum())
+        for layer in layers:
+            ref = _flat(float_env[nodes[layer.name]])
+            acc = power[layer.name]
+            acc[0] += float((ref ** 2).sum())
+            acc[1] += float(((ref - _dequantized_output(nodes, layer, quant_env)) ** 2).sum())
+            if isolated:
+                iso_env = _isolated_env(quantized, layer, nodes, float_env)
+                acc[2] += float(((ref - _dequantized_output(nodes, layer, iso_env)) ** 2).sum())
+    rows = [LayerError(layer.name, layer.label, layer.module, layer.op, sqnr_db(*power[layer.name][:2]),
+                       sqnr_db(power[layer.name][0], power[layer.name][2]) if isolated else math.nan)
+            for layer in layers]
+    return AccuracyReport(rows, {"fake_quant": sqnr_db(out_sig, out_noise)}, len(samples))
+
+
+def _isolated_env(gm: fx.GraphModule, layer: Layer, nodes: dict, float_env: dict) -> dict:
+    """Re-evaluate only the layer's nodes with its own quantizers on, over the float values."""
+    active = {nodes[q] for q in layer.quantizers}
+    interp = _QuantInterpreter(gm, active)
+    interp.env = dict(float_env)
+    interp.passthrough = {n for n in nodes.values() if is_quantize(n) and n not in active}
+    start = nodes[layer.main]
+    order = list(gm.graph.nodes)
+    # the layer's input/weight quantizers, then everything from its first node to its output pair
+    first = min(order.index(nodes[q]) for q in layer.quantizers + [start.name])
+    out_q = next(u for u in nodes[layer.name].users if is_quantize(u))
+    last = max(order.index(u) for u in out_q.users) if out_q.users else order.index(out_q)
+    todo = {n for n in order[first:last + 1]}
+    needed = _ancestors_within(nodes[layer.name], todo) | {out_q, *out_q.users}
+    needed |= {u for q in layer.quantizers for u in nodes[q].users if is_dequantize(u)}
+    needed |= {nodes[q] for q in layer.quantizers}
+    with torch.no_grad():
+        for n in order[first:last + 1]:
+            if n in needed:
+                interp.env[n] = interp.run_node(n)
+    return interp.env
+
+
+def _ancestors_within(node: fx.Node, region: set[fx.Node]) -> set[fx.Node]:
+    seen, stack = set(), [node]
+    while stack:
+        cur = stack.pop()
+        if cur in seen or cur not in region:
+            continue
+        seen.add(cur)
+        stack.extend(cur.all_input_nodes)
+    return seen
