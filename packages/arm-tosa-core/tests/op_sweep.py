@@ -288,9 +288,11 @@ def run_case(case: Case) -> tuple[str, str]:
             expected = run_exactly(converted, *_clone(case.inputs))
             edge = lower(converted, _clone(case.inputs), TOSAPartitioner(TosaCompileSpec("TOSA-1.0+INT")))
             out = run_on_reference_model(edge, *_clone(case.inputs))
-            err, _ = max_relative_error(out, expected)
-            mag = max(output_scales(converted))
-            ok = err <= mag * 1.0001
+            err, mag = max_relative_error(out, expected)
+            try:  # 1 LSB of a quantized output; an output left in float (op not quantized): FP tolerance
+                mag, ok = max(output_scales(converted)), err <= max(output_scales(converted)) * 1.0001
+            except IndexError:
+                ok = err <= 1e-4 * max(mag, 1e-6)
         report = partition_report(edge)
     except Exception as exc:
         return "crashed", f"{type(exc).__name__}: {str(exc)[:300]}\n{traceback.format_exc(limit=-3)}"
