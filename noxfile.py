@@ -120,12 +120,14 @@ def runtime_asan(session: nox.Session) -> None:
                 f"-DRUNTIME_CPP_PYTHON={python}", "-DRUNTIME_CPP_SANITIZE=address;undefined", external=True)
     session.run("cmake", "--build", str(build), "-j2", external=True)
     session.run("cmake", "--install", str(build), "--prefix", str(prefix), external=True)
-    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-    session.env.update({"RUNTIME_CPP_MODULE_DIR": str(prefix), "LD_PRELOAD": libasan,
+    # libstdc++ preloaded too: ASan's __cxa_throw interceptor must find it at start-up (torch throws).
+    preload = " ".join(subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True,
+                                      check=True).stdout.strip() for lib in ("libasan.so", "libstdc++.so"))
+    session.env.update({"RUNTIME_CPP_MODULE_DIR": str(prefix), "LD_PRELOAD": preload,
                         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
                         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"})
-    session.run("uv", "run", "--frozen", "--no-sync", "pytest", "-p", "no:xdist", "-q",
+    # the venv's python directly: LD_PRELOAD must not reach uv itself
+    session.run(python, "-m", "pytest", "-p", "no:xdist", "-q",
                 "packages/runtime-cpp/tests/test_runtime_bad_input.py", external=True)
 
 
