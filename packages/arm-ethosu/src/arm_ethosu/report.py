@@ -16,7 +16,7 @@ from .vela_config import MemoryLimits
 from .vela_runner import VelaResult
 
 # Per-layer columns shown in the text table: the PyTorch name (see layer_map), then vela's CSV names.
-_LAYER_COLUMNS = ("PyTorch", "Name", "NNG Operator", "Op Cycles", "NPU", "Staging Usage", "MAC Count",
+_LAYER_COLUMNS = ("PyTorch", "Name", "NNG Operator", "Target", "Op Cycles", "NPU", "Staging Usage", "MAC Count",
                   "Util% (MAC)")
 # Columns of layers.csv: the PyTorch names first, then every column vela wrote.
 _TORCH_COLUMNS = ("partition", "PyTorch", "Module", "Torch Op", "TOSA Ops")

@@ -254,16 +254,19 @@ def output_error_db(gm: fx.GraphModule, samples: Sequence[tuple], run) -> float:
     return sqnr_db(sig, noise)
 
 
-def output_sqnr(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[str] = ()) -> float:
+def output_sqnr(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[str] = (),
+                reference: Sequence[torch.Tensor] | None = None) -> float:
     """End-to-end SQNR (dB) of the converted model vs its float evaluation, with the quantize
-    nodes of the layers named in ``int16`` simulated as int16 activations (a16w8)."""
+    nodes of the layers named in ``int16`` simulated as int16 activations (a16w8).
+
+    ``reference``: the float outputs per sample (``float_output``), when already computed."""
     nodes = {n.name: n for n in gm.graph.nodes}
     names = set(int16)
     sim = {nodes[q] for layer in quantized_layers(gm) if layer.name in names
            for q in layer.quantizers if _is_activation(nodes[q])}
     sig = noise = 0.0
-    for sample in samples:
-        ref = _flat(_run(gm, sample, active=set())[1])
+    for i, sample in enumerate(samples):
+        ref = reference[i] if reference is not None else float_output(gm, sample)
         got = _flat(_run(gm, sample, int16=sim)[1])
         sig += float((ref ** 2).sum())
         noise += float(((ref - got) ** 2).sum())

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from torch import fx
 
-from .accuracy import output_sqnr, quantized_layers
+from .accuracy import float_output, output_sqnr, quantized_layers
 from .config import QuantizationConfig, get_symmetric_a16w8_quantization_config
 
 Quantize = Callable[[Mapping[str, QuantizationConfig]], fx.GraphModule]
@@ -65,7 +65,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     started = time.perf_counter()
     a16w8 = a16w8 or get_symmetric_a16w8_quantization_config()
     base = quantize({})
-    before = output_sqnr(base, samples)
+    refs = [float_output(base, s) for s in samples]  # the float pass, computed once
+    before = output_sqnr(base, samples, reference=refs)
     result = MixedPrecisionResult(target_db, before >= target_db, [], before, before, 0.0, quantized=base)
     if result.met:
         result.search_seconds = time.perf_counter() - started
@@ -75,14 +76,14 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         if layer.owner:
             owners.setdefault(layer.owner, []).append(layer.name)
     costs = {m: float((extra_cycles or {}).get(m, 1.0)) for m in owners}
-    gains = {m: output_sqnr(base, samples, names) - before for m, names in owners.items()}
+    gains = {m: output_sqnr(base, samples, names, refs) - before for m, names in owners.items()}
     ranking = sorted(owners, key=lambda m: (-gains[m] / max(costs[m], 1.0), m))
     result.ranking = [(m, gains[m], costs[m]) for m in ranking]
     # simulated prefix that meets the target, then real checks from there on
     chosen: list[str] = []
     for m in ranking:
         chosen.append(m)
-        if output_sqnr(base, samples, [n for c in chosen for n in owners[c]]) >= target_db:
+        if output_sqnr(base, samples, [n for c in chosen for n in owners[c]], refs) >= target_db:
             break
     k = len(chosen)
     best, best_model = before, base
