@@ -18,10 +18,32 @@ nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "t
 nox.options.default_venv_backend = "none"
 
 VULKAN_PACKAGES = ["mesa-vulkan-drivers", "libvulkan1", "vulkan-tools"]
+# lavapipe + the loader's headers, glslc and a compiler: runtime-cpp's VgfBackend and the Vulkan delegate
+VULKAN_BUILD_PACKAGES = [*VULKAN_PACKAGES, "libvulkan-dev", "glslc", "cmake", "g++"]
+_ALL_BACKENDS_REGISTERED = ("import runtime_cpp, sys; "
+                            "sys.exit(0 if all(b.registered for b in runtime_cpp.backends()) else 1)")
 
 
 def _sync(session: nox.Session) -> None:
     session.run("uv", "sync", "--frozen", external=True)
+
+
+def _runtime_with_vulkan(session: nox.Session) -> None:
+    """Install the Debian Vulkan packages when missing, then make sure runtime-cpp was built with them.
+
+    `uv run nox` syncs (and so builds runtime-cpp) before any session can install packages: on a fresh
+    machine that first build skips the Vulkan backends, so rebuild it once they can build.
+    """
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from system_packages import ensure_debian_packages
+
+    ensure_debian_packages(VULKAN_BUILD_PACKAGES)
+    _sync(session)
+    probe = ["uv", "run", "--frozen", "--no-sync", "python", "-c", _ALL_BACKENDS_REGISTERED]
+    if subprocess.run(probe, cwd=ROOT, capture_output=True).returncode != 0:
+        session.run("uv", "sync", "--frozen", "--reinstall-package", "runtime-cpp", external=True)
 
 
 def _pytest(session: nox.Session, package: str) -> None:
@@ -53,10 +75,7 @@ def test_ethosu(session: nox.Session) -> None:
 @nox.session(name="test-vgf")
 def test_vgf(session: nox.Session) -> None:
     """arm-vgf: installs the Debian Vulkan packages (lavapipe) when missing, then runs the VGF tests."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from system_packages import ensure_debian_packages
-
-    ensure_debian_packages(VULKAN_PACKAGES)
+    _runtime_with_vulkan(session)
     _pytest(session, "arm-vgf")
 
 
@@ -67,10 +86,7 @@ def test_runtime(session: nox.Session) -> None:
     VgfBackend builds against the Vulkan headers and runs on lavapipe: install them like test-vgf
     (before the sync, which builds runtime-cpp).
     """
-    sys.path.insert(0, str(ROOT / "tools"))
-    from system_packages import ensure_debian_packages
-
-    ensure_debian_packages([*VULKAN_PACKAGES, "libvulkan-dev"])
+    _runtime_with_vulkan(session)
     _pytest(session, "runtime-cpp")
 
 
@@ -81,22 +97,15 @@ def test_runtime_full(session: nox.Session) -> None:
     _pytest(session, "runtime-cpp")
 
 
-# lavapipe + the loader's headers, glslc and a compiler: the Vulkan delegate's runtime builds on first use
-VULKAN_BUILD_PACKAGES = [*VULKAN_PACKAGES, "libvulkan-dev", "glslc", "cmake", "g++"]
-
-
 @nox.session(name="test-vulkan")
 def test_vulkan(session: nox.Session) -> None:
     """vulkan-delegate: installs lavapipe, glslc and the Vulkan headers when missing, builds the runtime
     (packages/runtime-cpp/src/vulkan_delegate), then runs the op tables and models on lavapipe."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from system_packages import ensure_debian_packages
-
-    ensure_debian_packages(VULKAN_BUILD_PACKAGES)
-    _sync(session)
+    _runtime_with_vulkan(session)
     session.run("uv", "run", "--frozen", "--no-sync", "python", "-c",
                 "from vulkan_delegate.runtime import build_runtime; build_runtime()", external=True)
     _pytest(session, "vulkan-delegate")
+
 
 @nox.session(name="runtime-fuzz")
 def runtime_fuzz(session: nox.Session) -> None:
