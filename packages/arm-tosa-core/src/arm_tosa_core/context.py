@@ -7,6 +7,7 @@ stored in layout `perm`. Rules ask for tensors in the layout they need through `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,9 @@ class LoweringContext:
         self.spec = spec
         self.b = builder
         self.values: dict[Node, Any] = {}
+        # A trial lowering (trial_lowering.py) sets this: a rule that reads past its own arguments (a
+        # neighbour's weight) gets that node's value as the partition boundary would give it.
+        self.outside_value: Callable[[Node], Any] | None = None
 
     # -- reading arguments -------------------------------------------------------------------
     def val(self, arg: Any) -> Value:
@@ -56,7 +60,10 @@ class LoweringContext:
             try:
                 value = self.values[arg]
             except KeyError:
-                raise LoweringError(f"node {arg.name} was used before it was lowered") from None
+                value = self.outside_value(arg) if self.outside_value is not None else None
+                if value is None:
+                    raise LoweringError(f"node {arg.name} was used before it was lowered") from None
+                self.values[arg] = value
             if not isinstance(value, Value):
                 raise LoweringError(f"node {arg.name} is a tuple; expected a tensor (missing getitem?)")
             return value

@@ -27,12 +27,12 @@ from .quantized import is_dequantize, is_quantize
 from .specification import TosaSpecification
 
 
-def _external_value(ep: ExportedProgram, ctx: LoweringContext, node: Node):
+def _external_value(ep: ExportedProgram, ctx: LoweringContext, node: Node, int_fill: int = 0):
     """The value a node from outside the lowered set has inside it: its constant, or a graph input."""
     if node.op == "placeholder":
         const = constant_of(ep, node)
         if const is not None:
-            return ctx.constant(_real(const))
+            return ctx.constant(_real(const, int_fill))
     meta = node.meta.get("val")
     if not isinstance(meta, torch.Tensor):
         raise LoweringError(f"input {node.name} of the partition is not a tensor ({type(meta).__name__})")
@@ -41,17 +41,26 @@ def _external_value(ep: ExportedProgram, ctx: LoweringContext, node: Node):
     return ctx.from_tensor(t, shape, meta.dtype)
 
 
-def _real(tensor: torch.Tensor) -> torch.Tensor:
+def _real(tensor: torch.Tensor, int_fill: int = 0) -> torch.Tensor:
     """A real tensor for a constant. exir hands partitioners a program whose parameters and buffers
     are FakeTensors (it spares copying them), so those get a stand-in of the same shape and dtype:
-    ones for floats (scales, variances and divisors stay non-zero), zeros for integers (zero points,
-    indices and codes stay in range). Rules fail on shapes, dtypes and attributes, not on these values.
+    ones for floats (scales, variances and divisors stay non-zero), `int_fill` for integers (0 keeps
+    zero points, indices and codes in range; `lower_nodes` retries with 1 for integer divisors).
+    Rules fail on shapes, dtypes and attributes, not on these values.
     """
     if not isinstance(tensor, FakeTensor):
         return tensor
     shape, dtype = tuple(tensor.shape), tensor.dtype
     with unset_fake_temporarily():
-        return torch.ones(shape, dtype=dtype) if dtype.is_floating_point else torch.zeros(shape, dtype=dtype)
+        if dtype.is_floating_point:
+            return torch.ones(shape, dtype=dtype)
+        return torch.full(shape, int_fill, dtype=dtype)
+
+
+def _uses_stand_ins(ep: ExportedProgram, nodes: list[Node]) -> bool:
+    """Whether lowering `nodes` reads a FakeTensor constant (so a stand-in value)."""
+    return any(a.op == "placeholder" and isinstance(constant_of(ep, a), FakeTensor)
+               for n in nodes for a in n.all_input_nodes)
 
 
 def lower_nodes(ep: ExportedProgram, nodes: list[Node], spec: TosaSpecification,
@@ -59,13 +68,26 @@ def lower_nodes(ep: ExportedProgram, nodes: list[Node], spec: TosaSpecification,
     """Lower `nodes` (in graph order) as one TOSA graph, as the backend would lower them as a
     partition: inputs from outside become graph inputs (constants stay constants), results used
     outside become outputs. Raises LoweringError with `.node` set to the failing node (None when the
-    failure is not one node's, e.g. in serialization)."""
+    failure is not one node's, e.g. in serialization). Integer stand-ins for FakeTensor constants
+    are zeros; a failure with them is retried once with ones (an integer divisor), and only a failure
+    with both counts."""
+    try:
+        return _lower_nodes(ep, nodes, spec, serialize, int_fill=0)
+    except Exception:
+        if not _uses_stand_ins(ep, nodes):
+            raise
+        return _lower_nodes(ep, nodes, spec, serialize, int_fill=1)
+
+
+def _lower_nodes(ep: ExportedProgram, nodes: list[Node], spec: TosaSpecification, serialize: bool,
+                 int_fill: int) -> bytes | None:
     members = set(nodes)
     ctx = LoweringContext(spec, TosaGraphBuilder())
+    ctx.outside_value = lambda n: None if n in members else _external_value(ep, ctx, n, int_fill)
     for node in nodes:
         for arg in node.all_input_nodes:
             if arg not in members and arg not in ctx.values:
-                ctx.values[arg] = _external_value(ep, ctx, arg)
+                ctx.values[arg] = _external_value(ep, ctx, arg, int_fill)
         lower_node(ctx, node)
     ctx.b.current_node = None
     results = [n for n in nodes if any(u not in members for u in n.users) or not n.users]
