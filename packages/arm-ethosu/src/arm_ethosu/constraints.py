@@ -26,7 +26,6 @@ aten = torch.ops.aten
 #: vela's tensor-axis limit: channels (and the axes a TRANSPOSE moves) must fit 16 bits.
 AXIS_LIMIT = 65536
 MAX_STRIDE_U55 = 3
-MAX_PADDED_AVG_KERNEL_U55 = 8
 
 # Families (op-registry names) whose TOSA operators are not in the U55/U65 set, with the operator.
 _U55_MISSING = {
@@ -206,27 +205,6 @@ def _u55_transpose_conv(stride: list[int], kernel: list[int], in_hw: list[int]) 
             "(2,1) only when the input and kernel are 1 along the stride-1 axis")
 
 
-def _u55_avg_pool(node: Node, family: str) -> str | None:
-    """AVG_POOL2D with TOSA padding takes kernels up to 8 on U55/U65. The core pads explicitly (a
-    zero PAD, then an unpadded pool) for count_include_pad=True, so only excluded padding (and
-    ceil_mode's overhang) reaches the pool's own padding."""
-    if aten_target(node.target) is not aten.avg_pool2d.default:
-        return None
-
-    def arg(i: int, name: str, default):
-        return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
-
-    kernel = list(arg(1, "kernel_size", [1, 1]))
-    kernel = kernel * 2 if len(kernel) == 1 else kernel
-    padding = arg(3, "padding", [0, 0])
-    padding = [padding] if isinstance(padding, int) else list(padding)
-    pool_padding = (any(padding) and not arg(5, "count_include_pad", True)) or arg(4, "ceil_mode", False)
-    if pool_padding and any(k > MAX_PADDED_AVG_KERNEL_U55 for k in kernel):
-        return (f"average pooling with kernel {kernel} and excluded padding; Ethos-U55/U65 allow "
-                f"kernels up to {MAX_PADDED_AVG_KERNEL_U55} then")
-    return None
-
-
 def _u55_resize(node: Node, family: str) -> str | None:
     """vela 5.2 on U55/U65: NEAREST for power-of-two upscales 2x..8x (half-pixel form) only, and no
     BILINEAR at all, except 2x half-pixel, which the core lowers as NEAREST + a 3x3 depthwise conv."""
@@ -254,9 +232,9 @@ def _u55_resize(node: Node, family: str) -> str | None:
 
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
-    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
+    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_resize,
             _u55_shapes),
-    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
+    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_resize,
             _u55_shapes),
     "U85": (_channels,),
 }
