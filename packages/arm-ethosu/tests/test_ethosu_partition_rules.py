@@ -62,6 +62,8 @@ CASES = {
                                (torch.randn(1, 8, 17, 17),), "convolution", "depthwise convolution stride"),
     "transpose_conv_stride_3": Case(_with_relus(nn.ConvTranspose2d(8, 8, 3, 3), 8, 8), (torch.randn(1, 8, 5, 5),),
                                     "convolution", "transposed convolution stride [3, 3]"),
+    "avg_pool_stride_4": Case(_with_relus(nn.AvgPool2d(4, 4), 8, 8), (torch.randn(1, 8, 16, 16),),
+                              "avg_pool2d", "depthwise convolution, which Ethos-U55/U65 allow up to stride 3"),
     "wide_transpose": Case(nn.Sequential(nn.Conv2d(2, 2, 1), nn.ReLU()), (torch.randn(1, 2, 1, 70000),),
                            "convolution", "too large for the Ethos-U55/U65 TRANSPOSE", rest_delegated=False),
     "int_compare": Case(Compare(), (_int(1, 4, 4), _int(1, 4, 4)), "gt", "EQUAL/GREATER", quantize=False),

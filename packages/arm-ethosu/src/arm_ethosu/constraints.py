@@ -6,8 +6,8 @@ every rule here keeps a node on the CPU that would make vela fail, with the reas
 Sources: vela's own operator report (`vela --supported-ops-report`, sections "Ethos-U55 and Ethos-U65
 TOSA" and "Ethos-U85 TOSA"), narrowed by compiling the core's INT graphs with vela 5.2 for
 ethos-u55-128, ethos-u65-256 and ethos-u85-256 (the per-family tests keep one case per rule).
-Where vela does better than its report (it decomposes pooling strides > 3, and regular convolutions
-whose kernel equals their stride), the rules follow what vela does.
+Where vela does better than its report (it decomposes pooling strides > 3, though the core's INT average
+pools are depthwise convolutions, and regular convolutions whose kernel equals their stride), the rules follow what vela does.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from torch.fx import Node
 
 from arm_tosa_core.ops.conv import conv_args, is_convolution
+from arm_tosa_core.ops.pooling import pool_window
 from arm_tosa_core.registry import aten_target, is_control_flow, lookup
 
 aten = torch.ops.aten
@@ -205,6 +206,18 @@ def _u55_transpose_conv(stride: list[int], kernel: list[int], in_hw: list[int]) 
             "(2,1) only when the input and kernel are 1 along the stride-1 axis")
 
 
+def _u55_avg_pool(node: Node, family: str) -> str | None:
+    """The core lowers INT avg_pool2d as exact window sums: an all-ones DEPTHWISE_CONV2D with the pool's
+    stride (not an AVG_POOL2D, whose large strides vela would decompose), so the depthwise limit holds."""
+    if aten_target(node.target) is not aten.avg_pool2d.default:
+        return None
+    _, stride, _ = pool_window(node)
+    if any(s > MAX_STRIDE_U55 for s in stride):
+        return (f"average pooling stride {stride}: the INT window sums are a depthwise convolution, which "
+                f"Ethos-U55/U65 allow up to stride {MAX_STRIDE_U55}")
+    return None
+
+
 def _u55_resize(node: Node, family: str) -> str | None:
     """vela 5.2 on U55/U65: NEAREST for power-of-two upscales 2x..8x (half-pixel form) only, and no
     BILINEAR at all, except 2x half-pixel, which the core lowers as NEAREST + a 3x3 depthwise conv."""
@@ -232,9 +245,9 @@ def _u55_resize(node: Node, family: str) -> str | None:
 
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
-    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_resize,
+    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
             _u55_shapes),
-    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_resize,
+    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
             _u55_shapes),
     "U85": (_channels,),
 }

@@ -153,7 +153,7 @@ def _window_reason(node: Node, kernel, stride) -> str | None:
     return None
 
 
-def _window(node: Node):
+def pool_window(node: Node) -> tuple[list[int], list[int], list[int]]:
     """(kernel, stride, padding) of max_pool2d/avg_pool2d; stride defaults to the kernel."""
     kernel = _pair(arg(node, 1, "kernel_size"), [1, 1])
     return kernel, _pair(arg(node, 2, "stride"), kernel), _pair(arg(node, 3, "padding"), [0, 0])
@@ -163,7 +163,7 @@ def _window(node: Node):
 
 
 def _max_pool_support(node: Node, spec) -> str | None:
-    kernel, stride, _ = _window(node)
+    kernel, stride, _ = pool_window(node)
     reason = float_only(node, "max_pool2d") or _window_reason(node, kernel, stride)
     if reason is None and aten_target(node.target) is aten.max_pool2d_with_indices.default:
         reason = values_only(node)
@@ -173,7 +173,7 @@ def _max_pool_support(node: Node, spec) -> str | None:
 @register_op("max_pool2d", [aten.max_pool2d_with_indices.default, aten.max_pool2d.default],
              support=_max_pool_support, quant=Quant.SHARED, preserve=True, preserve_for_speed=True)
 def lower_max_pool2d(ctx: LoweringContext, node: Node):
-    kernel, stride, padding = _window(node)
+    kernel, stride, padding = pool_window(node)
     dilation = _pair(arg(node, 4, "dilation"), [1, 1])
     if any(d != 1 for d in dilation):
         y = _dilated_max_pool(ctx, node, kernel, stride, padding, dilation)
@@ -251,7 +251,7 @@ def _dilated_max_pool(ctx: LoweringContext, node: Node, kernel, stride, padding,
 
 # -- avg_pool2d --------------------------------------------------------------------------------
 def _avg_pool_support(node: Node, spec) -> str | None:
-    kernel, stride, _ = _window(node)
+    kernel, stride, _ = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is not None and divisor <= 0:
         return f"avg_pool2d divisor_override={divisor} must be positive"
@@ -260,7 +260,7 @@ def _avg_pool_support(node: Node, spec) -> str | None:
 
 @register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE)
 def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
-    kernel, stride, padding = _window(node)
+    kernel, stride, padding = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is not None:
         # every window position then holds data or a zero: average * area / divisor = sum / divisor
@@ -311,7 +311,7 @@ def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
 def window_divisors(node: Node, in_hw, out_hw) -> torch.Tensor:
     """Torch's divisor of every output position of avg_pool2d (float64 [OH, OW]): its window's data
     count (an all-ones window sum) over its average of ones (that count / the divisor)."""
-    kernel, stride, padding = _window(node)
+    kernel, stride, padding = pool_window(node)
     ones = torch.ones(1, 1, *in_hw, dtype=torch.float64)
     window = (kernel, stride, padding, arg(node, 4, "ceil_mode", False))
     valid = torch.nn.functional.avg_pool2d(ones, *window, True, 1)[0, 0]
@@ -347,7 +347,7 @@ def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
     again: up to 2 LSB off). Windows of one size fold 1/divisor into the sum's scale; windows that
     differ in size (ceil_mode overhang, count_include_pad=False with padding) multiply each position
     by its own reciprocal first (`_divide_per_position`)."""
-    kernel, stride, padding = _window(node)
+    kernel, stride, padding = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is None and not arg(node, 4, "ceil_mode", False) and (
             arg(node, 5, "count_include_pad", True) or not any(padding)):
