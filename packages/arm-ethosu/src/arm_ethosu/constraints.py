@@ -6,8 +6,8 @@ every rule here keeps a node on the CPU that would make vela fail, with the reas
 Sources: vela's own operator report (`vela --supported-ops-report`, sections "Ethos-U55 and Ethos-U65
 TOSA" and "Ethos-U85 TOSA"), narrowed by compiling the core's INT graphs with vela 5.2 for
 ethos-u55-128, ethos-u65-256 and ethos-u85-256 (the per-family tests keep one case per rule).
-Where vela does better than its report (it decomposes pooling strides > 3, and regular convolutions
-whose kernel equals their stride), the rules follow what vela does.
+Where vela does better than its report (it decomposes pooling strides > 3, though the core's INT average
+pools are depthwise convolutions, and regular convolutions whose kernel equals their stride), the rules follow what vela does.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from torch.fx import Node
 
 from arm_tosa_core.ops.conv import conv_args, is_convolution
+from arm_tosa_core.ops.pooling import pool_window
 from arm_tosa_core.registry import aten_target, is_control_flow, lookup
 
 aten = torch.ops.aten
@@ -26,7 +27,6 @@ aten = torch.ops.aten
 #: vela's tensor-axis limit: channels (and the axes a TRANSPOSE moves) must fit 16 bits.
 AXIS_LIMIT = 65536
 MAX_STRIDE_U55 = 3
-MAX_PADDED_AVG_KERNEL_U55 = 8
 
 # Families (op-registry names) whose TOSA operators are not in the U55/U65 set, with the operator.
 _U55_MISSING = {
@@ -207,23 +207,14 @@ def _u55_transpose_conv(stride: list[int], kernel: list[int], in_hw: list[int]) 
 
 
 def _u55_avg_pool(node: Node, family: str) -> str | None:
-    """AVG_POOL2D with TOSA padding takes kernels up to 8 on U55/U65. The core pads explicitly (a
-    zero PAD, then an unpadded pool) for count_include_pad=True, so only excluded padding (and
-    ceil_mode's overhang) reaches the pool's own padding."""
+    """The core lowers INT avg_pool2d as exact window sums: an all-ones DEPTHWISE_CONV2D with the pool's
+    stride (not an AVG_POOL2D, whose large strides vela would decompose), so the depthwise limit holds."""
     if aten_target(node.target) is not aten.avg_pool2d.default:
         return None
-
-    def arg(i: int, name: str, default):
-        return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
-
-    kernel = list(arg(1, "kernel_size", [1, 1]))
-    kernel = kernel * 2 if len(kernel) == 1 else kernel
-    padding = arg(3, "padding", [0, 0])
-    padding = [padding] if isinstance(padding, int) else list(padding)
-    pool_padding = (any(padding) and not arg(5, "count_include_pad", True)) or arg(4, "ceil_mode", False)
-    if pool_padding and any(k > MAX_PADDED_AVG_KERNEL_U55 for k in kernel):
-        return (f"average pooling with kernel {kernel} and excluded padding; Ethos-U55/U65 allow "
-                f"kernels up to {MAX_PADDED_AVG_KERNEL_U55} then")
+    _, stride, _ = pool_window(node)
+    if any(s > MAX_STRIDE_U55 for s in stride):
+        return (f"average pooling stride {stride}: the INT window sums are a depthwise convolution, which "
+                f"Ethos-U55/U65 allow up to stride {MAX_STRIDE_U55}")
     return None
 
 

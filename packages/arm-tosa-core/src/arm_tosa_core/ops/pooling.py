@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch.fx import Node
 
@@ -152,7 +153,7 @@ def _window_reason(node: Node, kernel, stride) -> str | None:
     return None
 
 
-def _window(node: Node):
+def pool_window(node: Node) -> tuple[list[int], list[int], list[int]]:
     """(kernel, stride, padding) of max_pool2d/avg_pool2d; stride defaults to the kernel."""
     kernel = _pair(arg(node, 1, "kernel_size"), [1, 1])
     return kernel, _pair(arg(node, 2, "stride"), kernel), _pair(arg(node, 3, "padding"), [0, 0])
@@ -162,7 +163,7 @@ def _window(node: Node):
 
 
 def _max_pool_support(node: Node, spec) -> str | None:
-    kernel, stride, _ = _window(node)
+    kernel, stride, _ = pool_window(node)
     reason = float_only(node, "max_pool2d") or _window_reason(node, kernel, stride)
     if reason is None and aten_target(node.target) is aten.max_pool2d_with_indices.default:
         reason = values_only(node)
@@ -172,7 +173,7 @@ def _max_pool_support(node: Node, spec) -> str | None:
 @register_op("max_pool2d", [aten.max_pool2d_with_indices.default, aten.max_pool2d.default],
              support=_max_pool_support, quant=Quant.SHARED, preserve=True, preserve_for_speed=True)
 def lower_max_pool2d(ctx: LoweringContext, node: Node):
-    kernel, stride, padding = _window(node)
+    kernel, stride, padding = pool_window(node)
     dilation = _pair(arg(node, 4, "dilation"), [1, 1])
     if any(d != 1 for d in dilation):
         y = _dilated_max_pool(ctx, node, kernel, stride, padding, dilation)
@@ -250,7 +251,7 @@ def _dilated_max_pool(ctx: LoweringContext, node: Node, kernel, stride, padding,
 
 # -- avg_pool2d --------------------------------------------------------------------------------
 def _avg_pool_support(node: Node, spec) -> str | None:
-    kernel, stride, _ = _window(node)
+    kernel, stride, _ = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is not None and divisor <= 0:
         return f"avg_pool2d divisor_override={divisor} must be positive"
@@ -259,7 +260,7 @@ def _avg_pool_support(node: Node, spec) -> str | None:
 
 @register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE)
 def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
-    kernel, stride, padding = _window(node)
+    kernel, stride, padding = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is not None:
         # every window position then holds data or a zero: average * area / divisor = sum / divisor
@@ -307,24 +308,63 @@ def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
     return pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "exclude")
 
 
+def window_divisors(node: Node, in_hw, out_hw) -> torch.Tensor:
+    """Torch's divisor of every output position of avg_pool2d (float64 [OH, OW]): its window's data
+    count (an all-ones window sum) over its average of ones (that count / the divisor)."""
+    kernel, stride, padding = pool_window(node)
+    ones = torch.ones(1, 1, *in_hw, dtype=torch.float64)
+    window = (kernel, stride, padding, arg(node, 4, "ceil_mode", False))
+    valid = torch.nn.functional.avg_pool2d(ones, *window, True, 1)[0, 0]
+    mean = torch.nn.functional.avg_pool2d(ones, *window, arg(node, 5, "count_include_pad", True))[0, 0]
+    if list(valid.shape) != list(out_hw):
+        raise ValueError(f"avg_pool2d windows {list(valid.shape)} do not match the recorded output {out_hw}")
+    return torch.where(mean > 0, valid / mean.clamp_min(1e-30), torch.ones_like(valid))
+
+
+RECIPROCAL_BITS = 30  # per-position 1/divisor as an int32 fraction of 2^30
+
+
+def _divide_per_position(ctx: LoweringContext, y: Value, divisors: torch.Tensor, max_sum: int) -> Value:
+    """y (an int32 window sum) / a per-position divisor: one int32 MUL by round(2^30 / divisor) with a
+    shift that keeps the product in int32; the rest of 2^30 goes into the accumulator's scale, so the
+    following RESCALE is still the only rounding that matters (the MUL's is ~2^-18 of an input LSB)."""
+    from ..quantized import QParams
+
+    shift = max(0, min(RECIPROCAL_BITS, max_sum.bit_length()))
+    multipliers = torch.round(2.0**RECIPROCAL_BITS / divisors).to(torch.int32)
+    c = ctx.constant(multipliers.reshape([1] * (y.rank - 2) + list(divisors.shape)))
+    tensors, perm = ctx.broadcast([y, c], y.rank, DType.INT32)
+    shift_t = ctx.b.const(np.full([1], shift, dtype=np.int8), DType.INT8)
+    out = ctx.emit(Op.MUL, [*tensors, shift_t], y.shape, torch.int32, perm)
+    out.qparams = QParams.accumulator(float(y.qparams.scale) * 2.0**shift / 2.0**RECIPROCAL_BITS)
+    return out
+
+
 @register_int_rule("avg_pool2d")
 def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
-    """Quantized average pooling. Windows of one size: the exact int32 window sum (see
-    `_window_sum_int`) with 1/divisor folded into its scale, so the result is rounded once, by the
-    following RESCALE (TOSA's int8 AVG_POOL2D rounds the average, then the RESCALE rounds again: up to
-    2 LSB off). Windows that differ in size (count_include_pad=False with padding, ceil_mode): int8
-    AVG_POOL2D keeping the input's qparams."""
-    kernel, stride, padding = _window(node)
+    """Quantized average pooling from the exact int32 window sum (see `_window_sum_int`), rounded once,
+    by the following RESCALE (TOSA's int8 AVG_POOL2D rounds the average, then the RESCALE rounds
+    again: up to 2 LSB off). Windows of one size fold 1/divisor into the sum's scale; windows that
+    differ in size (ceil_mode overhang, count_include_pad=False with padding) multiply each position
+    by its own reciprocal first (`_divide_per_position`)."""
+    kernel, stride, padding = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
     if divisor is None and not arg(node, 4, "ceil_mode", False) and (
             arg(node, 5, "count_include_pad", True) or not any(padding)):
         divisor = kernel[0] * kernel[1]  # every window divides by its area: an exact sum, one rounding
-    if divisor is None:  # windows of different sizes: TOSA's average (rounded), then the RESCALE
-        return lower_avg_pool2d(ctx, node)
+    x_qparams = ctx.val(node.args[0]).qparams
+    y = pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, "sum")
+    if divisor is None:
+        in_hw = list(node.args[0].meta["val"].shape[-2:])
+        divisors = window_divisors(node, in_hw, list(y.shape[-2:]))
+        if bool((divisors == divisors.flatten()[0]).all()):
+            divisor = float(divisors.flatten()[0])
+        else:
+            max_sum = (x_qparams.qmax - x_qparams.qmin) * kernel[0] * kernel[1]
+            return _divide_per_position(ctx, y, divisors, max_sum)
     from ..quantized import QParams
 
     # sum / divisor: the exact int32 window sum, with the divisor folded into its scale
-    y = pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, "sum")
     y.qparams = QParams.accumulator(float(y.qparams.scale) / divisor)
     return y
 
