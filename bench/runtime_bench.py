@@ -3,11 +3,13 @@
     uv run python bench/runtime_bench.py [--size 224] [--runs 20]
 
 For TOSABackend (TOSA-1.0+INT) and EthosUBackend (ethos-u55-128, --host-graph form): load time,
-median latency of N runs and peak RSS, each measured in a fresh process; the same Ethos-U .pte through
-the old Python .pte interpreter; the float model through XNNPACK in the pip runtime (bench/ may import
+median latency of N runs and peak RSS, each measured in a fresh process; the float model through
+XNNPACK in the pip runtime (bench/ may import
 executorch.backends.*, product code never does). "where the time goes": the reference model alone
 (tosa_reference_model.run on the same graph) vs our execute, so our own overhead is the difference.
-Writes bench/results/runtime_bench.json and prints a table.
+Writes bench/results/runtime_bench.json and prints a table. (The old Python .pte interpreter row is
+gone: that interpreter was retired once every backend ran in runtime_cpp, so executorch.runtime is the
+one way a .pte runs.)
 """
 
 from __future__ import annotations
@@ -72,33 +74,19 @@ def _measure(pte: Path, runs: int, mode: str) -> dict:
     import torch
 
     x = torch.load(pte.parent / "input.pt")
-    if mode == "interpreter":
-        import arm_ethosu  # noqa: F401  (payload decoder)
-        from arm_tosa_core.pte_interpreter import run_pte
-        from arm_tosa_core.reference import run_delegate
+    if mode == "runtime_cpp":
+        import runtime_cpp  # noqa: F401
+    from executorch.runtime import Runtime
 
-        started = time.perf_counter()
-        data = pte.read_bytes()
-        load = time.perf_counter() - started
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            run_pte(data, [x], run_delegate)
-            times.append(time.perf_counter() - t)
-    else:
-        if mode == "runtime_cpp":
-            import runtime_cpp  # noqa: F401
-        from executorch.runtime import Runtime
-
-        started = time.perf_counter()
-        program = Runtime.get().load_program(pte)
-        method = program.load_method("forward")
-        load = time.perf_counter() - started
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            method.execute([x])
-            times.append(time.perf_counter() - t)
+    started = time.perf_counter()
+    program = Runtime.get().load_program(pte)
+    method = program.load_method("forward")
+    load = time.perf_counter() - started
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        method.execute([x])
+        times.append(time.perf_counter() - t)
     return {"load_s": load, "median_s": statistics.median(times),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -110,7 +98,7 @@ def _reference_model_only(pte: Path, runs: int) -> float:
     import tosa_reference_model as trm
 
     from arm_ethosu import parse_binstream
-    from arm_tosa_core.pte_interpreter import list_delegates
+    from arm_tosa_core.pte_delegates import list_delegates
 
     x = torch.load(pte.parent / "input.pt")
     (d,) = list_delegates(pte.read_bytes())
@@ -141,8 +129,6 @@ def main() -> int:
     rows = {}
     for name, pte, mode, runs in (("TOSABackend (runtime_cpp)", paths["tosa"], "runtime_cpp", args.runs),
                                   ("EthosUBackend (runtime_cpp)", paths["ethosu"], "runtime_cpp", args.runs),
-                                  ("Ethos-U .pte, old Python interpreter", paths["ethosu"], "interpreter",
-                                   max(3, args.runs // 4)),
                                   ("XNNPACK fp32 (pip runtime)", paths["xnnpack_fp32"], "plain", args.runs)):
         done = subprocess.run([sys.executable, __file__, "--measure", str(pte), str(runs), mode],
                               capture_output=True, text=True, check=True)

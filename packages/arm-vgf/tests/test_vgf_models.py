@@ -20,14 +20,14 @@ def test_example_model_fp_on_vulkan(name, size, tmp_path):
     edge = lower_vgf(model, inputs, spec)
     report = partition_report(edge)
     assert not report.cpu_nodes and len(report.delegates) == 1, report
-    pte = edge.to_executorch().buffer
     with torch.no_grad():
-        out = run_on_vulkan(pte, *inputs)
+        kept = run_on_kept_tosa(edge, inputs, tmp_path)  # before to_executorch, which runs passes
+        out = run_on_vulkan(edge.to_executorch().buffer, *inputs)
         expected = model(*inputs)
     err, mag = relative_error(out, expected)
     assert err <= 1e-4, f"{name}: Vulkan vs eager {err:.3g} x max|out| {mag:.3g}"
     # The TOSA graph kept beside the VGF, on the reference model: the same numbers within 1e-5.
-    err, mag = relative_error(out, run_on_kept_tosa(pte, inputs, tmp_path))
+    err, mag = relative_error(out, kept)
     assert err <= 1e-5, f"{name}: Vulkan vs TOSA reference {err:.3g} x max|out| {mag:.3g}"
     ((backend, vgf),) = payloads(edge)
     assert backend == "VgfBackend"

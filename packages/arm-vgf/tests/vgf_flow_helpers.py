@@ -55,7 +55,7 @@ def payloads(edge) -> list[tuple[str, bytes]]:
 
 
 def run_on_kept_tosa(program, inputs: Sequence[torch.Tensor], intermediate_dir) -> Any:
-    """Run a VGF program with each delegate replaced by the TOSA graph VgfBackend kept beside its
+    """Run a lowered VGF program with each delegate replaced by the TOSA graph VgfBackend kept beside its
     VGF in `intermediate_dir` (`partition_<n>.tosa` / `partition_<n>.vgf`), on the reference model."""
     from arm_tosa_core.reference import run_tosa
 
@@ -68,16 +68,10 @@ def run_on_kept_tosa(program, inputs: Sequence[torch.Tensor], intermediate_dir) 
 
 
 def _walk(program, inputs: Sequence[torch.Tensor], runner) -> Any:
-    """Run `program` with each delegate call sent to `runner`: a .pte through the Python .pte walk
-    (the pip runtime would run the delegates on its registered backends instead), anything else
-    through the core's graph walk."""
+    """Run a lowered program (not a .pte: the runtime would run its delegates on its registered
+    backends) through the core's graph walk, each delegate call sent to `runner`."""
     from arm_tosa_core.reference import run_program
 
-    if isinstance(program, (bytes, bytearray)):
-        from arm_tosa_core.pte_interpreter import run_pte
-
-        outs = run_pte(bytes(program), list(inputs), runner)
-        return outs[0] if len(outs) == 1 else tuple(outs)
     return run_program(program, inputs, runner)
 
 
@@ -111,7 +105,7 @@ class DelegateComparison:
 
 def compare_delegates_on_kept_tosa(program, inputs: Sequence[torch.Tensor],
                                    intermediate_dir) -> tuple[Any, list[DelegateComparison]]:
-    """Run a VGF program with every delegate call on the reference model (its kept TOSA graph) and,
+    """Run a lowered VGF program with every delegate call on the reference model (its kept TOSA graph) and,
     on the same delegate inputs, on Vulkan; return the reference run's program outputs and one
     comparison per delegate call. Both runs of a delegate see identical inputs, so a difference
     in a comparison comes from that delegate alone, never from error carried in from upstream."""

@@ -29,7 +29,7 @@ REPORT_FILE = "report.json"
 def ethosu_payloads(program: Any) -> list[bytes]:
     """The processed bytes of every EthosUBackend delegate, in execution order."""
     if isinstance(program, (bytes, bytearray, memoryview, str, os.PathLike)):
-        from arm_tosa_core.pte_interpreter import list_delegates
+        from arm_tosa_core.pte_delegates import list_delegates
 
         if isinstance(program, (str, os.PathLike)) and not Path(program).is_file():
             raise FileNotFoundError(f"no .pte file at {program}")

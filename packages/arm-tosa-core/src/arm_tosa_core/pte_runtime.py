@@ -30,7 +30,7 @@ def _runtime():
 
 
 def _missing_backends(pte: bytes, runtime_cpp) -> list[str]:
-    from .pte_interpreter import list_delegates
+    from .pte_delegates import list_delegates
 
     registered = set(runtime_cpp.registered_backend_ids())
     return sorted({d.backend_id for d in list_delegates(pte)} - registered)

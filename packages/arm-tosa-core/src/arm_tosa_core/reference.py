@@ -5,7 +5,8 @@
 path) and returns what the eager module would return. Target packages register how to find the TOSA
 graph in their payloads with `register_payload_decoder`, or, when a payload holds no TOSA graph,
 say what runs it instead with `register_opaque_payload`. `run_program` is the same walk with any
-delegate runner (a target package's device runner, for example).
+delegate runner (a target package's device runner, for example). A .pte always runs through
+`executorch.runtime` with runtime_cpp's backends (see `pte_runtime`).
 """
 
 from __future__ import annotations
@@ -136,11 +137,21 @@ def run_on_reference_model(lowered_program_or_pte: Any, *inputs: Any) -> Any:
     return run_program(lowered_program_or_pte, inputs, run_delegate)
 
 
-def run_program(lowered_program_or_pte: Any, inputs: Sequence[Any], delegate_runner: DelegateRunner,
+def run_program(lowered_program_or_pte: Any, inputs: Sequence[Any],
+                delegate_runner: DelegateRunner | None,
                 caller: str = "run_on_reference_model") -> Any:
-    """Run a lowered program on the host: each delegate call goes to `delegate_runner`, the rest
-    runs in PyTorch. Accepts and returns what `run_on_reference_model` does; `caller` names the
-    public function in error messages.
+    """Run a lowered program on the host. Accepts and returns what `run_on_reference_model` does;
+    `caller` names the public function in error messages.
+
+    An in-memory program (EdgeProgramManager, ExportedProgram) is walked in PyTorch with each
+    delegate call sent to `delegate_runner` (None: `run_delegate`, the TOSA reference model). A .pte
+    (bytes, path, ExecutorchProgramManager) always runs through `executorch.runtime`, its delegates
+    on the backends runtime_cpp registers there (TOSABackend, EthosUBackend, VgfBackend), so it takes
+    no custom runner: pass None or `run_delegate`.
+
+    Raises:
+        ValueError: a .pte with a custom `delegate_runner` (pass the lowered program instead).
+        ReferenceModelError: the runtime has no backend for one of the .pte's delegates, or failed.
     """
     program = lowered_program_or_pte
     if isinstance(program, (str, os.PathLike)):
@@ -151,22 +162,19 @@ def run_program(lowered_program_or_pte: Any, inputs: Sequence[Any], delegate_run
     if hasattr(program, "buffer") and not hasattr(program, "exported_program"):
         program = program.buffer  # ExecutorchProgramManager
     if isinstance(program, (bytes, bytearray, memoryview)):
-        from .pte_runtime import pte_backends_registered, run_pte_on_runtime
+        if delegate_runner not in (None, run_delegate):
+            raise ValueError(
+                f"{caller}: a .pte runs through executorch.runtime, whose registered backends execute "
+                "its delegates, so a custom delegate runner cannot be applied to it: pass the lowered "
+                "program (the EdgeProgramManager or ExportedProgram before to_executorch) instead")
+        from .pte_runtime import run_pte_on_runtime
 
-        program = bytes(program)
-        if delegate_runner is run_delegate or pte_backends_registered(program):
-            # The one execution path: the pip ExecuTorch runtime with runtime_cpp's backends.
-            outs = run_pte_on_runtime(program, list(inputs))
-        else:
-            # Only a delegate runner for a backend runtime_cpp has not built (VGF before
-            # VgfBackend lands) still walks the .pte in Python.
-            from .pte_interpreter import run_pte
-
-            outs = run_pte(program, list(inputs), delegate_runner)
+        # The one execution path for .pte files: the pip ExecuTorch runtime with runtime_cpp's backends.
+        outs = run_pte_on_runtime(bytes(program), list(inputs))
         return outs[0] if len(outs) == 1 else tuple(outs)
     if hasattr(program, "exported_program"):
         program = program.exported_program()
     if not isinstance(program, ExportedProgram):
         raise TypeError(f"{caller} takes an EdgeProgramManager, ExportedProgram, "
                         f"ExecutorchProgramManager or .pte bytes/path, not {type(program).__name__}")
-    return _run_exported(program, inputs, delegate_runner)
+    return _run_exported(program, inputs, delegate_runner or run_delegate)

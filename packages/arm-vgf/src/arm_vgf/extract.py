@@ -19,7 +19,7 @@ from executorch.exir import schema
 from executorch.exir._serialize._program import deserialize_pte_binary
 
 from arm_tosa_core import TosaCompileSpec
-from arm_tosa_core.pte_interpreter import list_delegates
+from arm_tosa_core.pte_delegates import list_delegates
 
 from .backend import BACKEND_ID
 from .vgf_file import describe_vgf

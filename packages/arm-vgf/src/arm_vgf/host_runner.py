@@ -108,8 +108,7 @@ def run_on_vulkan(lowered_program_or_pte: Any, *inputs: Any) -> Any:
         # VgfBackend creates its Vulkan instance while the method loads: the loader must see the
         # emulation layers (each manifest in its own folder, Graph first) at that moment.
         with layer_environment():
-            return run_program(lowered_program_or_pte, inputs, run_vgf_delegate,
-                               caller="run_on_vulkan")
+            return run_program(lowered_program_or_pte, inputs, None, caller="run_on_vulkan")
     return run_program(lowered_program_or_pte, inputs, run_vgf_delegate, caller="run_on_vulkan")
 
 
