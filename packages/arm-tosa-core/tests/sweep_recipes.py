@@ -109,7 +109,26 @@ def _resize():
     return out
 
 
-_RECIPES = {"convolution": _conv, "conv2d": _conv, "conv1d": _conv, "conv_transpose2d": _conv,
+def _clamp():
+    return [("clamp tensor bounds", _Fn(lambda s, x, lo, hi: torch.clamp(x, lo, hi)),
+             (_r(2, 3), -_r(2, 3).abs(), _r(3).abs())),
+            ("clamp min tensor", _Fn(lambda s, x, lo: torch.clamp(x, min=lo)), (_r(2, 3, 4), _r(4))),
+            ("clamp scalars", _Fn(lambda s, x: torch.clamp(x, -0.5, 0.5)), (_r(2, 3),))]
+
+
+def _unfold():
+    return [("unfold", _Fn(lambda s, x: x.unfold(1, 2, 1)), (_r(2, 5, 3),)),
+            ("unfold step 2, dim -1", _Fn(lambda s, x: x.unfold(-1, 3, 2)), (_r(2, 3, 7),))]
+
+
+def _scatter():
+    return [("slice_scatter", _Fn(lambda s, x, src: torch.slice_scatter(x, src, dim=1, start=1, end=3)),
+             (_r(2, 5, 3), _r(2, 2, 3))),
+            ("select_scatter", _Fn(lambda s, x, src: torch.select_scatter(x, src, 0, 1)), (_r(3, 4), _r(4)))]
+
+
+_RECIPES = {"clamp": _clamp, "unfold": _unfold, "unfold_copy": _unfold, "slice_scatter": _scatter,
+            "select_scatter": _scatter, "convolution": _conv, "conv2d": _conv, "conv1d": _conv, "conv_transpose2d": _conv,
             "mm": _matmul, "bmm": _matmul, "matmul": _matmul, "linear": _matmul, "addmm": _matmul,
             "_native_batch_norm_legit_no_training": _norms, "_native_batch_norm_legit": _norms,
             "native_layer_norm": _norms, "native_group_norm": _norms,

@@ -141,8 +141,8 @@ def test_unsupported_variant_stays_on_cpu(name, fn, reason):
     assert result.report.delegates, "the supported ops around it should still be delegated"
 
 
-class WithCumsum(nn.Module):
-    """A conv, then cumsum (no TOSA lowering), then more delegable ops."""
+class WithCumprod(nn.Module):
+    """A conv, then cumprod (no TOSA lowering), then more delegable ops."""
 
     def __init__(self):
         super().__init__()
@@ -150,15 +150,15 @@ class WithCumsum(nn.Module):
 
     def forward(self, x):
         y = torch.relu(self.conv(x))
-        return torch.sigmoid(torch.cumsum(y, dim=2)) * 2 + 1
+        return torch.sigmoid(torch.cumprod(y, dim=2)) * 2 + 1
 
 
 def test_unsupported_op_runs_on_cpu_between_partitions():
-    """cumsum stays on the CPU with a reason; the rest is delegated and the whole runs correctly."""
-    result = check_lowering(WithCumsum(), (torch.randn(1, 3, 5, 4),), case="cumsum", expect_full=False)
+    """cumprod stays on the CPU with a reason; the rest is delegated and the whole runs correctly."""
+    result = check_lowering(WithCumprod(), (torch.randn(1, 3, 5, 4),), case="cumprod", expect_full=False)
     cpu = {c.target: c.reason for c in result.report.cpu_nodes}
-    assert list(cpu) == ["aten.cumsum.default"], cpu
-    assert "no TOSA lowering" in cpu["aten.cumsum.default"]
-    assert len(result.report.delegates) == 2  # before and after the cumsum
+    assert list(cpu) == ["aten.cumprod.default"], cpu
+    assert "no TOSA lowering" in cpu["aten.cumprod.default"]
+    assert len(result.report.delegates) == 2  # before and after the cumprod
     targets = [str(n.target) for n in result.edge.exported_program().graph.nodes if n.op == "call_function"]
-    assert sum("cumsum" in t for t in targets) == 1, targets
+    assert sum("cumprod" in t for t in targets) == 1, targets

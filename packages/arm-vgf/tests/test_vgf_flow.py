@@ -76,7 +76,7 @@ def test_fp_family_on_vulkan_matches_eager_and_reference(name, module, shapes, t
 
 
 class Partial(nn.Module):
-    """conv on Vulkan; cumsum (no TOSA lowering) on the CPU; then compare, the bool->float cast
+    """conv on Vulkan; cumprod (no TOSA lowering) on the CPU; then compare, the bool->float cast
     (SELECT), mul and linear on Vulkan again."""
 
     def __init__(self) -> None:
@@ -87,7 +87,7 @@ class Partial(nn.Module):
     def forward(self, x):
         y = self.conv(x)
         mask = y > 0
-        return self.lin(torch.cumsum(y, dim=-1) * mask.float())
+        return self.lin(torch.cumprod(y, dim=-1) * mask.float())
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_unsupported_ops_run_on_cpu_between_vgf_partitions(partial_program):
     report = partition_report(edge)
     assert len(report.delegates) == 2 and {d.backend_id for d in report.delegates} == {"VgfBackend"}
     reasons = {c.target: c.reason for c in report.cpu_nodes}
-    assert [t for t in reasons if "aten." in t] == ["aten.cumsum.out"], report
+    assert [t for t in reasons if "aten." in t] == ["aten.cumprod.out"], report
     with torch.no_grad():
         expected = module(x)
     for program in (edge, pte):  # the edge program and the .pte walk the same delegates
@@ -140,7 +140,7 @@ def test_extract_vgf_writes_each_delegate_with_a_matching_sidecar(partial_progra
 
 
 def test_a_bool_tensor_crosses_the_vgf_boundary():
-    """The compare runs on Vulkan and hands its bool mask to a CPU op (cumsum has no TOSA lowering)."""
+    """The compare runs on Vulkan and hands its bool mask to a CPU op (cumsum lowers for float only)."""
     module = Fn(lambda s, x: torch.cumsum(x > 0, dim=-1))
     x = torch.randn(2, 8)
     edge = lower_vgf(module, (x,), VgfCompileSpec())
