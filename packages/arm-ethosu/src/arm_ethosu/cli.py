@@ -261,7 +261,8 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
         st.detail = f"{report_dir}"
     if args.accuracy_report:
         with progress.stage("accuracy report") as st:
-            st.detail = _accuracy_report(quantized, samples if quantized is not None else [], pte,
+            # run on the host twin (the deployable .pte has no host graph to execute)
+            st.detail = _accuracy_report(quantized, samples if quantized is not None else [], variants.host,
                                          report_dir, out)
     if args.target_sqnr is not None:
         with progress.stage(f"mixed precision search (target {args.target_sqnr:g} dB)") as st:
