@@ -50,8 +50,9 @@ def _pytest(session: nox.Session, package: str) -> None:
     _sync(session)
     # pytest exits 5 when it collects no test: nox treats that as a failure, as it should.
     # -n auto: the 2-core CI machine runs two test processes; exir's per-compile cost dominates.
+    # Cases marked slow run in `nox -s test-full`, keeping the default suite well under 30 minutes.
     session.run("uv", "run", "--frozen", "--no-sync", "pytest", "-n", "auto", "--dist", "loadfile",
-                f"packages/{package}/tests", *session.posargs, external=True)
+                "-m", "not slow", f"packages/{package}/tests", *session.posargs, external=True)
 
 
 @nox.session(name="test-core")
@@ -88,6 +89,15 @@ def test_runtime(session: nox.Session) -> None:
     """
     _runtime_with_vulkan(session)
     _pytest(session, "runtime-cpp")
+
+
+@nox.session(name="test-full")
+def test_full(session: nox.Session) -> None:
+    """The cases marked slow in every package (not in the default list)."""
+    _runtime_with_vulkan(session)
+    session.run("uv", "run", "--frozen", "--no-sync", "pytest", "-n", "auto", "--dist", "loadfile",
+                "-m", "slow", *[str(p) for p in sorted(ROOT.glob("packages/*/tests"))], *session.posargs,
+                external=True)
 
 
 @nox.session(name="test-runtime-full")
