@@ -84,6 +84,8 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
                            "tosa_dtype": t.dtype.name})
         elif node.op == "call_function":
             lower_node(ctx, node)
+        elif node.op == "get_attr":
+            continue  # a control-flow sub-graph: its cond / while_loop rule lowers it
         elif node.op == "output":
             builder.current_node = None
             outputs = _emit_outputs(ctx, node)

@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     activations,
     attention,
     composed_math,
+    control_flow,
     conv,
     data_movement,
     division,
