@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     activations,
+    adaptive_pooling,
     attention,
     composed_math,
     conv,
