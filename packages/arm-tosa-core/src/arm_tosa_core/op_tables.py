@@ -136,6 +136,10 @@ PIXEL_SHUFFLE = _cases("pixel_shuffle", [
     ("shuffle3_rank3", lambda s, x: F.pixel_shuffle(x, 3), [(9, 2, 2)]),
     ("unshuffle2", lambda s, x: F.pixel_unshuffle(x, 2), [(1, 2, 4, 6)]),
     ("shuffle_rank5", lambda s, x: F.pixel_shuffle(x, 2), [(2, 1, 4, 2, 3)]),
+    ("unshuffle_rank5", lambda s, x: F.pixel_unshuffle(x, 2), [(2, 3, 2, 4, 6)]),
+    ("unshuffle3_rank3", lambda s, x: F.pixel_unshuffle(x, 3), [(2, 6, 3)]),
+    ("shuffle_module_after_conv", lambda s, x: s.shuffle(s.conv(x)), [(1, 3, 5, 4)],
+     {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 8, 3, padding=1), "shuffle": torch.nn.PixelShuffle(2)}}),
 ])
 
 POOL_1D_ADAPTIVE = _cases("pool_1d_adaptive", [

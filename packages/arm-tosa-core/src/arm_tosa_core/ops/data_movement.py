@@ -19,8 +19,7 @@ aten = torch.ops.aten
 
 # Export-time ops that decompose into SHARED/REDUCE families: annotate them like those families.
 register_quant_aliases("cat", aten.stack.default)
-register_quant_aliases("view", aten.unflatten.int, aten.squeeze.default, aten.pixel_shuffle.default,
-                       aten.pixel_unshuffle.default, aten.unfold.default)
+register_quant_aliases("view", aten.unflatten.int, aten.squeeze.default, aten.unfold.default)
 register_quant_aliases("expand", aten.repeat_interleave.self_int)
 register_quant_aliases("max_pool2d", aten.max_pool1d.default)
 register_quant_aliases("adaptive_pool2d", aten.adaptive_avg_pool1d.default)
@@ -39,6 +38,43 @@ def lower_flip(ctx: LoweringContext, node: Node) -> Value:
         if x.shape[dim] > 1:
             t = ctx.b.op(Op.REVERSE, [t], t.shape, t.dtype, x.perm.index(dim))
     return Value(x.shape, x.dtype, tensor=t, perm=x.perm, qparams=x.qparams)
+
+
+def _shuffle_geometry(node: Node) -> tuple[int, int, int, int, int, bool]:
+    """(folded batch B, channels C of the shuffled side, H, W of the unshuffled side, factor r,
+    shuffle?) for pixel_shuffle / pixel_unshuffle: the pixels live in [B, C, r, r, H, W] on one side
+    and [B, C, H, r, W, r] on the other."""
+    shuffle = "pixel_shuffle" in str(node.target)
+    r = node.args[1]
+    small = node.args[0].meta["val"].shape if shuffle else node.meta["val"].shape  # [*, C*r*r, H, W]
+    batch = 1
+    for d in small[:-3]:
+        batch *= d
+    return batch, small[-3] // (r * r), small[-2], small[-1], r, shuffle
+
+
+def _shuffle_support(node: Node, spec) -> str | None:
+    if node.args[0].meta["val"].dim() < 3:
+        return "pixel (un)shuffle needs a [*, C, H, W] input"
+    return None
+
+
+@register_op("pixel_shuffle", [aten.pixel_shuffle.default, aten.pixel_unshuffle.default], support=_shuffle_support,
+             quant=Quant.SHARED, preserve=True)
+def lower_pixel_shuffle(ctx: LoweringContext, node: Node) -> Value:
+    """RESHAPE to rank 5 with batch and channels folded, one TRANSPOSE, RESHAPE back.
+
+    Kept whole (`preserve`): exir's decomposition reshapes to rank 2 + 5 dims, which for a rank-5 input
+    is rank 7, past TOSA's limit of 6."""
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    batch, c, h, w, r, shuffle = _shuffle_geometry(node)
+    blocks, pixels = [batch * c, r, r, h, w], [batch * c, h, r, w, r]
+    source, order = (blocks, (0, 3, 1, 4, 2)) if shuffle else (pixels, (0, 2, 4, 1, 3))
+    if x.is_const:
+        return ctx.constant(x.const.reshape(source).permute(*order).reshape(shape))
+    t = ctx.b.transpose(ctx.b.reshape(ctx.tensor(x, layout.identity(x.rank)), source), order)
+    return ctx.from_tensor(ctx.b.reshape(t, shape), shape, dtype)
 
 
 def _scatter_window(node: Node) -> tuple[int, int, int]:
