@@ -99,6 +99,7 @@ class _PendingOp:
     output: T
     attr_args: tuple
     node: torch.fx.Node | None
+    more_outputs: tuple[T, ...] = ()  # operators with several results (RFFT2D: real, imaginary)
 
 
 def _is_quantize_op(node: torch.fx.Node) -> bool:
@@ -194,6 +195,17 @@ class TosaGraphBuilder:
         self._producer[out.name] = pending
         return out
 
+    def op_multi(self, op: Op, inputs: Sequence[T], results: Sequence[tuple[Sequence[int], DType]],
+                 *attr_args) -> list[T]:
+        """Record `op` with several outputs, one per (shape, dtype) in `results`."""
+        first = self.op(op, inputs, *results[0], *attr_args)
+        pending = self._producer[first.name]
+        pending.more_outputs = tuple(T(self._fresh("t"), tuple(int(d) for d in shape), dtype)
+                                     for shape, dtype in results[1:])
+        for out in pending.more_outputs:
+            self._producer[out.name] = pending
+        return [first, *pending.more_outputs]
+
     def producer(self, t: T) -> _PendingOp | None:
         return self._producer.get(t.name)
 
@@ -229,7 +241,7 @@ class TosaGraphBuilder:
         needed = {t.name for t in self.outputs}
         live = []
         for pending in reversed(self._ops):
-            if pending.output.name in needed:
+            if pending.output.name in needed or any(t.name in needed for t in pending.more_outputs):
                 live.append(pending)
                 needed.update(t.name for t in pending.inputs)
         return live[::-1]
@@ -252,16 +264,19 @@ class TosaGraphBuilder:
                 names[name] = name
         self.records = []
         for pending in live:
-            out = ser.addIntermediate(list(pending.output.shape), pending.output.dtype)
-            names[pending.output.name], objects[pending.output.name] = out.name, out
+            outs = []
+            for result in (pending.output, *pending.more_outputs):
+                out = ser.addIntermediate(list(result.shape), result.dtype)
+                names[result.name], objects[result.name] = out.name, out
+                outs.append(out.name)
             attr = ts.TosaSerializerAttribute()
             method = _ATTRIBUTE_FOR.get(pending.op.name.replace("_", "").lower())
             if method is not None:
                 getattr(attr, method)(*pending.attr_args)
-            ser.addOperator(pending.op, [names[t.name] for t in pending.inputs], [out.name], attr)
+            ser.addOperator(pending.op, [names[t.name] for t in pending.inputs], outs, attr)
             node = pending.node
             self.records.append(OpRecord(
-                index=len(self.records), op=pending.op.name, outputs=[out.name],
+                index=len(self.records), op=pending.op.name, outputs=outs,
                 node=None if node is None else node.name,
                 target=None if node is None else str(node.target),
                 stack_trace=None if node is None else node.meta.get("stack_trace"),

@@ -174,10 +174,15 @@ CONTROL_FLOW = _cases("control_flow", [
     ("while_loop_counter", _while_double, [(3, 2)]),
 ], spec_extra="+cf")
 
-# -- TOSA 1.1 ops -----------------------------------------------------------------------------------
+# -- TOSA 1.0's FFT extension ("+fft": RFFT2D) ------------------------------------------------------
 FFT = _cases("fft", [
-    ("rfft_last_dim", lambda s, x: torch.fft.rfft(x).abs(), [(2, 16)]),
-], profiles=("FP",))
+    ("rfft_last_dim", lambda s, x: torch.view_as_real(torch.fft.rfft(x)), [(2, 16)]),
+    ("rfft_rank3_ortho", lambda s, x: torch.view_as_real(torch.fft.rfft(x, norm="ortho")), [(2, 3, 8)]),
+    ("rfft2", lambda s, x: torch.view_as_real(torch.fft.rfft2(x)), [(1, 2, 8, 16)]),
+    ("rfft2_forward", lambda s, x: torch.view_as_real(torch.fft.rfft2(x, norm="forward")) * 2, [(4, 32)]),
+    ("rfft_abs", lambda s, x: torch.fft.rfft(x).abs(), [(2, 16)]),  # complex abs: stays on the CPU
+    ("rfft_not_pow2", lambda s, x: torch.view_as_real(torch.fft.rfft(x)), [(2, 12)]),  # CPU
+], profiles=("FP",), spec_extra="+fft")
 
 TABLES: dict[str, list[OpCase]] = {
     "flip": FLIP, "cumsum": CUMSUM, "slice_select_scatter": SCATTER, "views": VIEWS, "stack": STACK,

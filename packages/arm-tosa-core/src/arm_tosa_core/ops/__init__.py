@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     data_movement,
     division,
     elementwise,
+    fft,
     indexing,
     matmul,
     normalization,
