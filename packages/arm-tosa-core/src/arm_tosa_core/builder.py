@@ -228,6 +228,11 @@ class TosaGraphBuilder:
         """
         return self._record(op, inputs, outputs, tuple(b.name for b in blocks), blocks)
 
+    def op_multi(self, op: Op, inputs: Sequence[T], results: Sequence[tuple[Sequence[int], DType]],
+                 *attr_args) -> list[T]:
+        """Record `op` with several outputs (RFFT2D: real, imaginary), one per (shape, dtype) in `results`."""
+        return self._record(op, inputs, results, attr_args)
+
     def producer(self, t: T) -> _PendingOp | None:
         return self._producer.get(t.name)
 

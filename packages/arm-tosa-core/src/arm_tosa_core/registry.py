@@ -299,7 +299,9 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
     fp_only = not spec.support_integer()
     for where, meta in _tensor_metas(node):
-        if meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
+        if meta.dtype.is_complex and entry.extra.get("complex_values"):
+            pass  # carried inside the graph as its real view (the family's rule keeps it off the boundary)
+        elif meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
             hint = ""
             if meta.dtype.is_floating_point and not spec.support_float():
                 hint = " (quantize the model, or use a spec with the FP profile)"
