@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import fx
@@ -108,6 +108,7 @@ class Layer:
     op: str
     quantizers: list[str]  # the quantize nodes that are this layer's (inputs, weights, output)
     owner: str = ""  # the innermost module holding all its nodes: what set_module_name moves
+    modules: list[str] = field(default_factory=list)  # module paths of its nodes ("" top level)
 
     @property
     def label(self) -> str:
@@ -147,7 +148,8 @@ def quantized_layers(gm: fx.GraphModule) -> list[Layer]:
                     break
                 owner.append(parts[0])
         layers.append(Layer(node.name, main.name, module_path(main), torch_op_name(main),
-                            sorted({q.name for q in quantizers}), ".".join(owner)))
+                            sorted({q.name for q in quantizers}), ".".join(owner),
+                            sorted({module_path(n) for n in owned})))
     return layers
 
 
@@ -186,17 +188,25 @@ def output_sqnr(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[st
     nodes of the layers named in ``int16`` simulated as int16 activations (a16w8).
 
     ``reference``: the float outputs per sample (``float_output``), when already computed."""
+    return sqnr_db(*output_power(gm, samples, int16, reference))
+
+
+def output_power(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[str] = (),
+                 reference: Sequence[torch.Tensor] | None = None,
+                 layers: Sequence[Layer] | None = None) -> tuple[float, float]:
+    """(signal, noise) power summed over ``samples`` behind ``output_sqnr``; ``layers``: the
+    graph's ``quantized_layers`` when already computed."""
     nodes = {n.name: n for n in gm.graph.nodes}
     names = set(int16)
-    sim = {nodes[q] for layer in quantized_layers(gm) if layer.name in names
-           for q in layer.quantizers if _is_activation(nodes[q])}
+    sim = {nodes[q] for layer in (layers if layers is not None else quantized_layers(gm))
+           if layer.name in names for q in layer.quantizers if _is_activation(nodes[q])}
     sig = noise = 0.0
     for i, sample in enumerate(samples):
         ref = reference[i] if reference is not None else float_output(gm, sample)
         got = _flat(_run(gm, sample, int16=sim)[1])
         sig += float((ref ** 2).sum())
         noise += float(((ref - got) ** 2).sum())
-    return sqnr_db(sig, noise)
+    return sig, noise
 
 
 def quantization_error_report(quantized: fx.GraphModule, samples: Sequence[tuple],
