@@ -10,6 +10,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
+from ..quantized import rescale
 from ..registry import Quant, register_int_rule, register_op
 from .common import arg, is_constant_input
 from .conv import acc_type
@@ -20,7 +21,8 @@ aten = torch.ops.aten
 def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | None, out_shape, dtype) -> Value:
     """y[M,N] = x[M,K] @ W[K,N] + b as CONV2D on [M,1,1,K] with weight [N,1,1,K].
 
-    With an int8 input the result is the int32 accumulator (bias int32, input zero point applied)."""
+    With an int8 (int16) input the result is the int32 accumulator (bias int32 (int48), input zero point
+    applied)."""
     m, k = x.shape
     n = weight_kn.shape[1]
     xt = ctx.b.reshape(ctx.tensor(x, layout.identity(2)), [m, 1, 1, k])
@@ -36,6 +38,11 @@ def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | N
     zps = [ctx.b.zero_point(xdt, in_zp), ctx.b.zero_point(wdt)]
     y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, None, wdt), bias_t, *zps], [m, 1, 1, n], out_dt,
                  [0, 0, 0, 0], [1, 1], [1, 1], False, acc_type(xdt))
+    if out_dt == DType.INT48:
+        # The reshape below cannot take an INT48 tensor on Ethos-U (vela runs INT48 only fused into the
+        # RESCALE after a convolution): an exact RESCALE (x 1) to int32 first, so linear's accumulator
+        # continues as int8's does. It saturates only past 2^31 (K > 2^16 / 2 at full-range codes).
+        y = rescale(ctx.b, y, 1.0, 0, 0, DType.INT32)
     return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape,
                            torch.int32 if out_dt != xdt else dtype)
 
@@ -113,7 +120,8 @@ def _linear_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED)
+@register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED,
+             int16=True)
 def lower_linear(ctx: LoweringContext, node: Node, bias: Value | None = None) -> Value:
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     if bias is None:
