@@ -272,6 +272,21 @@ def is_control_flow(node: Node) -> bool:
     return node.op == "call_function" and node.target in CONTROL_FLOW_OPS
 
 
+def _lowers_int16(entry: OpEntry, node: Node) -> bool:
+    """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
+    of the node), else by quant kind (TABLE: the smooth functions of `ops.quantize.int16_table`)."""
+    flag = entry.extra.get("int16")
+    if callable(flag):
+        return bool(flag(node))
+    if flag is not None:
+        return bool(flag)
+    if entry.quant == Quant.TABLE:
+        from .ops.quantize import int16_table
+
+        return int16_table(node)
+    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)
+
+
 def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     """Why `node` cannot be lowered for `spec`, in words; None when it can."""
     entry = lookup(node.target)
@@ -291,8 +306,11 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         reason = entry.int_path()
         if reason:
             return reason
-        if _activation_dtype(node) == torch.int16 and not entry.extra.get("int16", entry.quant in (
-                Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)):
+        if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
+            if entry.quant == Quant.TABLE:
+                return (f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations is not "
+                        "lowered: an int16 TABLE interpolates between 513 entries, exact to about 1 LSB only "
+                        "for smooth functions (int8 works)")
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
     legal = legal_dtypes(spec)
     if quantized:
