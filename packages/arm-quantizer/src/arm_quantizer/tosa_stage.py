@@ -26,9 +26,11 @@ from torch import fx
 
 from arm_tosa_core.intermediates import (
     DelegatePartition,
+    IntermediateRunner,
     delegate_partitions,
+    dequantized,
     lower_region,
-    run_with_intermediates,
+    quiet_stdout,
     source_names,
 )
 from arm_tosa_core.lowering import constant_of
@@ -124,21 +126,22 @@ def tosa_stages(quantized: fx.GraphModule, layers: Sequence[Layer], samples: Seq
     iso = {name: _Power() for name in regions}
     output = _Power()
     by_name = {layer.name: layer for layer in layers}
-    for sample in samples:
-        float_env, float_out = _run(quantized, sample, active=set())
-        got_out, seen = run_with_intermediates(lowered, sample, chosen.__contains__)
-        output.add(_flat(float_out), _flat(got_out))
-        for name, (_, pn) in on_npu.items():
-            cum[name].add(_flat(float_env[nodes[name]]), seen[pn].reshape(-1))
-        for name, (graph, feed_gm) in regions.items():
-            layer = by_name[name]
-            codes = [_quantize_like(q, float_env) for q in feed_gm]
-            (got,) = run_tosa(graph.flatbuffer, codes)
-            q = graph.outputs[0]["qparams"]
-            got = (got.double() - q["zero_point"]) * q["scale"]
-            rounded_inputs = {q for q in feed_gm if q.name not in layer.quantizers}
-            ref_env = isolated_env(quantized, layer, nodes, float_env, active=rounded_inputs)
-            iso[name].add(_flat(ref_env[nodes[name]]), got)
+    runner = IntermediateRunner(lowered, chosen.__contains__)
+    with quiet_stdout():  # one version note per reference-model run otherwise
+        for sample in samples:
+            float_env, float_out = _run(quantized, sample, active=set())
+            got_out, seen = runner.run(sample)
+            output.add(_flat(float_out), _flat(got_out))
+            for name, (_, pn) in on_npu.items():
+                cum[name].add(_flat(float_env[nodes[name]]), seen[pn].reshape(-1))
+            for name, (graph, feed_gm) in regions.items():
+                layer = by_name[name]
+                codes = [_quantize_like(q, float_env) for q in feed_gm]
+                (got,) = run_tosa(graph.flatbuffer, codes)
+                got = dequantized(got, graph.outputs[0])
+                rounded_inputs = {q for q in feed_gm if q.name not in layer.quantizers}
+                ref_env = isolated_env(quantized, layer, nodes, float_env, active=rounded_inputs)
+                iso[name].add(_flat(ref_env[nodes[name]]), got)
     stages = {layer.name: (cum[layer.name].db if layer.name in cum else None,
                            iso[layer.name].db if layer.name in iso else None) for layer in layers}
     return stages, output.db

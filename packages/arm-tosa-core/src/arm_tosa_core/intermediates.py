@@ -18,7 +18,10 @@ to the nodes of the graph the user exported (the `convert_pt2e` model, for insta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,27 +85,38 @@ def dequantized(tensor: torch.Tensor, entry: dict) -> torch.Tensor:
     return (tensor.double() - q["zero_point"]) * q["scale"]
 
 
+class IntermediateRunner:
+    """A program whose delegates' chosen nodes are exposed: lowered once, run per call (see
+    ``run_with_intermediates``)."""
+
+    def __init__(self, program: Any, select: Callable[[Node], bool]) -> None:
+        self.ep = program.exported_program() if hasattr(program, "exported_program") else program
+        self.graphs: dict[bytes, tuple[TosaGraph, list[Node]]] = {}
+        for part in delegate_partitions(self.ep):
+            chosen = [n for n in part.program.graph.nodes if n.op == "call_function" and select(n)]
+            self.graphs[part.processed] = (part.lower(chosen), chosen)
+
+    def run(self, inputs: Sequence[Any]) -> tuple[Any, dict[Node, torch.Tensor]]:
+        seen: dict[Node, torch.Tensor] = {}
+
+        def runner(backend_id: str, processed: bytes, compile_specs: list, args: list) -> list[torch.Tensor]:
+            graph, chosen = self.graphs[bytes(processed)]
+            outs = run_tosa(graph.flatbuffer, args)
+            n_own = len(outs) - len(chosen)
+            for node, out, entry in zip(chosen, outs[n_own:], graph.outputs[n_own:], strict=True):
+                seen[node] = dequantized(out, entry)
+            return outs[:n_own]
+
+        return _run_exported(self.ep, inputs, runner), seen
+
+
 def run_with_intermediates(program: Any, inputs: Sequence[Any], select: Callable[[Node], bool]
                            ) -> tuple[Any, dict[Node, torch.Tensor]]:
     """Run `program` (EdgeProgramManager or ExportedProgram) with its delegates on the reference
     model; return (its outputs, {partition node: value}) for every delegate node `select` picks
-    (placeholders and outputs excluded), each value dequantized and in PyTorch's layout."""
-    ep = program.exported_program() if hasattr(program, "exported_program") else program
-    graphs: dict[bytes, tuple[TosaGraph, list[Node]]] = {}
-    for part in delegate_partitions(ep):
-        chosen = [n for n in part.program.graph.nodes if n.op == "call_function" and select(n)]
-        graphs[part.processed] = (part.lower(chosen), chosen)
-    seen: dict[Node, torch.Tensor] = {}
-
-    def runner(backend_id: str, processed: bytes, compile_specs: list, args: list) -> list[torch.Tensor]:
-        graph, chosen = graphs[bytes(processed)]
-        outs = run_tosa(graph.flatbuffer, args)
-        n_own = len(outs) - len(chosen)
-        for node, out, entry in zip(chosen, outs[n_own:], graph.outputs[n_own:], strict=True):
-            seen[node] = dequantized(out, entry)
-        return outs[:n_own]
-
-    return _run_exported(ep, inputs, runner), seen
+    (placeholders and outputs excluded), each value dequantized and in PyTorch's layout. For many
+    runs, build one `IntermediateRunner` (it lowers once)."""
+    return IntermediateRunner(program, select).run(inputs)
 
 
 def lower_region(part: DelegatePartition, feed: Sequence[Node], outputs: Sequence[Node]) -> TosaGraph:
@@ -157,3 +171,20 @@ def source_names(node: Node) -> list[tuple[str, int]]:
 def quantize_nodes(part: DelegatePartition) -> list[Node]:
     """The partition's quantize nodes (its int8/int16 activations), in graph order."""
     return [n for n in part.program.graph.nodes if is_quantize(n)]
+
+
+@contextlib.contextmanager
+def quiet_stdout() -> Iterator[None]:
+    """Silence the process's stdout (file descriptor 1) for many reference-model runs: each prints a
+    version note on reading a TOSA 1.0 graph with its 1.1 library. Failures still raise (the
+    reference model's status is checked in Python), and stderr is untouched."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
