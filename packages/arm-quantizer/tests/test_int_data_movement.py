@@ -8,8 +8,7 @@ from arm_tosa_core.op_tables import TABLES, FamilyModule, family_inputs
 
 # Cases that stay on the CPU in INT (their reasons are checked by the FP table test or listed here).
 NOT_LOWERED = {"slice_select_scatter-slice_scatter_step", "constant_pad-negative_crop",
-               "slice_select_scatter-select_scatter", "slice_select_scatter-select_scatter_neg",
-               "views-squeeze_all_ones"}  # rank-0 ADD: a known failure, see test_ops_data_movement
+               "slice_select_scatter-select_scatter", "slice_select_scatter-select_scatter_neg"}
 
 
 @pytest.mark.parametrize("family", ["flip", "slice_select_scatter", "stack", "constant_pad", "repeat", "views"])
