@@ -41,8 +41,8 @@ def _check_runs(edge, module, inputs):
 
 
 def test_table_cases_lower_fully_and_match_eager(tmp_path):
-    """The op table's control-flow cases (one lowering): the int64 while_loop counter needs the INT
-    profile's int32 comparison, so the spec is FP+INT+cf (the float values stay float)."""
+    """The op table's control-flow cases (one lowering), in memory and as a .pte: the int64 while_loop
+    counter needs the INT profile's int32 comparison, so the spec is FP+INT+cf (float values stay float)."""
     cases = list(CONTROL_FLOW)
     spec = TosaCompileSpec("TOSA-1.0+FP+INT+cf").dump_intermediate_artifacts_to(tmp_path)
     check = check_lowering(FamilyModule(cases), family_inputs(cases), partitioner=TOSAPartitioner(spec),
@@ -51,6 +51,10 @@ def test_table_cases_lower_fully_and_match_eager(tmp_path):
     assert counts.get("COND_IF") == 4 and counts.get("WHILE_LOOP") == 2, counts  # nested: 2 COND_IF
     graphs = sorted(tmp_path.glob("*.tosa"))
     assert graphs and not [p for g in graphs for p in validate_tosa(g, "TOSA-1.0+FP+INT+cf")]
+    # the .pte runs too: executorch.runtime with runtime_cpp's TOSABackend (the reference model library)
+    err, mag = max_relative_error(run_on_reference_model(check.edge.to_executorch(), *family_inputs(cases)),
+                                  check.outputs)
+    assert err <= 1e-4 * mag, (err, mag)
 
 
 @pytest.mark.parametrize("name", sorted(FP_CASES))
