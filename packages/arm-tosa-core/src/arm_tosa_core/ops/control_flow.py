@@ -130,6 +130,12 @@ def _operands(ctx: LoweringContext, args) -> list[T]:
 
 def _results(ctx: LoweringContext, op: Op, inputs: list[T], blocks: list[TosaGraphBuilder],
              values: list[Value]) -> list[Value]:
+    for block in blocks:  # e.g. an int8 operand (a quantized value) for a branch written in float
+        given = [(t.shape, t.dtype) for t in inputs[len(inputs) - len(block.inputs):]]
+        wanted = [(t.shape, t.dtype) for t in block.inputs]
+        if given != wanted:
+            raise LoweringError(f"{op.name} operands {given} do not match its block {block.name}'s inputs "
+                                f"{wanted}")
     outs = ctx.b.control_flow(op, inputs, blocks, [(v.shape, tosa_dtype(v.dtype)) for v in values])
     return [ctx.from_tensor(t, v.shape, v.dtype) for t, v in zip(outs, values, strict=True)]
 
