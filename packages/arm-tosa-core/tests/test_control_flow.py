@@ -6,7 +6,6 @@ rank-0 tensor, a rank-0 delegate output)."""
 
 import pytest
 import torch
-from torch._higher_order_ops.while_loop import while_loop
 
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
 from arm_tosa_core.op_tables import CONTROL_FLOW, FamilyModule, family_inputs
@@ -20,26 +19,13 @@ def _cond_tuple(s, x, y):
     return torch.cond(x.amax() > y.amin(), lambda a, b: (a + s.w, a * b), lambda a, b: (a - b, b * 3.0), (x, y))
 
 
-def _cond_nested(s, x):
-    def outer_true(t):
-        return torch.cond(t.mean() > 0.5, lambda u: u * 4.0, lambda u: u + 4.0, (t,))
-
-    return torch.cond(x.sum() > 0, outer_true, lambda t: t.neg(), (x,))
-
-
-def _while_float(s, x):
-    """A float loop state and a captured buffer (export lifts it into while_loop's additional_inputs)."""
-    _, out = while_loop(lambda n, y: y.abs().sum() < 40.0, lambda n, y: (n + 1.0, y * 2 + s.k),
-                        (torch.zeros(()), x))
-    return out
-
-
+_TABLE = {c.name: c for c in CONTROL_FLOW}
 FP_CASES = {  # name -> (module, inputs whose predicate is true, inputs whose predicate is false)
     "cond_tuple": (FnModule(_cond_tuple, w=torch.arange(4.0)), (torch.ones(4), torch.zeros(4)),
                    (-torch.ones(4), torch.ones(4))),
-    "cond_nested": (FnModule(_cond_nested), (torch.full((2, 3), 0.9),), (torch.full((2, 3), 0.2),)),
-    "while_float": (FnModule(_while_float, k=torch.full((3,), 0.5)), (torch.full((3,), 1.5),),
-                    (torch.full((3,), 30.0),)),
+    "cond_nested": (_TABLE["cond_nested"].module(), (torch.full((2, 3), 0.9),), (torch.full((2, 3), 0.2),)),
+    "while_float_state": (_TABLE["while_float_state"].module(), (torch.full((3,), 1.5),),
+                          (torch.full((3,), 30.0),)),
 }
 
 
@@ -55,16 +41,20 @@ def _check_runs(edge, module, inputs):
 
 
 def test_table_cases_lower_fully_and_match_eager(tmp_path):
-    """The op table's control-flow cases (one lowering): the int64 while_loop counter needs the INT
-    profile's int32 comparison, so the spec is FP+INT+cf (the float values stay float)."""
+    """The op table's control-flow cases (one lowering), in memory and as a .pte: the int64 while_loop
+    counter needs the INT profile's int32 comparison, so the spec is FP+INT+cf (float values stay float)."""
     cases = list(CONTROL_FLOW)
     spec = TosaCompileSpec("TOSA-1.0+FP+INT+cf").dump_intermediate_artifacts_to(tmp_path)
     check = check_lowering(FamilyModule(cases), family_inputs(cases), partitioner=TOSAPartitioner(spec),
                            case="control_flow")
     counts = tosa_op_counts(_graphs(check.edge)[0])
-    assert counts.get("COND_IF") == 2 and counts.get("WHILE_LOOP") == 1, counts
+    assert counts.get("COND_IF") == 4 and counts.get("WHILE_LOOP") == 2, counts  # nested: 2 COND_IF
     graphs = sorted(tmp_path.glob("*.tosa"))
     assert graphs and not [p for g in graphs for p in validate_tosa(g, "TOSA-1.0+FP+INT+cf")]
+    # the .pte runs too: executorch.runtime with runtime_cpp's TOSABackend (the reference model library)
+    err, mag = max_relative_error(run_on_reference_model(check.edge.to_executorch(), *family_inputs(cases)),
+                                  check.outputs)
+    assert err <= 1e-4 * mag, (err, mag)
 
 
 @pytest.mark.parametrize("name", sorted(FP_CASES))

@@ -16,9 +16,7 @@ ON_THE_CPU = {
     "constant_pad-negative_crop": "negative padding",
 }
 LOWERED_FAMILIES = ["flip", "slice_select_scatter", "stack", "constant_pad", "repeat", "views", "cumsum"]
-# Known failure (not a CPU case): `x.squeeze() + 1` on a (1, 1, 1) input makes a rank-0 ADD whose scalar
-# constant reaches the TOSA graph as shape [1]; the reference model rejects the graph (see notes).
-KNOWN_FAILURES = {"views-squeeze_all_ones"}
+KNOWN_FAILURES: set[str] = set()  # none: the rank-0 `x.squeeze() + 1` case lowers since constants keep rank 0
 
 
 def lowered_cases(family: str) -> list[OpCase]:

@@ -89,6 +89,12 @@ class TOSAQuantizer(Quantizer):
         if spec is None or spec.support_integer():
             prepare_for_int(model, want=lambda node: self._config_for(node) is not None)
         graph = model.graph
+        _mark_loop_bodies(model)
+        if getattr(model, _LOOP_BODY, False):
+            # torchao prepares a while_loop body as a model of its own; a tensor attribute made here
+            # would be frozen into the body, and torch.export (2.13) leaves such constants as
+            # FakeTensors that exir cannot decompose. Python scalars keep their own (static) handling.
+            return model
         counter = 0
         for node in list(graph.nodes):
             if node.op != "call_function" or len(node.args) < 2:
@@ -99,6 +105,9 @@ class TOSAQuantizer(Quantizer):
             scalar = node.args[1]
             if not isinstance(scalar, (int, float)) or isinstance(scalar, bool):
                 continue
+            val = getattr(node.args[0], "meta", {}).get("val")
+            if not (isinstance(val, torch.Tensor) and val.dtype.is_floating_point):
+                continue  # integer arithmetic (a loop counter) is never quantized: keep its dtype
             name = f"_arm_scalar_{counter}"
             counter += 1
             model.register_buffer(name, torch.tensor(float(scalar)))
@@ -191,3 +200,15 @@ def default_quantizer(compile_spec: TosaCompileSpec) -> TOSAQuantizer:
     return TOSAQuantizer(compile_spec).set_global(get_symmetric_quantization_config())
 
 
+
+
+_LOOP_BODY = "_arm_while_loop_body"
+
+
+def _mark_loop_bodies(model: GraphModule) -> None:
+    """Flag the body GraphModules of while_loop nodes (torchao's prepare_pt2e recurses into them)."""
+    for node in model.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.higher_order.while_loop:
+            body = node.args[1]
+            if isinstance(body, torch.fx.Node) and body.op == "get_attr":
+                setattr(model.get_submodule(body.target), _LOOP_BODY, True)

@@ -168,10 +168,28 @@ def _while_double(s, x):
     return out
 
 
+def _cond_nested(s, x):
+    def outer_true(t):
+        return torch.cond(t.mean() > 0.5, lambda u: u * 4.0, lambda u: u + 4.0, (t,))
+
+    return torch.cond(x.sum() > 0, outer_true, lambda t: t.neg(), (x,))
+
+
+def _while_float_state(s, x):
+    """A float loop state, and a buffer the body reads (export makes it an additional input)."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    _, out = while_loop(lambda n, y: y.abs().sum() < 40.0, lambda n, y: (n + 1.0, y * 2 + s.k),
+                        (torch.zeros(()), x))
+    return out
+
+
 CONTROL_FLOW = _cases("control_flow", [
     ("cond_scalar_pred", _cond_sum, [(2, 3)]),
     ("cond_two_operands", _cond_two_operands, [(4,), (4,)]),
-    ("while_loop_counter", _while_double, [(3, 2)]),
+    ("while_loop_counter", _while_double, [(3, 2)]),  # int64 counter: FP alone has no int32 compare
+    ("cond_nested", _cond_nested, [(2, 3)]),
+    ("while_float_state", _while_float_state, [(3,)], {"attrs": lambda: {"k": torch.full((3,), 0.5)}}),
 ], spec_extra="+cf")
 
 # -- TOSA 1.0's FFT extension ("+fft": RFFT2D) ------------------------------------------------------

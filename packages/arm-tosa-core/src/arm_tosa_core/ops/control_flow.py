@@ -55,11 +55,24 @@ def control_flow_reason(node: Node, spec: TosaSpecification) -> str | None:
     if not spec.control_flow:
         return (f"{name} needs TOSA's control-flow extension ({op}); {spec} lacks it: "
                 f"use \"{spec}+cf\" to target it, otherwise it runs on the CPU")
+    legal = registry.legal_dtypes(spec) | ({torch.int32, torch.int64} if spec.support_float() else set())
+    for where, meta in registry.tensor_metas(node):
+        if meta.dtype in legal:
+            continue
+        if meta.dtype.is_floating_point and not spec.support_float():
+            return (f"{name} -> {op}: {where} is {meta.dtype}. PT2E (torchao) quantizes no cond branch and "
+                    "keeps a while_loop's carried values in float between iterations, so the operator "
+                    f"needs the FP profile; under {spec} it runs on the CPU (use \"TOSA-1.0+FP+INT+cf\" to "
+                    "lower it with a quantized predicate and float branches)")
+        return f"{name} -> {op}: {where} has dtype {meta.dtype}, not legal for {spec}"
     for role, gm in sub_graphs(node):
         for inner in gm.graph.nodes:
             if inner.op != "call_function" or inner.target is operator.getitem:
                 continue
             reason = registry.unsupported_reason(inner, spec)
+            if reason is not None and "quantize_per" in str(inner.target):
+                reason += (" (PT2E quantizes a while_loop body at its entry and dequantizes at its exit: "
+                           "the loop carries float values, and TOSA INT has no float to quantize)")
             if reason is not None:
                 return f"{name} -> {op}: node {inner.name} of its {role} cannot be lowered: {reason}"
     return None
@@ -117,6 +130,12 @@ def _operands(ctx: LoweringContext, args) -> list[T]:
 
 def _results(ctx: LoweringContext, op: Op, inputs: list[T], blocks: list[TosaGraphBuilder],
              values: list[Value]) -> list[Value]:
+    for block in blocks:  # e.g. an int8 operand (a quantized value) for a branch written in float
+        given = [(t.shape, t.dtype) for t in inputs[len(inputs) - len(block.inputs):]]
+        wanted = [(t.shape, t.dtype) for t in block.inputs]
+        if given != wanted:
+            raise LoweringError(f"{op.name} operands {given} do not match its block {block.name}'s inputs "
+                                f"{wanted}")
     outs = ctx.b.control_flow(op, inputs, blocks, [(v.shape, tosa_dtype(v.dtype)) for v in values])
     return [ctx.from_tensor(t, v.shape, v.dtype) for t, v in zip(outs, values, strict=True)]
 
