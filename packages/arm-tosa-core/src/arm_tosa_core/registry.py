@@ -302,8 +302,15 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         if reason:
             return reason
         if _activation_dtype(node) == torch.int16 and not entry.extra.get("int16", entry.quant in (
-                Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)):
+                Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY, Quant.TABLE)):
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
+        if _activation_dtype(node) == torch.int16 and entry.quant == Quant.TABLE and entry.int_lower is None:
+            # the interpolated table, checked code by code against fake-quant
+            from .ops.table16 import int16_table_reason
+
+            reason = int16_table_reason(node)
+            if reason:
+                return reason
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
