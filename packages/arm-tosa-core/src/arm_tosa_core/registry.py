@@ -275,17 +275,13 @@ def is_control_flow(node: Node) -> bool:
 
 def _lowers_int16(entry: OpEntry, node: Node) -> bool:
     """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
-    of the node), else by quant kind (TABLE: the smooth functions of `ops.quantize.int16_table`)."""
+    of the node), else by quant kind (a TABLE's int16 form is checked code by code: `ops.table16`)."""
     flag = entry.extra.get("int16")
     if callable(flag):
         return bool(flag(node))
     if flag is not None:
         return bool(flag)
-    if entry.quant == Quant.TABLE:
-        from .ops.quantize import int16_table
-
-        return int16_table(node)
-    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)
+    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY, Quant.TABLE)
 
 
 def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
@@ -310,11 +306,14 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         if reason:
             return reason
         if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
-            if entry.quant == Quant.TABLE:
-                return (f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations is not "
-                        "lowered: an int16 TABLE interpolates between 513 entries, exact to about 1 LSB only "
-                        "for smooth functions (int8 works)")
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
+        if _activation_dtype(node) == torch.int16 and entry.quant == Quant.TABLE and entry.int_lower is None:
+            # the interpolated table, checked code by code against fake-quant
+            from .ops.table16 import int16_table_reason
+
+            reason = int16_table_reason(node)
+            if reason:
+                return reason
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
