@@ -29,6 +29,7 @@ from . import layout, registry
 from .builder import Op, TosaGraphBuilder, tosa_dtype
 from .context import LoweringContext, Value
 from .errors import LoweringError
+from .half_math import lower_in_fp32, wants_fp32
 from .quantized import mark_quantized_region
 from .specification import TosaSpecification
 
@@ -123,7 +124,11 @@ def lower_node(ctx: LoweringContext, node: Node) -> None:
         if entry is None:
             raise LoweringError(f"no lowering for {node.target} (node {node.name}); the partitioner "
                                 "should have left it on the CPU")
-        ctx.values[node] = _rule_for(entry, node)(ctx, node)
+        rule = _rule_for(entry, node)
+        if wants_fp32(entry.name, node):
+            ctx.values[node] = lower_in_fp32(ctx, node, rule)
+        else:
+            ctx.values[node] = rule(ctx, node)
     except LoweringError as exc:
         exc.node = node
         raise

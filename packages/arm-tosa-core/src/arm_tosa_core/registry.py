@@ -180,8 +180,8 @@ def legal_dtypes(spec: TosaSpecification) -> set[torch.dtype]:
     dtypes = {torch.bool}
     if spec.support_float():
         dtypes |= _FLOAT | ({torch.bfloat16} if spec.support_extension("bf16") else set())
-    if spec.support_integer():
-        dtypes |= _INTEGER | ({torch.int16} if spec.support_extension("int16") else set())
+    if spec.support_integer():  # plain int16 tensors are PRO-INT (int16 *activations* need EXT-INT16)
+        dtypes |= _INTEGER | {torch.int16}
     return dtypes
 
 

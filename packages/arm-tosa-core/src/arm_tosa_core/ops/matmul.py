@@ -71,6 +71,8 @@ def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> Valu
     zps = [ctx.b.zero_point(ta.dtype, a.qparams.zero_point if a.qparams else 0),
            ctx.b.zero_point(tb.dtype, b.qparams.zero_point if b.qparams else 0)]
     y = ctx.b.op(Op.MATMUL, [ta, tb, *zps], [bsz, m, n], acc_type(ta.dtype))
+    if ta.dtype == DType.FP16:  # fp32 accumulator rounded once to fp16, as torch's fp16 matmul does
+        y = ctx.b.op(Op.CAST, [y], y.shape, DType.FP16)
     quantized = y.dtype != ta.dtype
     y = _int48_to_int32(ctx, y)
     return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, torch.int32 if quantized else dtype)

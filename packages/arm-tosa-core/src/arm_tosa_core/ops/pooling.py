@@ -162,7 +162,8 @@ def pool_window(node: Node) -> tuple[list[int], list[int], list[int]]:
 
 def _max_pool_support(node: Node, spec) -> str | None:
     kernel, stride, _ = pool_window(node)
-    reason = float_only(node, "max_pool2d") or _window_reason(node, kernel, stride)
+    # MAX_POOL2D takes int8 in PRO-INT (int16 in EXT-INT16): plain integer tensors need no quantization
+    reason = float_only(node, "max_pool2d", spec, (torch.int8, torch.int16)) or _window_reason(node, kernel, stride)
     if reason is None and aten_target(node.target) is aten.max_pool2d_with_indices.default:
         reason = values_only(node)
     return reason
@@ -256,7 +257,8 @@ def _avg_pool_support(node: Node, spec) -> str | None:
     return float_only(node, "avg_pool2d") or _window_reason(node, kernel, stride)
 
 
-@register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE)
+@register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE,
+             quant_aliases=[aten.avg_pool1d.default])  # avg_pool1d: unsqueeze + avg_pool2d after export
 def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
     kernel, stride, padding = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
