@@ -282,16 +282,17 @@ def _control_flow_reason(node: Node, spec: TosaSpecification) -> str:
 
 def _lowers_int16(entry: OpEntry, node: Node) -> bool:
     """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
-    of the node), else by quant kind (TABLE: the smooth functions of `ops.quantize.int16_table`)."""
+    of the node), else by quant kind (TABLE: when the interpolated table is within 2 LSB, see
+    `int16_table.fits`)."""
     flag = entry.extra.get("int16")
     if callable(flag):
         return bool(flag(node))
     if flag is not None:
         return bool(flag)
     if entry.quant == Quant.TABLE:
-        from .ops.quantize import int16_table
+        from .int16_table import fits
 
-        return int16_table(node)
+        return fits(node)
     return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)
 
 
@@ -319,8 +320,8 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
             if entry.quant == Quant.TABLE:
                 return (f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations is not "
-                        "lowered: an int16 TABLE interpolates between 513 entries, exact to about 1 LSB only "
-                        "for smooth functions (int8 works)")
+                        "lowered: an int16 TABLE interpolates between 513 entries, and for this function and "
+                        "these scales it would be more than 2 LSB off over the int16 input range (int8 works)")
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
     legal = legal_dtypes(spec)
     if quantized:

@@ -18,8 +18,6 @@ from ..quantized import QParams, is_quantize, qd, qparams_of, requantize
 from ..registry import aten_target, register_op
 from .elementwise import nan_propagate
 
-aten = torch.ops.aten
-
 
 def _const_of(ctx: LoweringContext):
     def resolve(node):
@@ -122,49 +120,20 @@ def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
 
 
 def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> Value:
-    """int16 TABLE (TOSA EXT-INT16): 513 int16 entries f(x) at every 128th input code; TOSA interpolates
-    between neighbours into an int32 with 7 fractional bits, and a RESCALE (x 1/128) rounds that to the
-    output's int16 codes.
-
-    Only for smooth functions (`INT16_TABLE_TARGETS`): each entry is corrected by half the segment's
-    midpoint error (so the chord's error is centred on zero), and the result stays within about one
-    output LSB of quantize(f(x)) (interpolation + the entries' own rounding).
-    """
+    """int16 TABLE (TOSA EXT-INT16): 513 entries interpolated by TOSA into an int32 with 7 fractional
+    bits, then a RESCALE to the output's int16 codes (see `arm_tosa_core.int16_table`; the support rule
+    admits a node only when this stays within 2 LSB over every input code)."""
+    from ..int16_table import node_function, table_entries
     from ..quantized import rescale
 
     qin = x.qparams
-    fn = aten_target(node.target)
-
-    def f(codes: torch.Tensor) -> torch.Tensor:
-        return fn((codes - qin.zero_point) * float(qin.scale), *node.args[1:], **node.kwargs).double()
-
-    grid = torch.arange(-32768, 32769, 128, dtype=torch.float64)
-    units = f(grid) / float(qout.scale)
-    chord_mid = (units[:-1] + units[1:]) / 2
-    mid_err = chord_mid - f(grid[:-1] + 64) / float(qout.scale)
-    # each entry ends two segments: shift it by the mean of their half midpoint errors
-    correction = torch.zeros_like(units)
-    correction[:-1] += mid_err / 2
-    correction[1:] += mid_err / 2
-    correction[1:-1] /= 2
-    table = torch.clamp(torch.round(units - correction), -32768, 32767).to(torch.int16)
-    t_table = ctx.b.const(table.numpy(), DType.INT16)
+    table, table_scale = table_entries(node_function(node, float(qin.scale), int(qin.zero_point)),
+                                       float(qout.scale))
     xt = ctx.tensor(x)
-    interpolated = ctx.b.op(Op.TABLE, [xt, t_table], xt.shape, DType.INT32)
-    out = rescale(ctx.b, interpolated, 1 / 128, 0, qout.zero_point, DType.INT16)
+    interpolated = ctx.b.op(Op.TABLE, [xt, ctx.b.const(table.numpy(), DType.INT16)], xt.shape, DType.INT32)
+    out = rescale(ctx.b, interpolated, table_scale / float(qout.scale) / 128, 0, qout.zero_point, DType.INT16)
     shape, dtype = ctx.out_meta(node)
     return Value(shape, dtype, tensor=out, perm=x.perm, qparams=qout)
-
-
-#: TABLE families whose int16 form is lowered: smooth functions, where TOSA's linear interpolation
-#: between 513 entries stays within about one LSB (a step or a kink, as in floor or hardswish, would not).
-INT16_TABLE_TARGETS = frozenset({aten.sigmoid.default, aten.tanh.default, aten.exp.default,
-                                 aten.erf.default, aten.gelu.default, aten.silu.default, aten.elu.default})
-
-
-def int16_table(node: Node) -> bool:
-    """Whether `node` (a TABLE family) lowers with int16 activations (see `INT16_TABLE_TARGETS`)."""
-    return aten_target(node.target) in INT16_TABLE_TARGETS
 
 
 def clamp_quantized(ctx: LoweringContext, node: Node, lo: float | None, hi: float | None) -> Value:
