@@ -19,7 +19,7 @@ from torch.export import ExportedProgram
 from torch.fx import Node
 
 from . import registry
-from .builder import TosaGraphBuilder, tosa_dtype
+from .builder import DType, TosaGraphBuilder, tosa_dtype
 from .context import LoweringContext
 from .errors import LoweringError
 from .lowering import constant_of, emit_outputs, lower_node
@@ -93,8 +93,13 @@ def _lower_nodes(ep: ExportedProgram, nodes: list[Node], spec: TosaSpecification
         lower_node(ctx, node)
     ctx.b.current_node = None
     results = [n for n in nodes if any(u not in members for u in n.users) or not n.users]
+    outputs = [n for n in results if _is_tensor_value(ctx.values.get(n))]
+    if not serialize:
+        # a node trial stops at the node's own result; an INT48 accumulator (int16 conv) is only ever
+        # read by the RESCALE of the quantize after it, which the partition claims with it
+        outputs = [n for n in outputs if not _is_int48_accumulator(ctx.values[n])]
     try:
-        emit_outputs(ctx, [n for n in results if _is_tensor_value(ctx.values.get(n))])
+        emit_outputs(ctx, outputs)
         return ctx.b.serialize() if serialize else None
     except LoweringError as exc:
         exc.node = None
@@ -109,6 +114,11 @@ def _is_tensor_value(value) -> bool:
     from .context import Value
 
     return isinstance(value, Value)
+
+
+def _is_int48_accumulator(value) -> bool:
+    tensor = getattr(value, "tensor", None)
+    return tensor is not None and tensor.dtype == DType.INT48
 
 
 def _trial_nodes(node: Node) -> list[Node] | None:

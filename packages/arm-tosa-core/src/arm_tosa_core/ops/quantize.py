@@ -18,8 +18,6 @@ from ..quantized import QParams, is_quantize, qd, qparams_of, requantize
 from ..registry import aten_target, register_op
 from .elementwise import nan_propagate
 
-aten = torch.ops.aten
-
 
 def _const_of(ctx: LoweringContext):
     def resolve(node):

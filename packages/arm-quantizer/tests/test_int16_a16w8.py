@@ -1,0 +1,89 @@
+"""The core's INT16 lowering (TOSA-1.0+INT+int16, a16w8: int16 activations, int8 weights, INT48
+accumulators) on the TOSA reference model, against the fake-quantized module and `run_exactly`.
+
+Within 1 LSB: RESCALE from INT48 takes a 16-bit multiplier (convolutions, window sums), TOSA rounds
+ties up, and int16 TABLEs interpolate between 513 entries (within 2 LSB for tanh; a TABLE that would be
+further off stays on the CPU). Linear and matmul
+accumulators go to int32 exactly first, so they rescale with a 32-bit multiplier.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from quant_harness import check_int, quantize
+from torch import nn
+
+from arm_quantizer import get_symmetric_a16w8_quantization_config, run_exactly
+from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
+from arm_tosa_core.testing import FnModule as Fn
+from arm_tosa_core.testing import lower
+
+SPEC = "TOSA-1.0+INT+int16"
+A16W8 = get_symmetric_a16w8_quantization_config()
+
+CASES = [
+    ("conv", nn.Conv2d(3, 8, 3, padding=1), [(1, 3, 8, 8)]),
+    ("conv_stride_relu6", nn.Sequential(nn.Conv2d(4, 8, 3, stride=2), nn.ReLU6()), [(1, 4, 9, 9)]),
+    ("depthwise", nn.Conv2d(6, 6, 3, padding=1, groups=6), [(1, 6, 7, 7)]),
+    ("linear", nn.Linear(16, 8), [(4, 16)]),
+    ("linear_3d_relu", nn.Sequential(nn.Linear(16, 8), nn.ReLU()), [(2, 3, 16)]),
+    ("bmm", Fn(lambda s, a, b: torch.bmm(a, b)), [(2, 3, 4), (2, 4, 5)]),
+    ("add", Fn(lambda s, a, b: a + b), [(1, 4, 5, 5), (1, 4, 5, 5)]),
+    ("mul", Fn(lambda s, a, b: a * b), [(2, 8), (2, 8)]),
+    ("residual", Fn(lambda s, x: s.c(x) + x, c=nn.Conv2d(4, 4, 3, padding=1)), [(1, 4, 6, 6)]),
+    ("avg_pool", Fn(lambda s, x: F.avg_pool2d(x, 2)), [(1, 4, 8, 8)]),
+    ("max_pool", Fn(lambda s, x: F.max_pool2d(x, 2)), [(1, 4, 8, 8)]),
+    ("mean", Fn(lambda s, x: x.mean((2, 3))), [(1, 4, 6, 6)]),
+    ("sigmoid", Fn(lambda s, x: torch.sigmoid(x)), [(4, 64)]),
+    ("tanh", Fn(lambda s, x: torch.tanh(x)), [(4, 64)]),
+    ("gelu", Fn(lambda s, x: F.gelu(x)), [(4, 64)]),
+    ("silu", Fn(lambda s, x: F.silu(x)), [(4, 64)]),
+    ("hardswish", Fn(lambda s, x: F.hardswish(x)), [(4, 64)]),
+]
+#: TABLEs checked within 2 LSB over every int16 code (a chord over 128 codes of a steep function)
+TABLE_LSB = {"tanh": 2}
+
+
+@pytest.mark.parametrize("name,module,shapes", CASES, ids=[c[0] for c in CASES])
+def test_a16w8_op_within_one_lsb(name, module, shapes):
+    torch.manual_seed(0)
+    inputs = tuple(torch.randn(s) * 2 for s in shapes)
+    max_lsb = TABLE_LSB.get(name, 1)
+    edge, report, lsb, converted = check_int(module, inputs, spec=SPEC, config=A16W8, max_lsb=max_lsb, case=name)
+    assert len(report.delegates) == 1
+    assert any(n.args[-1] == torch.int16 for n in converted.graph.nodes if "quantize_per_tensor" in str(n.target))
+    out, exact = run_on_reference_model(edge, *inputs), run_exactly(converted, *inputs)
+    scale = float([n for n in converted.graph.nodes if n.op == "output"][0].args[0][0].args[1])
+    assert (out - exact).abs().max().item() <= TABLE_LSB.get(name, 1) * scale * 1.0001, name
+
+
+def test_int8_to_int16_requantization_stays_in_the_partition():
+    """int8 conv -> a16w8 conv -> int8 conv: PT2E writes dequantize(int8) -> quantize(int16) between
+    them; each pair is one RESCALE inside the partition, not a split at a "float boundary"."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 1), nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 4, 1))
+    from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
+
+    quantizer = TOSAQuantizer(TosaCompileSpec(SPEC)).set_global(get_symmetric_quantization_config())
+    quantizer.set_module_name("1", A16W8)
+    inputs = (torch.randn(1, 4, 8, 8),)
+    converted = quantize(model, inputs, quantizer=quantizer)
+    edge = lower(converted, inputs, TOSAPartitioner(TosaCompileSpec(SPEC)))
+    report = partition_report(edge)
+    assert len(report.delegates) == 1, report
+    assert len(report.cpu_nodes) == 2, report  # the program's float input quantize and output dequantize
+    out, exact = run_on_reference_model(edge, *inputs), run_exactly(converted, *inputs)
+    scale = float([n for n in converted.graph.nodes if n.op == "output"][0].args[0][0].args[1])
+    assert (out - exact).abs().max().item() <= scale * 1.0001
+
+
+@pytest.mark.parametrize("fn", [torch.floor], ids=["floor"])
+def test_int16_table_off_by_more_than_2_lsb_stays_on_the_cpu_with_a_reason(fn):
+    """An interpolated int16 TABLE would be many LSBs off for a step (floor): it stays on the CPU, saying
+    why (ops/table16 checks every int16 code against fake-quant)."""
+    inputs = (torch.randn(4, 64),)
+    converted = quantize(Fn(lambda s, x: fn(x)), inputs, SPEC, A16W8)
+    report = partition_report(lower(converted, inputs, TOSAPartitioner(TosaCompileSpec(SPEC))))
+    assert not report.delegates
+    reasons = " ".join(c.reason for c in report.cpu_nodes)
+    assert "int16 TABLE (513 entries, linear between them) would be" in reasons, reasons
