@@ -91,7 +91,8 @@ class _Simulator:
 
 def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_db: float,
                            extra_cycles: Costs | None = None,
-                           a16w8: QuantizationConfig | None = None) -> MixedPrecisionResult:
+                           a16w8: QuantizationConfig | None = None,
+                           log: Callable[[str], None] | None = None) -> MixedPrecisionResult:
     """Choose the modules to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
     ``quantize(overrides)`` returns a ``convert_pt2e`` model quantized with the user's quantizer
@@ -99,9 +100,10 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     configuration the user's quantizer gives that module (see ``quantize_with_overrides``).
     ``extra_cycles``: ``{owner module: extra NPU cycles of moving its unit}`` or a function of the
     units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
-    ``samples`` are the evaluation inputs.
+    ``samples`` are the evaluation inputs; ``log`` receives a line per step (progress).
     """
     started = time.perf_counter()
+    log = log or (lambda _: None)
     a16w8 = a16w8 or get_symmetric_a16w8_quantization_config()
     base = quantize({})
     units = movable_units(quantized_layers(base))
@@ -116,6 +118,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     costs = resolve_costs(units, given)
     removed = {u.owner: sim.noise - sim.noise_with([u.owner]) for u in units}
     ranking = sorted(costs, key=lambda o: (-removed[o] / costs[o], o))
+    log(f"int8 {before:.2f} dB; {len(units)} units simulated at int16 ({time.perf_counter() - started:.1f} s)")
     result.ranking = [(o, sim.db(sim.noise - removed[o]) - before if sim.noise > removed[o] else math.inf,
                        costs[o]) for o in ranking]
 
@@ -131,6 +134,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
+        log(f"{len(chosen)} units to a16w8 (prefix {k}): real {real:.2f} dB, goal {goal:.2f} dB "
+            f"({time.perf_counter() - started:.1f} s)")
         if real > best[0]:
             best = (real, chosen, model)
         if real >= target_db or k >= len(ranking):
