@@ -116,6 +116,18 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         return result
     given = extra_cycles(units) if callable(extra_cycles) else extra_cycles
     costs = resolve_costs(units, given)
+    everything = [u.owner for u in units]
+    if sim.db(sim.noise_with(everything)) < target_db:  # unreachable in simulation: check it for real
+        model = quantize(overrides_for_all(everything, units, a16w8))
+        real = sim.db(output_power(model, samples, (), sim.refs)[1])
+        log(f"every unit at int16: simulated below target, real {real:.2f} dB")
+        if real < target_db:
+            result.ranking = [(o, math.nan, costs[o]) for o in everything]
+            result.moved, result.extra_cycles = everything, sum(costs.values())
+            result.sqnr_after_db, result.real_quantizations = max(real, before), 2
+            result.quantized = model if real > before else base
+            result.search_seconds = time.perf_counter() - started
+            return result
     removed = {u.owner: sim.noise - sim.noise_with([u.owner]) for u in units}
     ranking = sorted(costs, key=lambda o: (-removed[o] / costs[o], o))
     log(f"int8 {before:.2f} dB; {len(units)} units simulated at int16 ({time.perf_counter() - started:.1f} s)")
@@ -123,8 +135,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
                        costs[o]) for o in ranking]
 
     def overrides(owners: Sequence[str]) -> dict:
-        moved, resets = overrides_for(owners, units)
-        return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
+        return overrides_for_all(owners, units, a16w8)
 
     goal, k = target_db, 0
     best = (before, [], base)
@@ -151,6 +162,12 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     result.extra_cycles = sum(costs[o] for o in moved)
     result.search_seconds = time.perf_counter() - started
     return result
+
+
+def overrides_for_all(owners: Sequence[str], units: Sequence[Unit], a16w8: QuantizationConfig) -> dict:
+    """The ``quantize`` overrides moving ``owners``' units to a16w8 (nested units kept int8)."""
+    moved, resets = overrides_for(owners, units)
+    return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
 
 
 def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float], start: int,
