@@ -90,6 +90,8 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
                            "tosa_dtype": t.dtype.name})
         elif node.op == "call_function":
             lower_node(ctx, node)
+        elif node.op == "get_attr":
+            continue  # a control-flow sub-graph: its cond / while_loop rule lowers it
         elif node.op == "output":
             builder.current_node = None
             outputs = emit_outputs(ctx, list(node.args[0]) + list(expose))
