@@ -14,6 +14,7 @@ counted once (`unit_cycles`). The extra cycles of moving a unit to int16:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -61,13 +62,28 @@ def quantize_model(model, example_inputs: tuple, samples: Sequence[tuple], quant
     return convert_pt2e(prepared)
 
 
-def compile_report(quantized, example_inputs: tuple, spec) -> EthosUReport:
-    """vela's report of `quantized` compiled for `spec` (the whole flow, as arm-compile does)."""
+@dataclass
+class Compiled:
+    """vela's report of one compile, and how many nodes the partitioner left on the CPU (the float
+    boundary's quantize/dequantize included)."""
+
+    report: EthosUReport
+    cpu_nodes: int
+
+    @property
+    def npu_cycles(self) -> int:
+        return sum(p.cycles_npu for p in self.report.partitions)
+
+
+def compile_report(quantized, example_inputs: tuple, spec) -> Compiled:
+    """`quantized` compiled for `spec` as arm-compile does: vela's report and the CPU node count."""
     from executorch.exir import (
         EdgeCompileConfig,
         ExecutorchBackendConfig,
         to_edge_transform_and_lower,
     )
+
+    from arm_tosa_core import partition_report
 
     from .partitioner import EthosUPartitioner
     from .program_report import ethosu_report
@@ -75,7 +91,9 @@ def compile_report(quantized, example_inputs: tuple, spec) -> EthosUReport:
     edge = to_edge_transform_and_lower(torch.export.export(quantized, example_inputs),
                                        partitioner=[EthosUPartitioner(spec)],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    return ethosu_report(edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer)
+    cpu_nodes = len(partition_report(edge).cpu_nodes)
+    pte = edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
+    return Compiled(ethosu_report(pte), cpu_nodes)
 
 
 def estimated_extra_cycles(report: EthosUReport, units: Sequence[Unit]) -> dict[str, float]:
@@ -104,7 +122,7 @@ def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], repo
         if report16 is None:
             q16 = quantize_model(model, example_inputs, samples,
                                  EthosUQuantizer(spec).set_global(get_symmetric_a16w8_quantization_config()))
-            report16 = compile_report(q16, example_inputs, spec)
+            report16 = compile_report(q16, example_inputs, spec).report
 
         def make_quantizer() -> TOSAQuantizer:
             return EthosUQuantizer(spec)

@@ -53,10 +53,11 @@ class MixedPrecisionResult:
     def config_python(self, quantizer_expr: str = "quantizer") -> str:
         """The quantizer configuration as Python a user can paste and keep."""
         lines = ["from arm_quantizer import get_symmetric_a16w8_quantization_config", ""]
-        lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_a16w8_quantization_config())"
+        lines += [f"{quantizer_expr}.set_global(get_symmetric_a16w8_quantization_config())" if m == "" else
+                  f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_a16w8_quantization_config())"
                   for m in self.moved]
         if self.kept_int8:
-            lines += ["# inside the modules above, these stay int8 (your int8 configuration):"]
+            lines += ["# inside the above, these stay int8 (your int8 configuration):"]
             lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_quantization_config())"
                       for m in self.kept_int8]
             lines[0] += ", get_symmetric_quantization_config"
@@ -66,7 +67,7 @@ class MixedPrecisionResult:
         verdict = "met" if self.met else f"NOT met (best reachable {self.sqnr_after_db:.2f} dB)"
         return (f"target {self.target_db:.2f} dB {verdict}: SQNR {self.sqnr_before_db:.2f} -> "
                 f"{self.sqnr_after_db:.2f} dB, {len(self.moved)} module(s) to a16w8 "
-                f"({', '.join(self.moved) or 'none'}), +{self.extra_cycles:.0f} cycles"
+                f"({', '.join(m or '(top level)' for m in self.moved) or 'none'}), +{self.extra_cycles:.0f} cycles"
                 f"{f' ({self.cycles_note})' if self.cycles_note else ''}, "
                 f"{self.real_quantizations} real quantization(s), search {self.search_seconds:.1f} s")
 
@@ -208,7 +209,7 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
                             make_quantizer: Callable[[], object]) -> Quantize:
     """A ``quantize(overrides)`` for ``search_mixed_precision``: export, ``make_quantizer()`` plus
     ``set_module_name`` per override (``KEEP_INT8``: the config the user's quantizer gives that
-    module), prepare_pt2e, calibrate on ``samples``, convert_pt2e."""
+    module; name ``""``: ``set_global``), prepare_pt2e, calibrate on ``samples``, convert_pt2e."""
     import copy
 
     import torch
@@ -219,12 +220,16 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
     def quantize(overrides: Mapping[str, QuantizationConfig | str]) -> fx.GraphModule:
         quantizer = make_quantizer()
         user = dict(getattr(quantizer, "module_name_config", {}))
+        user_global = getattr(quantizer, "global_config", None)
         for name, config in overrides.items():
             if config == KEEP_INT8:
                 parts = name.split(".")
                 above = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
-                config = next((user[a] for a in above if a in user), getattr(quantizer, "global_config", None))
-            quantizer.set_module_name(name, config)
+                config = next((user[a] for a in above if a in user), user_global)
+            if name == "":
+                quantizer.set_global(config)
+            else:
+                quantizer.set_module_name(name, config)
         prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
         with torch.no_grad():
             for sample in samples:
