@@ -40,6 +40,7 @@ def test_accuracy_report_and_target_sqnr(tmp_path, capsys):
     assert (tmp_path / "tiny_report" / "accuracy.png").stat().st_size > 0
     assert "model output SQNR vs float (3 samples)" in text.out
     assert "target 60.00 dB" in text.out and "get_symmetric_a16w8_quantization_config" in text.out
+    assert "cycles (vela)" in text.out  # int16 compiles for Ethos-U: vela's own int16 numbers, not an estimate
     rows = (tmp_path / "tiny_report" / "layers.csv").read_text().splitlines()
     assert rows[0].startswith("partition,PyTorch,Module,Torch Op,TOSA Ops")
     assert any(",0.0 · conv2d," in r for r in rows[1:])

@@ -27,11 +27,11 @@ class Block(nn.Module):
         return x + self.proj(self.conv(x))
 
 
-def _quantize():
+def _quantize(model=None, channels=3):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), Block(), nn.Conv2d(8, 4, 1)).eval()
+    model = model or nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), Block(), nn.Conv2d(8, 4, 1)).eval()
     gen = torch.Generator().manual_seed(0)
-    samples = [(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(2)]
+    samples = [(torch.randn(1, channels, 8, 8, generator=gen),) for _ in range(2)]
     return quantize_with_overrides(model, samples[0], samples, lambda: TOSAQuantizer(
         TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
 
@@ -57,3 +57,14 @@ def test_nested_units_move_alone_and_cost_once():
     cycles, loose = unit_cycles(units, rows)
     assert cycles == {"0": 100.0, "1.conv": 50.0, "1.proj": 30.0, "1": 20.0, "2": 10.0} and loose == 5.0
     assert sum(cycles.values()) + loose == sum(c for _, c in rows)  # nothing counted twice
+
+
+def test_model_forward_is_the_root_unit():
+    """The block's own add has no module: it is the root unit, moved by set_global, the convs kept int8."""
+    quantize = _quantize(Block().eval(), channels=8)
+    units = movable_units(quantized_layers(quantize({})))
+    assert sorted(u.owner for u in units) == ["", "conv", "proj"]
+    moved, resets = overrides_for([""], units)
+    assert moved == [""] and sorted(resets) == ["conv", "proj"]
+    overrides = {"": get_symmetric_a16w8_quantization_config(), **{m: KEEP_INT8 for m in resets}}
+    assert _int16_layers(quantize(overrides)) == [""]

@@ -194,18 +194,23 @@ def _accuracy_report(quantized, samples, edge, pte: bytes, own_result: str, repo
     return f"{len(report.layers)} layers, output {report.output_db['fake_quant']:.2f} dB"
 
 
-def _target_sqnr(args, model: LoadedModel, samples, pte: bytes, out) -> str:
+def _target_sqnr(args, spec, model: LoadedModel, samples, pte: bytes, out) -> str:
     if not samples:
         return "skipped: the target runs float"
     from .mixed_precision_cli import run_target_sqnr
     from .program_report import ethosu_report
 
-    result = run_target_sqnr(model.module, model.example_inputs, samples, ethosu_report(pte), args.target_sqnr)
+    result = run_target_sqnr(model.module, model.example_inputs, samples, ethosu_report(pte), args.target_sqnr,
+                             spec=spec)
     print(result.summary(), file=out)
     print("# quantizer configuration (paste after building your quantizer):", file=out)
     print(result.config_python(), file=out)
-    print("note: this .pte is all-int8: the core has no int16 Ethos-U lowering yet, so the chosen "
-          "a16w8 modules are reported, not compiled", file=out)
+    if result.cycles_note == "est.":
+        print("note: this .pte is all-int8, and int16 does not compile for this target here, so the extra "
+              "cycles are estimates (a moved layer's int8 cycles again)", file=out)
+    else:
+        print("note: this .pte is all-int8; quantize with the configuration above for the mixed one "
+              "(extra cycles: vela's all-a16w8 compile minus its all-int8 compile, per unit)", file=out)
     return f"{'met' if result.met else 'not met'}, {len(result.moved)} module(s) moved"
 
 
@@ -267,7 +272,7 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
                                          variants.host, target.own_result, report_dir, out)
     if args.target_sqnr is not None:
         with progress.stage(f"mixed precision search (target {args.target_sqnr:g} dB)") as st:
-            st.detail = _target_sqnr(args, model, samples, pte, out)
+            st.detail = _target_sqnr(args, spec, model, samples, pte, out)
     status = 0
     with progress.stage("verify on the TOSA reference model") as st:
         if args.no_verify:

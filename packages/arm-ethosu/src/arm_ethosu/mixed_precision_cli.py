@@ -1,18 +1,28 @@
 """`arm-compile --target-sqnr DB`: choose the modules to move to a16w8 with vela's cycle numbers.
 
-The search is `arm_quantizer.search_mixed_precision`. Costs: vela's per-layer cycles of the
-all-int8 compile, split over the search's non-overlapping units (`precision_units.unit_cycles`,
-each vela row counted once). The extra cycles of moving a unit to int16 are estimated as its int8
-cycles (int16 activations move twice the bytes through the NPU; marked "est." wherever shown)
-until the int16 Ethos-U compile gives vela's own int16 numbers. SQNR is measured on the fake-quant
-model, quantized with the TOSA-1.0+INT+int16 rules plus ``set_module_name`` per moved module.
+The search is `arm_quantizer.search_mixed_precision`; its candidates are non-overlapping units of
+layers (`arm_quantizer.precision_units`), and vela's per-layer rows are split over them, each row
+counted once (`unit_cycles`). The extra cycles of moving a unit to int16:
+
+- where this toolkit compiles a16w8 for Ethos-U (`EthosUQuantizer` takes int16 activations), vela's
+  own numbers: the all-a16w8 model is compiled once, and a unit's extra is its int16 rows' cycles
+  minus its int8 rows' cycles (`cycles_note` "vela"); SQNR is measured with `EthosUQuantizer`;
+- otherwise an estimate: a unit's int8 cycles again (int16 activations move twice the bytes;
+  `cycles_note` "est."), SQNR with the TOSA-1.0+INT+int16 rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
+import torch
+
+from arm_quantizer import (
+    TOSAQuantizer,
+    get_symmetric_a16w8_quantization_config,
+    get_symmetric_quantization_config,
+)
 from arm_quantizer.mixed_precision import (
     MixedPrecisionResult,
     quantize_with_overrides,
@@ -23,8 +33,6 @@ from arm_tosa_core import TosaCompileSpec
 
 from .report import EthosUReport
 
-CYCLES_LABEL = "est."  # what the extra cycles are: an estimate until int16 compiles for Ethos-U
-
 
 def layer_rows(report: EthosUReport) -> list[tuple[str, float]]:
     """(module path, vela Op Cycles) of every NPU layer in the report."""
@@ -32,21 +40,103 @@ def layer_rows(report: EthosUReport) -> list[tuple[str, float]]:
             for p in report.partitions for r in p.layers]
 
 
+def int16_compiles(spec) -> bool:
+    """Whether `EthosUQuantizer` takes a16w8 for this spec (int16 Ethos-U compiles in this toolkit)."""
+    from .quantizer import EthosUQuantizer
+
+    try:
+        EthosUQuantizer(spec).set_global(get_symmetric_a16w8_quantization_config())
+    except ValueError:
+        return False
+    return True
+
+
+def quantize_model(model, example_inputs: tuple, samples: Sequence[tuple], quantizer):
+    """export -> prepare_pt2e -> calibrate on `samples` -> convert_pt2e."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    prepared = prepare_pt2e(torch.export.export(model, example_inputs).module(), quantizer)
+    with torch.no_grad():
+        for sample in samples:
+            prepared(*sample)
+    return convert_pt2e(prepared)
+
+
+@dataclass
+class Compiled:
+    """vela's report of one compile, and how many nodes the partitioner left on the CPU (the float
+    boundary's quantize/dequantize included)."""
+
+    report: EthosUReport
+    cpu_nodes: int
+
+    @property
+    def npu_cycles(self) -> int:
+        return sum(p.cycles_npu for p in self.report.partitions)
+
+
+def compile_report(quantized, example_inputs: tuple, spec) -> Compiled:
+    """`quantized` compiled for `spec` as arm-compile does: vela's report and the CPU node count."""
+    from executorch.exir import (
+        EdgeCompileConfig,
+        ExecutorchBackendConfig,
+        to_edge_transform_and_lower,
+    )
+
+    from arm_tosa_core import partition_report
+
+    from .partitioner import EthosUPartitioner
+    from .program_report import ethosu_report
+
+    edge = to_edge_transform_and_lower(torch.export.export(quantized, example_inputs),
+                                       partitioner=[EthosUPartitioner(spec)],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    cpu_nodes = len(partition_report(edge).cpu_nodes)
+    pte = edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
+    return Compiled(ethosu_report(pte), cpu_nodes)
+
+
 def estimated_extra_cycles(report: EthosUReport, units: Sequence[Unit]) -> dict[str, float]:
     """Extra cycles of moving each unit to int16, estimated as its int8 cycles (see module doc)."""
     return unit_cycles(units, layer_rows(report))[0]
 
 
-def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], report: EthosUReport,
-                    target_db: float, eval_samples: Sequence[tuple] | None = None) -> MixedPrecisionResult:
-    """The search for the CLI; ``report`` is vela's report of the all-int8 compile. ``samples``
-    calibrate; ``eval_samples`` (default: the same) measure SQNR."""
-    def make_quantizer() -> TOSAQuantizer:
-        return TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(
-            get_symmetric_quantization_config())
+def vela_extra_cycles(report8: EthosUReport, report16: EthosUReport, units: Sequence[Unit]) -> dict[str, float]:
+    """Extra cycles of moving each unit to int16 from vela's all-int8 and all-a16w8 compiles
+    (never below 0: vela may fuse an int16 layer differently)."""
+    c8, c16 = (unit_cycles(units, layer_rows(r))[0] for r in (report8, report16))
+    return {o: max(c16[o] - c8[o], 0.0) for o in c8}
 
+
+def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], report: EthosUReport,
+                    target_db: float, eval_samples: Sequence[tuple] | None = None, spec=None,
+                    report16: EthosUReport | None = None, log=None) -> MixedPrecisionResult:
+    """The search for the CLI and the bench. ``report``: vela's report of the all-int8 compile;
+    ``samples`` calibrate, ``eval_samples`` (default: the same) measure SQNR; ``spec``: the
+    EthosUCompileSpec (vela's int16 numbers where int16 compiles; ``report16``: the all-a16w8
+    compile's report when already made); ``log``: progress lines."""
+    real = spec is not None and int16_compiles(spec)
+    if real:
+        from .quantizer import EthosUQuantizer
+
+        if report16 is None:
+            q16 = quantize_model(model, example_inputs, samples,
+                                 EthosUQuantizer(spec).set_global(get_symmetric_a16w8_quantization_config()))
+            report16 = compile_report(q16, example_inputs, spec).report
+
+        def make_quantizer() -> TOSAQuantizer:
+            return EthosUQuantizer(spec)
+
+        def costs(units: Sequence[Unit]) -> dict[str, float]:
+            return vela_extra_cycles(report, report16, units)
+    else:
+        def make_quantizer() -> TOSAQuantizer:
+            return TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(
+                get_symmetric_quantization_config())
+
+        def costs(units: Sequence[Unit]) -> dict[str, float]:
+            return estimated_extra_cycles(report, units)
     quantize = quantize_with_overrides(model, example_inputs, samples, make_quantizer)
-    result = search_mixed_precision(quantize, eval_samples or samples, target_db,
-                                    lambda units: estimated_extra_cycles(report, units))
-    result.cycles_note = CYCLES_LABEL
+    result = search_mixed_precision(quantize, eval_samples or samples, target_db, costs, log=log)
+    result.cycles_note = "vela" if real else "est."
     return result

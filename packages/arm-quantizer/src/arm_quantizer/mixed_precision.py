@@ -53,10 +53,11 @@ class MixedPrecisionResult:
     def config_python(self, quantizer_expr: str = "quantizer") -> str:
         """The quantizer configuration as Python a user can paste and keep."""
         lines = ["from arm_quantizer import get_symmetric_a16w8_quantization_config", ""]
-        lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_a16w8_quantization_config())"
+        lines += [f"{quantizer_expr}.set_global(get_symmetric_a16w8_quantization_config())" if m == "" else
+                  f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_a16w8_quantization_config())"
                   for m in self.moved]
         if self.kept_int8:
-            lines += ["# inside the modules above, these stay int8 (your int8 configuration):"]
+            lines += ["# inside the above, these stay int8 (your int8 configuration):"]
             lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_quantization_config())"
                       for m in self.kept_int8]
             lines[0] += ", get_symmetric_quantization_config"
@@ -66,7 +67,7 @@ class MixedPrecisionResult:
         verdict = "met" if self.met else f"NOT met (best reachable {self.sqnr_after_db:.2f} dB)"
         return (f"target {self.target_db:.2f} dB {verdict}: SQNR {self.sqnr_before_db:.2f} -> "
                 f"{self.sqnr_after_db:.2f} dB, {len(self.moved)} module(s) to a16w8 "
-                f"({', '.join(self.moved) or 'none'}), +{self.extra_cycles:.0f} cycles"
+                f"({', '.join(m or '(top level)' for m in self.moved) or 'none'}), +{self.extra_cycles:.0f} cycles"
                 f"{f' ({self.cycles_note})' if self.cycles_note else ''}, "
                 f"{self.real_quantizations} real quantization(s), search {self.search_seconds:.1f} s")
 
@@ -91,7 +92,8 @@ class _Simulator:
 
 def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_db: float,
                            extra_cycles: Costs | None = None,
-                           a16w8: QuantizationConfig | None = None) -> MixedPrecisionResult:
+                           a16w8: QuantizationConfig | None = None,
+                           log: Callable[[str], None] | None = None) -> MixedPrecisionResult:
     """Choose the modules to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
     ``quantize(overrides)`` returns a ``convert_pt2e`` model quantized with the user's quantizer
@@ -99,9 +101,10 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     configuration the user's quantizer gives that module (see ``quantize_with_overrides``).
     ``extra_cycles``: ``{owner module: extra NPU cycles of moving its unit}`` or a function of the
     units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
-    ``samples`` are the evaluation inputs.
+    ``samples`` are the evaluation inputs; ``log`` receives a line per step (progress).
     """
     started = time.perf_counter()
+    log = log or (lambda _: None)
     a16w8 = a16w8 or get_symmetric_a16w8_quantization_config()
     base = quantize({})
     units = movable_units(quantized_layers(base))
@@ -114,14 +117,26 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         return result
     given = extra_cycles(units) if callable(extra_cycles) else extra_cycles
     costs = resolve_costs(units, given)
+    everything = [u.owner for u in units]
+    if sim.db(sim.noise_with(everything)) < target_db:  # unreachable in simulation: check it for real
+        model = quantize(overrides_for_all(everything, units, a16w8))
+        real = sim.db(output_power(model, samples, (), sim.refs)[1])
+        log(f"every unit at int16: simulated below target, real {real:.2f} dB")
+        if real < target_db:
+            result.ranking = [(o, math.nan, costs[o]) for o in everything]
+            result.moved, result.extra_cycles = everything, sum(costs.values())
+            result.sqnr_after_db, result.real_quantizations = max(real, before), 2
+            result.quantized = model if real > before else base
+            result.search_seconds = time.perf_counter() - started
+            return result
     removed = {u.owner: sim.noise - sim.noise_with([u.owner]) for u in units}
     ranking = sorted(costs, key=lambda o: (-removed[o] / costs[o], o))
+    log(f"int8 {before:.2f} dB; {len(units)} units simulated at int16 ({time.perf_counter() - started:.1f} s)")
     result.ranking = [(o, sim.db(sim.noise - removed[o]) - before if sim.noise > removed[o] else math.inf,
                        costs[o]) for o in ranking]
 
     def overrides(owners: Sequence[str]) -> dict:
-        moved, resets = overrides_for(owners, units)
-        return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
+        return overrides_for_all(owners, units, a16w8)
 
     goal, k = target_db, 0
     best = (before, [], base)
@@ -131,6 +146,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
+        log(f"{len(chosen)} units to a16w8 (prefix {k}): real {real:.2f} dB, goal {goal:.2f} dB "
+            f"({time.perf_counter() - started:.1f} s)")
         if real > best[0]:
             best = (real, chosen, model)
         if real >= target_db or k >= len(ranking):
@@ -146,6 +163,12 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     result.extra_cycles = sum(costs[o] for o in moved)
     result.search_seconds = time.perf_counter() - started
     return result
+
+
+def overrides_for_all(owners: Sequence[str], units: Sequence[Unit], a16w8: QuantizationConfig) -> dict:
+    """The ``quantize`` overrides moving ``owners``' units to a16w8 (nested units kept int8)."""
+    moved, resets = overrides_for(owners, units)
+    return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
 
 
 def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float], start: int,
@@ -186,7 +209,7 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
                             make_quantizer: Callable[[], object]) -> Quantize:
     """A ``quantize(overrides)`` for ``search_mixed_precision``: export, ``make_quantizer()`` plus
     ``set_module_name`` per override (``KEEP_INT8``: the config the user's quantizer gives that
-    module), prepare_pt2e, calibrate on ``samples``, convert_pt2e."""
+    module; name ``""``: ``set_global``), prepare_pt2e, calibrate on ``samples``, convert_pt2e."""
     import copy
 
     import torch
@@ -197,12 +220,16 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
     def quantize(overrides: Mapping[str, QuantizationConfig | str]) -> fx.GraphModule:
         quantizer = make_quantizer()
         user = dict(getattr(quantizer, "module_name_config", {}))
+        user_global = getattr(quantizer, "global_config", None)
         for name, config in overrides.items():
             if config == KEEP_INT8:
                 parts = name.split(".")
                 above = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
-                config = next((user[a] for a in above if a in user), getattr(quantizer, "global_config", None))
-            quantizer.set_module_name(name, config)
+                config = next((user[a] for a in above if a in user), user_global)
+            if name == "":
+                quantizer.set_global(config)
+            else:
+                quantizer.set_module_name(name, config)
         prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
         with torch.no_grad():
             for sample in samples:

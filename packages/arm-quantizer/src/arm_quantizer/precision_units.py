@@ -6,7 +6,9 @@ reaches every node under ``features.1``. So a *unit* is an owner with the layers
 moving it sets its owner to a16w8 and sets each unit nested inside it that stays int8 back to the
 user's int8 configuration (the innermost ``set_module_name`` wins), so units never overlap and each
 layer's cost is counted once. Where a layer's own nodes sit inside a nested unit's module (resetting
-that module would take them back), the two units are one.
+that module would take them back), the two units are one. Layers of the model's own forward (no
+module) form the root unit, owner ``""``: moving it is ``set_global(a16w8)`` with every other unit
+set back to int8.
 
 ``unit_cycles`` splits per-layer cycle counts (vela's rows, named by module path) over the units,
 each row counted once.
@@ -35,14 +37,13 @@ class Unit:
 
 
 def movable_units(layers: Sequence[Layer]) -> list[Unit]:
-    """The units of ``layers`` (those with an owner module; the model's own forward has none), in
+    """The units of ``layers`` (owner ``""``: the root unit, layers of the model's own forward), in
     graph order of their first layer."""
     units: dict[str, Unit] = {}
     for layer in layers:
-        if layer.owner:
-            unit = units.setdefault(layer.owner, Unit(layer.owner))
-            unit.layers.append(layer.name)
-            unit.modules.update(layer.modules or [layer.module])
+        unit = units.setdefault(layer.owner, Unit(layer.owner))
+        unit.layers.append(layer.name)
+        unit.modules.update(layer.modules or [layer.module])
     merged = True
     while merged:  # a unit whose nodes sit inside a nested unit's module absorbs that unit
         merged = False
@@ -76,14 +77,14 @@ def unit_cycles(units: Sequence[Unit], rows: Iterable[tuple[str, float]]) -> tup
     """({owner: cycles}, cycles of rows no unit holds) from per-layer ``(module path, cycles)`` rows.
 
     A row goes to the units one of whose layers has a node in its module (split evenly when several
-    do), else to the unit with the innermost owner above it, else to no unit (the model's own
-    forward, or plumbing vela made up)."""
+    do), else to the unit with the innermost owner above it (the root unit holds everything), else
+    to no unit (no root unit: the model's own forward has no quantized layer)."""
     cycles = {u.owner: 0.0 for u in units}
     loose = 0.0
     for module, value in rows:
         holders = [u for u in units if module in u.modules]
         if not holders:
-            above = [u for u in units if u.owner and _inside(module, u.owner)]
+            above = [u for u in units if _inside(module, u.owner)]
             deepest = max((len(u.owner) for u in above), default=-1)
             holders = [u for u in above if len(u.owner) == deepest]
         if not holders:
