@@ -136,11 +136,15 @@ def print_gpu_table(folder: Path = GPU) -> dict | None:
     summary = gpu_summary(files[-1])
     print(f"\nRecorded on the lent GPU ({files[-1].name}; see {(folder / 'README.md').relative_to(HERE.parent)}): ms per call, "
           "median of rounds, upload + readback included")
-    engines = [("vkdg", "ours"), ("ncnn-vulkan", "ncnn-Vk"), ("eager-cuda", "eager")]
-    print(f"{'model':22} " + " ".join(f"{lbl + ' ' + p:>13}" for p in ("fp32", "fp16") for _, lbl in engines))
+    engines = [("vkdg", "ours"), ("ncnn-vulkan", "ncnn-Vk"), ("eager-cuda", "eager"), ("cuda-graph", "CUDAgraph")]
+    engines = [(e, lbl) for e, lbl in engines if any(k[1] == e for k in summary)]
+    print(f"{'model':22} {'prec':>4} " + " ".join(f"{lbl:>9}" for _, lbl in engines) + f" {'eager/ours':>10}")
     for stem in STEMS:
-        cells = [summary.get((f"{stem}_{p}", e), {}).get("median_ms") for p in ("fp32", "fp16") for e, _ in engines]
-        print(f"{stem:22} " + " ".join(_fmt(c, "13.3f") for c in cells))
+        for prec in ("fp32", "fp16"):
+            cells = [summary.get((f"{stem}_{prec}", e), {}).get("median_ms") for e, _ in engines]
+            ours, eager = (summary.get((f"{stem}_{prec}", e), {}).get("median_ms") for e in ("vkdg", "eager-cuda"))
+            print(f"{stem:22} {prec:>4} " + " ".join(_fmt(c, "9.3f") for c in cells)
+                  + f" {_fmt(eager / ours if ours and eager else None, '10.1f')}")
     return {f"{m}|{e}": v for (m, e), v in summary.items()}
 
 
