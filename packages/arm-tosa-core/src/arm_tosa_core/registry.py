@@ -190,6 +190,8 @@ def is_compile_time_constant(node: Any, depth: int = 16) -> bool:
     (`arm_constant`, set by the partitioner), or a constant-folding family applied to constants."""
     if not isinstance(node, Node):
         return True  # a python scalar
+    if node.op == "get_attr":  # a tensor attribute of a control-flow sub-graph
+        return True
     if node.op == "placeholder":
         return bool(node.meta.get("arm_constant", False))
     entry = lookup(node.target) if node.op == "call_function" else None
@@ -262,29 +264,32 @@ def _activation_dtype(node: Node):
     return None
 
 
-_CONTROL_FLOW = {torch.ops.higher_order.cond: "COND_IF", torch.ops.higher_order.while_loop: "WHILE_LOOP"}
+CONTROL_FLOW_OPS = {torch.ops.higher_order.cond: "COND_IF", torch.ops.higher_order.while_loop: "WHILE_LOOP"}
 
 
 def is_control_flow(node: Node) -> bool:
     """Whether `node` is torch.cond or torch.while_loop (TOSA COND_IF / WHILE_LOOP)."""
-    return node.op == "call_function" and node.target in _CONTROL_FLOW
+    return node.op == "call_function" and node.target in CONTROL_FLOW_OPS
 
 
-def _control_flow_reason(node: Node, spec: TosaSpecification) -> str:
-    """torch.cond / while_loop: TOSA has them only in its control-flow extension."""
-    op = _CONTROL_FLOW[node.target]
-    if not spec.control_flow:
-        return (f"{node.target.__name__} needs TOSA's control-flow extension ({op}); {spec} lacks it: "
-                f"use \"{spec}+cf\" to target it, otherwise it runs on the CPU")
-    return (f"{node.target.__name__} -> {op} (TOSA control-flow sub-graphs) is not lowered by this toolkit "
-            "yet: the serializer graph builder emits a single basic block")
+def _lowers_int16(entry: OpEntry, node: Node) -> bool:
+    """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
+    of the node), else by quant kind (TABLE: the smooth functions of `ops.quantize.int16_table`)."""
+    flag = entry.extra.get("int16")
+    if callable(flag):
+        return bool(flag(node))
+    if flag is not None:
+        return bool(flag)
+    if entry.quant == Quant.TABLE:
+        from .ops.quantize import int16_table
+
+        return int16_table(node)
+    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)
 
 
 def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     """Why `node` cannot be lowered for `spec`, in words; None when it can."""
     entry = lookup(node.target)
-    if entry is None and node.target in _CONTROL_FLOW:
-        return _control_flow_reason(node, spec)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
     if not (entry.profiles & spec.profiles):
@@ -301,15 +306,20 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         reason = entry.int_path()
         if reason:
             return reason
-        if _activation_dtype(node) == torch.int16 and not entry.extra.get("int16", entry.quant in (
-                Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)):
+        if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
+            if entry.quant == Quant.TABLE:
+                return (f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations is not "
+                        "lowered: an int16 TABLE interpolates between 513 entries, exact to about 1 LSB only "
+                        "for smooth functions (int8 works)")
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
     fp_only = not spec.support_integer()
     for where, meta in _tensor_metas(node):
-        if meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
+        if meta.dtype.is_complex and entry.extra.get("complex_values"):
+            pass  # carried inside the graph as its real view (the family's rule keeps it off the boundary)
+        elif meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
             hint = ""
             if meta.dtype.is_floating_point and not spec.support_float():
                 hint = " (quantize the model, or use a spec with the FP profile)"

@@ -2,12 +2,15 @@
 
 from . import (  # noqa: F401
     activations,
+    adaptive_pooling,
     attention,
     composed_math,
+    control_flow,
     conv,
     data_movement,
     division,
     elementwise,
+    fft,
     indexing,
     matmul,
     normalization,

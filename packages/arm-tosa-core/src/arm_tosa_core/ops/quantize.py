@@ -18,6 +18,8 @@ from ..quantized import QParams, is_quantize, qd, qparams_of, requantize
 from ..registry import aten_target, register_op
 from .elementwise import nan_propagate
 
+aten = torch.ops.aten
+
 
 def _const_of(ctx: LoweringContext):
     def resolve(node):
@@ -99,11 +101,14 @@ def lower_shared(ctx: LoweringContext, node: Node, fp_rule) -> Value:
 
 
 def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
-    """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes."""
+    """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes (int16: see
+    `_table_int16`)."""
     x = ctx.val(node.args[0])
     qin, qout = x.qparams, output_qparams(node)
+    if qin.dtype == torch.int16 and qout.dtype == torch.int16:
+        return _table_int16(ctx, node, x, qout)
     if qin.dtype != torch.int8 or qout.dtype != torch.int8:
-        raise ValueError("TABLE lowering is implemented for int8 only")
+        raise ValueError(f"TABLE lowering takes int8 -> int8 or int16 -> int16, not {qin.dtype} -> {qout.dtype}")
     codes = torch.arange(-128, 128, dtype=torch.float32)
     real = (codes - qin.zero_point) * float(qin.scale)
     fn = aten_target(node.target)
@@ -114,6 +119,52 @@ def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
     out = ctx.emit(Op.TABLE, [ctx.tensor(x), t_table], shape, dtype, x.perm, tosa_type=DType.INT8)
     out.qparams = qout
     return out
+
+
+def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> Value:
+    """int16 TABLE (TOSA EXT-INT16): 513 int16 entries f(x) at every 128th input code; TOSA interpolates
+    between neighbours into an int32 with 7 fractional bits, and a RESCALE (x 1/128) rounds that to the
+    output's int16 codes.
+
+    Only for smooth functions (`INT16_TABLE_TARGETS`): each entry is corrected by half the segment's
+    midpoint error (so the chord's error is centred on zero), and the result stays within about one
+    output LSB of quantize(f(x)) (interpolation + the entries' own rounding).
+    """
+    from ..quantized import rescale
+
+    qin = x.qparams
+    fn = aten_target(node.target)
+
+    def f(codes: torch.Tensor) -> torch.Tensor:
+        return fn((codes - qin.zero_point) * float(qin.scale), *node.args[1:], **node.kwargs).double()
+
+    grid = torch.arange(-32768, 32769, 128, dtype=torch.float64)
+    units = f(grid) / float(qout.scale)
+    chord_mid = (units[:-1] + units[1:]) / 2
+    mid_err = chord_mid - f(grid[:-1] + 64) / float(qout.scale)
+    # each entry ends two segments: shift it by the mean of their half midpoint errors
+    correction = torch.zeros_like(units)
+    correction[:-1] += mid_err / 2
+    correction[1:] += mid_err / 2
+    correction[1:-1] /= 2
+    table = torch.clamp(torch.round(units - correction), -32768, 32767).to(torch.int16)
+    t_table = ctx.b.const(table.numpy(), DType.INT16)
+    xt = ctx.tensor(x)
+    interpolated = ctx.b.op(Op.TABLE, [xt, t_table], xt.shape, DType.INT32)
+    out = rescale(ctx.b, interpolated, 1 / 128, 0, qout.zero_point, DType.INT16)
+    shape, dtype = ctx.out_meta(node)
+    return Value(shape, dtype, tensor=out, perm=x.perm, qparams=qout)
+
+
+#: TABLE families whose int16 form is lowered: smooth functions, where TOSA's linear interpolation
+#: between 513 entries stays within about one LSB (a step or a kink, as in floor or hardswish, would not).
+INT16_TABLE_TARGETS = frozenset({aten.sigmoid.default, aten.tanh.default, aten.exp.default,
+                                 aten.erf.default, aten.gelu.default, aten.silu.default, aten.elu.default})
+
+
+def int16_table(node: Node) -> bool:
+    """Whether `node` (a TABLE family) lowers with int16 activations (see `INT16_TABLE_TARGETS`)."""
+    return aten_target(node.target) in INT16_TABLE_TARGETS
 
 
 def clamp_quantized(ctx: LoweringContext, node: Node, lo: float | None, hi: float | None) -> Value:
