@@ -177,8 +177,11 @@ def main() -> int:
                                       check=True)
                 rows[f"{stem}|{engine}"] = json.loads(done.stdout.strip().splitlines()[-1])
             except (subprocess.CalledProcessError, RuntimeError, ValueError) as e:
-                tail = getattr(e, "stderr", None) or str(e)
-                rows[f"{stem}|{engine}"] = {"error": tail.strip().splitlines()[-1][:300]}
+                tail = (getattr(e, "stderr", None) or str(e)).strip().splitlines()[-1][:300]
+                if engine == "vkdg" and "Failed to load method" in tail:
+                    tail += (" (a runtime library older than the payload format? `uv sync` rebuilds runtime-cpp;"
+                             " VULKAN_DELEGATE_LIB names another build)")
+                rows[f"{stem}|{engine}"] = {"error": tail}
     if not args.no_ncnn:
         for stem, r in _ncnn_rows(args.models, args.runs, work).items():
             rows[f"{stem}|ncnn-vulkan"] = r
