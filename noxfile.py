@@ -160,7 +160,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Compile-time, size and accuracy benchmark against upstream; prints a table, writes bench/results/."""
+    """Compile-time, size and accuracy benchmark against upstream; prints a table, writes bench/results/.
+    Then mixed precision, runtime-cpp vs XNNPACK, and the Vulkan delegate (lavapipe + recorded GPU table)."""
     _sync(session)
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/run_bench.py", *session.posargs,
                 external=True)
@@ -169,6 +170,9 @@ def bench(session: nox.Session) -> None:
                 external=True)
     # runtime-cpp (issue 13): MobileNetV2 INT8 through executorch.runtime per backend vs XNNPACK
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/runtime_bench.py", external=True)
+    # Vulkan delegate (issue 12): lavapipe vs XNNPACK and ncnn-Vulkan, then the recorded GPU table
+    _runtime_with_vulkan(session)  # lavapipe, glslc, headers when missing
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/vulkan_bench.py", external=True)
 
 
 @nox.session
