@@ -128,3 +128,17 @@ FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv
 def test_op_fp16(name, vk_check):
     model, inputs = CASES[name]
     vk_check(model.eval(), inputs, fp16=True)
+
+
+@pytest.mark.parametrize("name,model", [
+    ("linear_k8192", nn.Linear(8192, 4, bias=False)),
+    ("mean_8192", Fn(lambda a: a.mean(-1, keepdim=True))),
+])
+def test_fp16_accumulates_in_fp32(name, model, vk_check):
+    """Long sums of positive terms in fp16 mode: an fp16 accumulator stops growing once its ulp exceeds
+    the terms (at 2048 the ulp is 2), so only fp32 accumulation (fp16 storage) is within 2e-3 here."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.rand(p.shape, generator=g))
+    vk_check(model.eval(), (torch.rand(2, 8192, generator=g),), fp16=True, tol=2e-3)
