@@ -142,3 +142,15 @@ def test_fp16_accumulates_in_fp32(name, model, vk_check):
         for p in model.parameters():
             p.copy_(torch.rand(p.shape, generator=g))
     vk_check(model.eval(), (torch.rand(2, 8192, generator=g),), fp16=True, tol=2e-3)
+
+
+def test_repeated_kv_heads_are_read_not_copied(vk_lower):
+    """KV heads repeat_interleave'd before SDPA: the attention reads the original heads (GQA) and the
+    expand/clone copies are pruned: matmul, softmax, matmul and the copy into the output remain."""
+    from vulkan_delegate.lower import lower_program
+
+    model, inputs = CASES["sdpa_repeat_kv"]
+    edge = vk_lower(model.eval(), inputs)
+    delegated = edge.exported_program().graph_module.lowered_module_0.original_module
+    assert [d.shader for d in lower_program(delegated, fp16=False).dispatches] == [
+        "matmul_f32", "softmax_f32", "matmul_f32", "copy_f32_f32"]
