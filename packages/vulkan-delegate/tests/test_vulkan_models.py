@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from arm_tosa_core.example_models import get_example
+from arm_tosa_core.example_models import get_example, llama_block
 from vulkan_delegate import run_on_vulkan
 
 
@@ -40,6 +40,12 @@ def test_model_fp16(name, vk_check):
     if name == "mobilenet_v2":
         assert tol > 1e-2  # the exception above, and only there
     vk_check(model, inputs, fp16=True, tol=tol)
+
+
+def test_llama_block_grouped_query(vk_check):
+    """4 query heads over 2 KV heads (repeat_interleave'd in the model, read directly by SDPA)."""
+    torch.manual_seed(0)
+    vk_check(llama_block(kv_heads=2, seq=16).eval(), (torch.randn(1, 16, 256),))
 
 
 def test_dynamic_sequence_length(vk_lower):
