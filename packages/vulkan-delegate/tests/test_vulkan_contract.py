@@ -125,3 +125,23 @@ def test_device_override_and_no_device_names_the_fix(var):
                           env={**env, var: "no-such-gpu"}, timeout=300)
     assert proc.returncode != 0
     assert f"{var}=no-such-gpu" in proc.stderr and "apt-get install" in proc.stderr
+
+
+def test_run_on_vulkan_reuses_the_loaded_method(vk_lower, tmp_path):
+    """A .pte path is loaded once per (path, mtime, size); bytes once per content; a rewritten file is
+    loaded again."""
+    from vulkan_delegate import run_on_vulkan, runtime
+
+    runtime.clear_method_cache()
+    x = torch.randn(1, 3, 8, 8)
+    path = tmp_path / "small.pte"
+    path.write_bytes(_pte(vk_lower))
+    y = run_on_vulkan(path, x)
+    first = list(runtime._methods.values())
+    assert len(first) == 1
+    assert torch.allclose(run_on_vulkan(str(path), x), y) and list(runtime._methods.values()) == first
+    other = Small().eval()
+    path.write_bytes(bytes(vk_lower(other, (x,)).to_executorch().buffer))
+    os.utime(path, ns=(0, path.stat().st_mtime_ns + 10**9))  # a new mtime even on a coarse clock
+    assert torch.allclose(run_on_vulkan(path, x), other(x), rtol=1e-4, atol=1e-5)
+    assert len(runtime._methods) == 2

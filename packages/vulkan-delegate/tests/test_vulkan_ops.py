@@ -128,3 +128,29 @@ FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv
 def test_op_fp16(name, vk_check):
     model, inputs = CASES[name]
     vk_check(model.eval(), inputs, fp16=True)
+
+
+@pytest.mark.parametrize("name,model", [
+    ("linear_k8192", nn.Linear(8192, 4, bias=False)),
+    ("mean_8192", Fn(lambda a: a.mean(-1, keepdim=True))),
+])
+def test_fp16_accumulates_in_fp32(name, model, vk_check):
+    """Long sums of positive terms in fp16 mode: an fp16 accumulator stops growing once its ulp exceeds
+    the terms (at 2048 the ulp is 2), so only fp32 accumulation (fp16 storage) is within 2e-3 here."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.rand(p.shape, generator=g))
+    vk_check(model.eval(), (torch.rand(2, 8192, generator=g),), fp16=True, tol=2e-3)
+
+
+def test_repeated_kv_heads_are_read_not_copied(vk_lower):
+    """KV heads repeat_interleave'd before SDPA: the attention reads the original heads (GQA) and the
+    expand/clone copies are pruned: matmul, softmax, matmul and the copy into the output remain."""
+    from vulkan_delegate.lower import lower_program
+
+    model, inputs = CASES["sdpa_repeat_kv"]
+    edge = vk_lower(model.eval(), inputs)
+    delegated = edge.exported_program().graph_module.lowered_module_0.original_module
+    assert [d.shader for d in lower_program(delegated, fp16=False).dispatches] == [
+        "matmul_f32", "softmax_f32", "matmul_f32", "copy_f32_f32"]

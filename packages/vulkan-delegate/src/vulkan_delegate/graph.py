@@ -130,19 +130,35 @@ class Graph:
 
     # ------------------------------------------------------------------ dispatches
     def dispatch(self, shader: str, bindings: list[Tensor], push: list, threads: tuple) -> None:
-        step = len(self.dispatches)
-        for t in bindings:
-            s = t.storage
-            if s.kind == KIND_ARENA:
-                s.first_use = step if s.first_use < 0 else s.first_use
-                s.last_use = step
+        """Append a dispatch; every shader writes its last binding and only reads the others."""
         threads = tuple(threads) + (1,) * (3 - len(threads))
         self.dispatches.append(Dispatch(shader, list(bindings), list(push), threads))
+
+    def prune_unread(self) -> None:
+        """Drop dispatches whose result no later dispatch reads and that is no graph output (e.g. the
+        KV-head copies an attention rule made unnecessary by reading the heads directly)."""
+        read: set[int] = set()
+        keep: list[Dispatch] = []
+        for d in reversed(self.dispatches):
+            out = d.bindings[-1].storage
+            if out.kind == KIND_ARENA and not out.pinned and id(out) not in read:
+                continue
+            keep.append(d)
+            read.update(id(t.storage) for t in d.bindings[:-1])
+        self.dispatches = keep[::-1]
 
     # ------------------------------------------------------------------ memory plan
     def plan_arena(self) -> None:
         """Greedy best-fit by size: a slot is reused once the last dispatch that reads it is done."""
         storages = {id(t.storage): t.storage for t in self.tensors if t.storage.kind == KIND_ARENA}
+        for s in storages.values():
+            s.first_use = s.last_use = -1
+        for step, d in enumerate(self.dispatches):
+            for t in d.bindings:
+                s = t.storage
+                if s.kind == KIND_ARENA:
+                    s.first_use = step if s.first_use < 0 else s.first_use
+                    s.last_use = step
         end = len(self.dispatches)
         for s in storages.values():
             if s.pinned or s.first_use < 0:

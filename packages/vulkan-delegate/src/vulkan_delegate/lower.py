@@ -141,6 +141,7 @@ class LoweringContext:
             io.storage.pinned = True
             self._cast(t, F32, io)
             g.outputs.append(io.id)
+        g.prune_unread()
         g.plan_arena()
         return g
 

@@ -5,7 +5,8 @@ out = p @ v (shader `matmul`).
 
 Grouped-query attention (enable_gqa, q heads = g x kv heads) costs no copy: q [b, h, s, d] is read as
 [b, h_kv, g * s, d] (the g query heads sharing a kv head are adjacent rows), so the matmuls batch
-over kv heads and scores come out as [b, h, s, kv] in memory.
+over kv heads and scores come out as [b, h, s, kv] in memory. KV heads repeat_interleave'd before
+the attention (the pattern `repeated_kv` matches) are read the same way, without their copies.
 """
 
 from __future__ import annotations
@@ -59,10 +60,33 @@ def _sdpa_support(node: Node) -> str | None:
     return None
 
 
+def repeated_kv(node: Node) -> tuple[Node, int] | None:
+    """(x, g) when `node` is x.repeat_interleave(g, dim=1) of a [b, h_kv, s, d] tensor as exir
+    decomposes it, view(clone(expand(unsqueeze(x, 2)))): the attention then reads x's heads directly
+    (the GQA read) and the copies are pruned when nothing else reads them."""
+    chain, n = [], node
+    for part in ("view", "clone", "expand", "unsqueeze"):
+        if not isinstance(n, Node) or n.op != "call_function" or part not in str(n.target):
+            return None
+        chain.append(n)
+        n = n.args[0]
+    if not isinstance(n, Node) or chain[-1].args[1] not in (2, -3):
+        return None
+    xs, ks = n.meta["val"].shape, node.meta["val"].shape
+    if len(xs) != 4 or len(ks) != 4 or ks[0] != xs[0] or ks[2:] != xs[2:]:
+        return None
+    if not isinstance(ks[1], int) or not isinstance(xs[1], int) or ks[1] % xs[1]:
+        return None
+    return n, ks[1] // xs[1]
+
+
 @register("sdpa", [SDPA], ["matmul", "softmax", "binary", "mask_bool"], support=_sdpa_support, preserve=[SDPA])
 def lower_sdpa(ctx, node: Node) -> None:
     a = sdpa_args(node)
     q, k, v = (ctx.inp(a[n]) for n in ("query", "key", "value"))
+    rk, rv = repeated_kv(a["key"]), repeated_kv(a["value"])
+    if rk and rv and rk[1] == rv[1]:  # KV heads repeat_interleave'd for the attention: read the originals
+        k, v = ctx.inp(rk[0]), ctx.inp(rv[0])
     b, h, s, d = q.shape
     h_kv, kv = k.shape[1], k.shape[2]
     g = h // h_kv  # query heads per kv head (1 without GQA)
