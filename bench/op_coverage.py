@@ -137,7 +137,8 @@ def _error(got, expected, fake_quant) -> tuple[float, float]:
     out = [n for n in fake_quant.graph.nodes if n.op == "output"][0]
     scales = []
     for node in torch.utils._pytree.tree_leaves(out.args[0]):
-        while node.op == "call_function" and "dequantize" not in str(node.target) and node.args:
+        while node.op == "call_function" and "dequantize" not in str(node.target) and node.args \
+                and isinstance(node.args[0], torch.fx.Node):  # cat's first argument is a list
             node = node.args[0]
         scales.append(float(node.args[1]) if "dequantize" in str(node.target) else 0.0)
     return err, 1.0001 * max(scales, default=0.0)

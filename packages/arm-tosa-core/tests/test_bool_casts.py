@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
 from arm_tosa_core.builder import DType, Op, TosaGraphBuilder, scalar_bytes
+from arm_tosa_core.errors import LoweringError
 from arm_tosa_core.ops.elementwise import nan_propagate
 from arm_tosa_core.profile_check import validate_tosa
 from arm_tosa_core.testing import FnModule, check_lowering
@@ -41,11 +42,15 @@ def _with_zeros(*shape) -> torch.Tensor:
 
 # -- the forms the lowering avoids are invalid TOSA 1.0 -----------------------------------------
 def test_validator_rejects_bool_float_cast_and_int32_clamp():
+    with pytest.raises(LoweringError, match="CAST has no BOOL -> FP32"):  # the builder refuses them itself
+        TosaGraphBuilder().op(Op.CAST, [TosaGraphBuilder().input((2, 3), DType.BOOL, "m")], (2, 3), DType.FP32)
     b = TosaGraphBuilder()
+    b.check_dtypes = False  # build the invalid graphs anyway, for tosa-opt
     b.output(b.op(Op.CAST, [b.input((2, 3), DType.BOOL, "m")], (2, 3), DType.FP32))
     assert any("tosa.cast" in p for p in validate_tosa(b.serialize(), "TOSA-1.0+FP+INT"))
 
     b = TosaGraphBuilder()
+    b.check_dtypes = False
     b.output(b.op(Op.CLAMP, [b.input((2, 3), DType.INT32, "x")], (2, 3), DType.INT32,
                   scalar_bytes(-1, DType.INT32), scalar_bytes(1, DType.INT32), nan_propagate()))
     assert any("tosa.clamp" in p for p in validate_tosa(b.serialize(), INT))

@@ -42,7 +42,9 @@ _TORCH_DECOMPOSED = {  # traced through torch's decomposition tables
     aten.div.Tensor, aten.div.Scalar, aten.glu.default, aten.prelu.default, aten.linalg_vector_norm.default,
     aten.addmm.default, aten.gru.input,
 }
-DECOMPOSED = frozenset(_TORCH_DECOMPOSED | {_SDPA})
+# `t.div_(b)` on a value nothing else reads (`x.clone().div_(y)`, `y /= 2`): decomposed out of place
+_INPLACE_DIV = {aten.div_.Tensor: aten.div.Tensor, aten.div_.Scalar: aten.div.Scalar}
+DECOMPOSED = frozenset(_TORCH_DECOMPOSED | {_SDPA} | set(_INPLACE_DIV))
 
 
 # -- overrides of torch's decompositions ---------------------------------------------------------
@@ -176,8 +178,11 @@ def _static_float(node: Node) -> bool:
 def _wanted(node: Node) -> bool:
     if node.op != "call_function" or node.target not in DECOMPOSED or not _static_float(node):
         return False
-    if node.target in (aten.div.Tensor, aten.div.Scalar) and node.kwargs.get("rounding_mode") is not None:
+    if node.target in (aten.div.Tensor, aten.div.Scalar, *_INPLACE_DIV) and node.kwargs.get("rounding_mode") is not None:
         return False
+    if node.target in _INPLACE_DIV:  # out of place is the same only when nobody reads the mutated input
+        mutated = node.args[0]
+        return isinstance(mutated, Node) and list(mutated.users) == [node]
     if node.target is _SDPA:
         dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
         q, k = node.args[0].meta["val"], node.args[1].meta["val"]
@@ -189,7 +194,7 @@ def _implementation(gm: GraphModule, node: Node) -> Callable:
     if node.target is _SDPA:
         mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
         return partial(_sdpa, plan=_mask_plan(gm, mask))
-    return node.target  # decomposed by _TABLE while tracing
+    return _INPLACE_DIV.get(node.target, node.target)  # decomposed by _TABLE while tracing
 
 
 def _example(val: torch.Tensor) -> torch.Tensor:

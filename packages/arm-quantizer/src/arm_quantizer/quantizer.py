@@ -99,15 +99,17 @@ class TOSAQuantizer(Quantizer):
         for node in list(graph.nodes):
             if node.op != "call_function" or len(node.args) < 2:
                 continue
+            if node.target in _WHERE_SCALAR and _float_result(node):
+                counter = _where_scalar_to_tensor(model, node, counter)
+                continue
             entry = quant_lookup(node.target)
             if entry is None or entry.quant != "binary":
                 continue
             scalar = node.args[1]
             if not isinstance(scalar, (int, float)) or isinstance(scalar, bool):
                 continue
-            val = getattr(node.args[0], "meta", {}).get("val")
-            if not (isinstance(val, torch.Tensor) and val.dtype.is_floating_point):
-                continue  # integer arithmetic (a loop counter) is never quantized: keep its dtype
+            if not _float_result(node):  # `int_tensor + 2` is never quantized: a float operand would promote it
+                continue
             name = f"_arm_scalar_{counter}"
             counter += 1
             model.register_buffer(name, torch.tensor(float(scalar)))
@@ -166,6 +168,32 @@ class TOSAQuantizer(Quantizer):
             if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.Tensor) and \
                     node.meta["val"].dtype.is_floating_point:
                 node.meta["quantization_annotation"] = QuantizationAnnotation(output_qspec=act, _annotated=True)
+
+
+# where(cond, x, 0.0) / where(cond, 1.0, x): the number's position in args
+_WHERE_SCALAR = {torch.ops.aten.where.ScalarOther: 2, torch.ops.aten.where.ScalarSelf: 1}
+
+
+def _where_scalar_to_tensor(model: GraphModule, node: Node, counter: int) -> int:
+    """`where.Scalar*` -> `where.self` with the number as a 0-d tensor attribute, so it is quantized
+    with the other operand (SELECT needs both in one qparams) instead of left a float factory."""
+    index = _WHERE_SCALAR[node.target]
+    name = f"_arm_scalar_{counter}"
+    value = torch.tensor(float(node.args[index]), dtype=node.meta["val"].dtype)
+    model.register_buffer(name, value)
+    with model.graph.inserting_before(node):
+        attr = model.graph.get_attr(name)
+        attr.meta["val"] = value
+    args = list(node.args)
+    args[index] = attr
+    node.args = tuple(args)
+    node.target = torch.ops.aten.where.self
+    return counter + 1
+
+
+def _float_result(node: Node) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.is_floating_point()
 
 
 def _retarget_to_tensor_overload(node: Node) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .errors import MissingToolError
+from .errors import LoweringError, MissingToolError
 
 try:
     import tosa_serializer as ts
@@ -30,6 +30,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without tosa-too
 
 DType = ts.DType
 Op = ts.Op
+
+from .op_dtypes import illegal_reason, narrow_integer_plan  # noqa: E402  (needs tosa_serializer)
 
 _TORCH_TO_TOSA = {
     torch.float32: DType.FP32,
@@ -164,6 +166,9 @@ class TosaGraphBuilder:
         self._names: set[str] = set() if parent is None else parent._names  # every name given out
         self.rescales: dict[str, tuple] = {}  # RESCALE outputs -> (input, scales, in_zp, out_zp)
         self.fold_rescales = False if parent is None else parent.fold_rescales
+        # whether EXT-INT16's int16 operator forms may be emitted (set by the context)
+        self.int16_extension = True if parent is None else parent.int16_extension
+        self.check_dtypes = True if parent is None else parent.check_dtypes  # False: invalid graphs on purpose (validator tests)
 
     # -- tensors -----------------------------------------------------------------------------
     def input(self, shape: Sequence[int], dtype: DType, name: str) -> T:
@@ -200,7 +205,21 @@ class TosaGraphBuilder:
 
     # -- operators ---------------------------------------------------------------------------
     def op(self, op: Op, inputs: Sequence[T], shape: Sequence[int], dtype: DType, *attr_args) -> T:
-        """Record `op` with inputs and one output of `shape`/`dtype`; `attr_args` go to its attribute."""
+        """Record `op` with inputs and one output of `shape`/`dtype`; `attr_args` go to its attribute.
+
+        int8/int16 operands of an operator TOSA has on int32 only are widened around it, and an
+        operator no TOSA 1.0 profile has for these types raises LoweringError (see op_dtypes.py)."""
+        in_dtypes = [t.dtype for t in inputs]
+        plan = narrow_integer_plan(op, in_dtypes, dtype) if self.check_dtypes else None
+        if plan is not None:
+            cast, narrow_result = plan
+            inputs = [self.op(Op.CAST, [t], t.shape, DType.INT32) if c else t
+                      for t, c in zip(inputs, cast, strict=True)]
+            wide = self.op(op, inputs, shape, DType.INT32 if narrow_result else dtype, *attr_args)
+            return self.op(Op.CAST, [wide], shape, dtype) if narrow_result else wide
+        reason = illegal_reason(op, in_dtypes, dtype, self.int16_extension) if self.check_dtypes else None
+        if reason is not None:
+            raise LoweringError(reason)
         return self._record(op, inputs, [(shape, dtype)], attr_args)[0]
 
     def _record(self, op: Op, inputs: Sequence[T], outputs: Sequence[tuple[Sequence[int], DType]],
@@ -227,6 +246,11 @@ class TosaGraphBuilder:
         match the operator's per the TOSA 1.0 spec (the caller, ops/control_flow.py, ensures it).
         """
         return self._record(op, inputs, outputs, tuple(b.name for b in blocks), blocks)
+
+    def op_multi(self, op: Op, inputs: Sequence[T], results: Sequence[tuple[Sequence[int], DType]],
+                 *attr_args) -> list[T]:
+        """Record `op` with several outputs (RFFT2D: real, imaginary), one per (shape, dtype) in `results`."""
+        return self._record(op, inputs, results, attr_args)
 
     def producer(self, t: T) -> _PendingOp | None:
         return self._producer.get(t.name)

@@ -48,6 +48,7 @@ class LoweringContext:
     def __init__(self, spec: TosaSpecification, builder: TosaGraphBuilder) -> None:
         self.spec = spec
         self.b = builder
+        builder.int16_extension = spec.support_extension("int16")
         self.values: dict[Node, Any] = {}
         # A trial lowering (trial_lowering.py) sets this: a rule that reads past its own arguments (a
         # neighbour's weight) gets that node's value as the partition boundary would give it.

@@ -136,6 +136,10 @@ PIXEL_SHUFFLE = _cases("pixel_shuffle", [
     ("shuffle3_rank3", lambda s, x: F.pixel_shuffle(x, 3), [(9, 2, 2)]),
     ("unshuffle2", lambda s, x: F.pixel_unshuffle(x, 2), [(1, 2, 4, 6)]),
     ("shuffle_rank5", lambda s, x: F.pixel_shuffle(x, 2), [(2, 1, 4, 2, 3)]),
+    ("unshuffle_rank5", lambda s, x: F.pixel_unshuffle(x, 2), [(2, 3, 2, 4, 6)]),
+    ("unshuffle3_rank3", lambda s, x: F.pixel_unshuffle(x, 3), [(2, 6, 3)]),
+    ("shuffle_module_after_conv", lambda s, x: s.shuffle(s.conv(x)), [(1, 3, 5, 4)],
+     {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 8, 3, padding=1), "shuffle": torch.nn.PixelShuffle(2)}}),
 ])
 
 POOL_1D_ADAPTIVE = _cases("pool_1d_adaptive", [
@@ -190,10 +194,15 @@ CONTROL_FLOW = _cases("control_flow", [
     ("while_float_state", _while_float_state, [(3,)], {"attrs": lambda: {"k": torch.full((3,), 0.5)}}),
 ], spec_extra="+cf")
 
-# -- TOSA 1.1 ops -----------------------------------------------------------------------------------
+# -- TOSA 1.0's FFT extension ("+fft": RFFT2D) ------------------------------------------------------
 FFT = _cases("fft", [
-    ("rfft_last_dim", lambda s, x: torch.fft.rfft(x).abs(), [(2, 16)]),
-], profiles=("FP",))
+    ("rfft_last_dim", lambda s, x: torch.view_as_real(torch.fft.rfft(x)), [(2, 16)]),
+    ("rfft_rank3_ortho", lambda s, x: torch.view_as_real(torch.fft.rfft(x, norm="ortho")), [(2, 3, 8)]),
+    ("rfft2", lambda s, x: torch.view_as_real(torch.fft.rfft2(x)), [(1, 2, 8, 16)]),
+    ("rfft2_forward", lambda s, x: torch.view_as_real(torch.fft.rfft2(x, norm="forward")) * 2, [(4, 32)]),
+    ("rfft_abs", lambda s, x: torch.fft.rfft(x).abs(), [(2, 16)]),  # complex abs: stays on the CPU
+    ("rfft_not_pow2", lambda s, x: torch.view_as_real(torch.fft.rfft(x)), [(2, 12)]),  # CPU
+], profiles=("FP",), spec_extra="+fft")
 
 TABLES: dict[str, list[OpCase]] = {
     "flip": FLIP, "cumsum": CUMSUM, "slice_select_scatter": SCATTER, "views": VIEWS, "stack": STACK,

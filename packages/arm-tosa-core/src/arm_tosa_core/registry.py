@@ -180,8 +180,8 @@ def legal_dtypes(spec: TosaSpecification) -> set[torch.dtype]:
     dtypes = {torch.bool}
     if spec.support_float():
         dtypes |= _FLOAT | ({torch.bfloat16} if spec.support_extension("bf16") else set())
-    if spec.support_integer():
-        dtypes |= _INTEGER | ({torch.int16} if spec.support_extension("int16") else set())
+    if spec.support_integer():  # plain int16 tensors are PRO-INT (int16 *activations* need EXT-INT16)
+        dtypes |= _INTEGER | {torch.int16}
     return dtypes
 
 
@@ -273,6 +273,17 @@ def is_control_flow(node: Node) -> bool:
     return node.op == "call_function" and node.target in CONTROL_FLOW_OPS
 
 
+def _lowers_int16(entry: OpEntry, node: Node) -> bool:
+    """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
+    of the node), else by quant kind (a TABLE's int16 form is checked code by code: `ops.table16`)."""
+    flag = entry.extra.get("int16")
+    if callable(flag):
+        return bool(flag(node))
+    if flag is not None:
+        return bool(flag)
+    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY, Quant.TABLE)
+
+
 def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     """Why `node` cannot be lowered for `spec`, in words; None when it can."""
     entry = lookup(node.target)
@@ -294,15 +305,23 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         reason = entry.int_path()
         if reason:
             return reason
-        if _activation_dtype(node) == torch.int16 and not entry.extra.get("int16", entry.quant in (
-                Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)):
+        if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
+        if _activation_dtype(node) == torch.int16 and entry.quant == Quant.TABLE and entry.int_lower is None:
+            # the interpolated table, checked code by code against fake-quant
+            from .ops.table16 import int16_table_reason
+
+            reason = int16_table_reason(node)
+            if reason:
+                return reason
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
     fp_only = not spec.support_integer()
     for where, meta in tensor_metas(node):
-        if meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
+        if meta.dtype.is_complex and entry.extra.get("complex_values"):
+            pass  # carried inside the graph as its real view (the family's rule keeps it off the boundary)
+        elif meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
             hint = ""
             if meta.dtype.is_floating_point and not spec.support_float():
                 hint = " (quantize the model, or use a spec with the FP profile)"

@@ -97,5 +97,6 @@ def _version_message(major: int, minor: int, text: str, valid: str) -> str:
     if (major, minor) == (1, 1):
         return (f"TOSA 1.1 ({text!r}) is not supported: tosa-tools ships it only as a draft (its serializer "
                 "stamps 1.1.0-draft, vela reads 1.0), so this toolkit emits TOSA 1.0 graphs; write the same "
-                "profiles and extensions after \"TOSA-1.0\"; " + valid)
+                "profiles and extensions after \"TOSA-1.0\" (the FFT operators are in 1.0's fft extension: "
+                "\"TOSA-1.0+FP+fft\"); " + valid)
     return f"unsupported TOSA version {major}.{minor} in {text!r}: only 1.0 is supported; {valid}"

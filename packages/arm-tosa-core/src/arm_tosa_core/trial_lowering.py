@@ -112,7 +112,7 @@ def _is_tensor_value(value) -> bool:
 
 
 def _trial_nodes(node: Node) -> list[Node] | None:
-    """`node` with the dequantizes and compile-time constants feeding it (topological order), or None
+    """`node` with the dequantizes, compile-time constants and complex values feeding it (topological order), or None
     when a trial cannot stand in for the real lowering (an input carried as integers whose qparams
     come from a node outside this set)."""
     order: list[Node] = []
@@ -123,7 +123,8 @@ def _trial_nodes(node: Node) -> list[Node] | None:
             if a in seen:
                 continue
             seen.add(a)
-            if a.op == "call_function" and (is_dequantize(a) or registry.is_compile_time_constant(a)):
+            if a.op == "call_function" and (is_dequantize(a) or registry.is_compile_time_constant(a)
+                                            or _is_complex(a)):
                 if not visit(a):
                     return False
                 order.append(a)
@@ -132,6 +133,12 @@ def _trial_nodes(node: Node) -> list[Node] | None:
         return True
 
     return order + [node] if visit(node) else None
+
+
+def _is_complex(node: Node) -> bool:
+    """A complex value (an FFT's result) is never a graph input: its producer joins the trial."""
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype.is_complex
 
 
 def trial_reason(ep: ExportedProgram, node: Node, spec: TosaSpecification) -> str | None:

@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     activations,
+    adaptive_pooling,
     attention,
     composed_math,
     control_flow,
@@ -9,6 +10,7 @@ from . import (  # noqa: F401
     data_movement,
     division,
     elementwise,
+    fft,
     indexing,
     matmul,
     normalization,

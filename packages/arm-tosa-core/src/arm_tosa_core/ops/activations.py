@@ -51,10 +51,11 @@ def clamp_value(ctx: LoweringContext, x: Value, lo: float | None, hi: float | No
     """CLAMP x to [lo, hi] (None = unbounded), in x's layout.
 
     TOSA 1.0 has no int32 CLAMP in any profile (only int8/int16 and float): int32 (and int64, carried
-    as int32) clamps become MAXIMUM/MINIMUM, which the INT profile has for int32.
+    as int32) clamps become MAXIMUM/MINIMUM, which the INT profile has for int32; so do int16 clamps
+    without the int16 extension (the builder widens them to int32 and back).
     """
     dt = tosa_dtype(dtype)
-    if dt == DType.INT32:
+    if dt == DType.INT32 or (dt == DType.INT16 and not ctx.spec.support_extension("int16")):
         return _int32_clamp(ctx, x, lo, hi, shape, dtype)
     info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
     lo = info.min if lo is None else lo

@@ -10,8 +10,8 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import Quant, register_op, register_quant_aliases
-from . import pooling  # noqa: F401  (registers the families aliased below)
+from ..registry import Quant, register_int_rule, register_op, register_quant_aliases
+from . import adaptive_pooling, pooling  # noqa: F401  (register the families aliased below)
 from .common import arg
 from .shape_ops import _slice
 
@@ -19,11 +19,11 @@ aten = torch.ops.aten
 
 # Export-time ops that decompose into SHARED/REDUCE families: annotate them like those families.
 register_quant_aliases("cat", aten.stack.default)
-register_quant_aliases("view", aten.unflatten.int, aten.squeeze.default, aten.pixel_shuffle.default,
-                       aten.pixel_unshuffle.default, aten.unfold.default)
+register_quant_aliases("view", aten.unflatten.int, aten.squeeze.default, aten.unfold.default)
 register_quant_aliases("expand", aten.repeat_interleave.self_int)
 register_quant_aliases("max_pool2d", aten.max_pool1d.default)
-register_quant_aliases("adaptive_pool2d", aten.adaptive_avg_pool1d.default, aten.adaptive_max_pool1d.default)
+register_quant_aliases("adaptive_pool2d", aten.adaptive_avg_pool1d.default)
+register_quant_aliases("adaptive_max_pool2d", aten.adaptive_max_pool1d.default)
 
 
 @register_op("flip", [aten.flip.default], quant=Quant.SHARED,
@@ -38,6 +38,43 @@ def lower_flip(ctx: LoweringContext, node: Node) -> Value:
         if x.shape[dim] > 1:
             t = ctx.b.op(Op.REVERSE, [t], t.shape, t.dtype, x.perm.index(dim))
     return Value(x.shape, x.dtype, tensor=t, perm=x.perm, qparams=x.qparams)
+
+
+def _shuffle_geometry(node: Node) -> tuple[int, int, int, int, int, bool]:
+    """(folded batch B, channels C of the shuffled side, H, W of the unshuffled side, factor r,
+    shuffle?) for pixel_shuffle / pixel_unshuffle: the pixels live in [B, C, r, r, H, W] on one side
+    and [B, C, H, r, W, r] on the other."""
+    shuffle = "pixel_shuffle" in str(node.target)
+    r = node.args[1]
+    small = node.args[0].meta["val"].shape if shuffle else node.meta["val"].shape  # [*, C*r*r, H, W]
+    batch = 1
+    for d in small[:-3]:
+        batch *= d
+    return batch, small[-3] // (r * r), small[-2], small[-1], r, shuffle
+
+
+def _shuffle_support(node: Node, spec) -> str | None:
+    if node.args[0].meta["val"].dim() < 3:
+        return "pixel (un)shuffle needs a [*, C, H, W] input"
+    return None
+
+
+@register_op("pixel_shuffle", [aten.pixel_shuffle.default, aten.pixel_unshuffle.default], support=_shuffle_support,
+             quant=Quant.SHARED, preserve=True)
+def lower_pixel_shuffle(ctx: LoweringContext, node: Node) -> Value:
+    """RESHAPE to rank 5 with batch and channels folded, one TRANSPOSE, RESHAPE back.
+
+    Kept whole (`preserve`): exir's decomposition reshapes to rank 2 + 5 dims, which for a rank-5 input
+    is rank 7, past TOSA's limit of 6."""
+    x = ctx.val(node.args[0])
+    shape, dtype = ctx.out_meta(node)
+    batch, c, h, w, r, shuffle = _shuffle_geometry(node)
+    blocks, pixels = [batch * c, r, r, h, w], [batch * c, h, r, w, r]
+    source, order = (blocks, (0, 3, 1, 4, 2)) if shuffle else (pixels, (0, 2, 4, 1, 3))
+    if x.is_const:
+        return ctx.constant(x.const.reshape(source).permute(*order).reshape(shape))
+    t = ctx.b.transpose(ctx.b.reshape(ctx.tensor(x, layout.identity(x.rank)), source), order)
+    return ctx.from_tensor(ctx.b.reshape(t, shape), shape, dtype)
 
 
 def _scatter_window(node: Node) -> tuple[int, int, int]:
@@ -63,9 +100,12 @@ def _scatter_support(node: Node, spec) -> str | None:
 
 
 @register_op("scatter_slice", [aten.slice_scatter.default, aten.select_scatter.default],
-             support=_scatter_support, quant=Quant.SHARED, shared_inputs=2)
+             support=_scatter_support, quant=Quant.SHARED, shared_inputs=2, preserve=True)
 def lower_slice_scatter(ctx: LoweringContext, node: Node) -> Value:
-    """x[..., start:end, ...] = src as CONCAT(x before, src, x after) along dim."""
+    """x[..., start:end, ...] = src as CONCAT(x before, src, x after) along dim.
+
+    Kept whole (`preserve`): exir would otherwise decompose select_scatter into arange + eq + where, whose
+    arange has no INT lowering (a quantized select_scatter would then stay on the CPU)."""
     x, src = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, dtype = ctx.out_meta(node)
     dim, start, end = _scatter_window(node)
@@ -182,15 +222,18 @@ def _cumsum_support(node: Node, spec) -> str | None:
     val = node.meta["val"]
     if val.dtype != torch.float32 or node.args[0].meta["val"].dtype != torch.float32:
         return (f"cumsum on {node.args[0].meta['val'].dtype} -> {val.dtype} is not lowered: only float32 "
-                "(a MATMUL with a triangular constant; TOSA has no scan operator)")
+                "or quantized int8 (a MATMUL with a triangular constant; TOSA has no scan operator)")
     if val.dim() == 0 or val.shape[node.args[1] % val.dim()] > _CUMSUM_MAX:
         return f"cumsum over more than {_CUMSUM_MAX} elements (or of a scalar) is not lowered"
     return None
 
 
-@register_op("cumsum", [aten.cumsum.default], support=_cumsum_support, profiles=("FP",))
+@register_op("cumsum", [aten.cumsum.default], support=_cumsum_support, quant=Quant.REDUCE, int16=False)
 def lower_cumsum(ctx: LoweringContext, node: Node) -> Value:
-    """TOSA has no scan: y[..., j] = sum_i x[..., i] * T[i, j] with T upper-triangular ones (one MATMUL)."""
+    """TOSA has no scan: y[..., j] = sum_i x[..., i] * T[i, j] with T upper-triangular ones (one MATMUL).
+
+    Quantized (int8): the same MATMUL on the int8 codes with the input zero point and an int8 triangle,
+    accumulated exactly in int32 (scale = the input's); the following RESCALE is the only rounding."""
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
     if x.is_const:
@@ -201,7 +244,18 @@ def lower_cumsum(ctx: LoweringContext, node: Node) -> Value:
     rows = _numel(shape) // length
     b = ctx.b
     a = b.reshape(ctx.tensor(x, order), [1, rows, length])
-    tri = b.const(torch.triu(torch.ones(length, length)).reshape(1, length, length), DType.FP32)
-    zps = [b.zero_point(DType.FP32), b.zero_point(DType.FP32)]
-    y = b.op(Op.MATMUL, [a, tri, *zps], [1, rows, length], DType.FP32)
-    return ctx.from_tensor(b.reshape(y, layout.apply(shape, order)), shape, dtype, order)
+    quantized = x.qparams is not None
+    elem = DType.INT8 if quantized else DType.FP32
+    tri = b.const(torch.triu(torch.ones(length, length)).reshape(1, length, length), elem)
+    zps = [b.zero_point(elem, x.qparams.zero_point if quantized else 0), b.zero_point(elem)]
+    y = b.op(Op.MATMUL, [a, tri, *zps], [1, rows, length], DType.INT32 if quantized else DType.FP32)
+    out = ctx.from_tensor(b.reshape(y, layout.apply(shape, order)), shape,
+                          torch.int32 if quantized else dtype, order)
+    if quantized:
+        from ..quantized import QParams
+
+        out.qparams = QParams.accumulator(float(x.qparams.scale))
+    return out
+
+
+register_int_rule("cumsum")(lower_cumsum)

@@ -201,7 +201,7 @@ def _evaluate(node: Node) -> torch.Tensor:
     return aten_target(node.target)(*[concrete(a) for a in node.args], **kwargs)
 
 
-@register_op("tensor_factory", sorted(_FACTORIES, key=str), support=_factory_support, profiles=("FP",))
+@register_op("tensor_factory", sorted(_FACTORIES, key=str), support=_factory_support)
 def lower_tensor_factory(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     return ctx.constant(_evaluate(node).to(dtype).reshape(shape))

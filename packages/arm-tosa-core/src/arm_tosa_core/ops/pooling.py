@@ -1,6 +1,5 @@
-"""Pooling (FP), run in NHWC like convolution: max_pool2d (dilated too), avg_pool2d, and adaptive avg/max pooling
-when the input divides evenly into the output. A 1x1 adaptive average (kept whole, or the mean.dim
-exir makes of it) is lowered by `reductions` as a mean over H, W, with `global_avg_pool` where it fits.
+"""Pooling, run in NHWC like convolution: max_pool2d (dilated too) and avg_pool2d, FP and INT, and the
+`pool` helper that adaptive pooling (`adaptive_pooling`) uses when the input divides evenly.
 
 TOSA pools take the padding as an attribute and leave padded positions out of both the max and the
 average divisor, and need `(size + pad_lo + pad_hi - kernel) % stride == 0`. The rule works out, per
@@ -24,10 +23,7 @@ from ..registry import Quant, aten_target, register_int_rule, register_op
 from .common import arg
 from .elementwise import nan_propagate
 from .reductions import (
-    ADAPTIVE_AVG_POOLS,
     float_only,
-    lower_sum_mean,
-    lower_sum_mean_int,
     scale,
     values_only,
 )
@@ -117,15 +113,17 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
 def _window_sum_int(ctx: LoweringContext, x: Value, t: T, kernel, stride, pads, out4, out_shape, dtype,
                     batched: bool) -> Value:
     """Exact window sums of a quantized value: DEPTHWISE_CONV2D with all-ones int8 weights, an int32
-    accumulator in units of the input scale (TOSA's integer AVG_POOL2D would round the average first)."""
+    accumulator (INT48 for int16 input) in units of the input scale (TOSA's integer AVG_POOL2D would round
+    the average first)."""
     from ..quantized import QParams
 
     channels = t.shape[3]
+    acc = DType.INT48 if t.dtype == DType.INT16 else DType.INT32  # TOSA's int16 x int8 accumulator
     ones = ctx.b.const(torch.ones(kernel[0], kernel[1], channels, 1, dtype=torch.int8), DType.INT8)
-    bias = ctx.b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32)
+    bias = ctx.b.const(torch.zeros(channels, dtype=torch.int64 if acc == DType.INT48 else torch.int32), acc)
     zps = [ctx.b.zero_point(t.dtype, x.qparams.zero_point), ctx.b.zero_point(DType.INT8)]
-    y = ctx.b.op(Op.DEPTHWISE_CONV2D, [t, ones, bias, *zps], layout.apply(out4, NHWC), DType.INT32, pads,
-                 list(stride), [1, 1], False, DType.INT32)
+    y = ctx.b.op(Op.DEPTHWISE_CONV2D, [t, ones, bias, *zps], layout.apply(out4, NHWC), acc, pads,
+                 list(stride), [1, 1], False, acc)
     value = Value(tuple(out4), torch.int32, tensor=y, perm=NHWC, qparams=QParams.accumulator(x.qparams.scale))
     return value if batched else ctx.reshape(value, out_shape)
 
@@ -164,7 +162,8 @@ def pool_window(node: Node) -> tuple[list[int], list[int], list[int]]:
 
 def _max_pool_support(node: Node, spec) -> str | None:
     kernel, stride, _ = pool_window(node)
-    reason = float_only(node, "max_pool2d") or _window_reason(node, kernel, stride)
+    # MAX_POOL2D takes int8 in PRO-INT (int16 in EXT-INT16): plain integer tensors need no quantization
+    reason = float_only(node, "max_pool2d", spec, (torch.int8, torch.int16)) or _window_reason(node, kernel, stride)
     if reason is None and aten_target(node.target) is aten.max_pool2d_with_indices.default:
         reason = values_only(node)
     return reason
@@ -258,7 +257,8 @@ def _avg_pool_support(node: Node, spec) -> str | None:
     return float_only(node, "avg_pool2d") or _window_reason(node, kernel, stride)
 
 
-@register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE)
+@register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE,
+             quant_aliases=[aten.avg_pool1d.default])  # avg_pool1d: unsqueeze + avg_pool2d after export
 def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
     kernel, stride, padding = pool_window(node)
     divisor = arg(node, 6, "divisor_override")
@@ -268,44 +268,6 @@ def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
         return scale(ctx, y, kernel[0] * kernel[1] / divisor)
     mode = "include" if arg(node, 5, "count_include_pad", True) else "exclude"
     return pool(ctx, node, Op.AVG_POOL2D, kernel, stride, padding, mode)
-
-
-# -- adaptive pooling --------------------------------------------------------------------------
-def _adaptive_window(node: Node) -> tuple[list[int], list[int]]:
-    """(input H, W), (output H, W) of an adaptive pool (output 0's shape when it returns indices too)."""
-    out = node.meta["val"]
-    out = out[0] if isinstance(out, (tuple, list)) else out
-    return list(node.args[0].meta["val"].shape[-2:]), list(out.shape[-2:])
-
-
-def _adaptive_support(node: Node, spec) -> str | None:
-    in_hw, out_hw = _adaptive_window(node)
-    if any(o == 0 or i % o for i, o in zip(in_hw, out_hw, strict=True)):
-        return (f"adaptive pooling from {in_hw[0]}x{in_hw[1]} to {out_hw[0]}x{out_hw[1]} is not lowered: "
-                "the input does not divide evenly into the output, so windows differ in size")
-    kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
-    reason = float_only(node, "adaptive pooling") or _window_reason(node, kernel, kernel)
-    if reason is None and aten_target(node.target) is aten.adaptive_max_pool2d.default:
-        reason = values_only(node)
-    return reason
-
-
-def _is_global(ctx: LoweringContext, node: Node) -> bool:
-    """An adaptive pool of a rank-4 value to 1x1: the mean over H and W (see reductions)."""
-    return _adaptive_window(node)[1] == [1, 1] and ctx.val(node.args[0]).rank == 4
-
-
-@register_op("adaptive_pool2d", [*ADAPTIVE_AVG_POOLS, aten.adaptive_max_pool2d.default],
-             support=_adaptive_support, quant=Quant.REDUCE, preserve=True, preserve_for_speed=True)
-def lower_adaptive_pool2d(ctx: LoweringContext, node: Node):
-    in_hw, out_hw = _adaptive_window(node)
-    kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
-    if aten_target(node.target) is aten.adaptive_max_pool2d.default:
-        return (pool(ctx, node, Op.MAX_POOL2D, kernel, kernel, [0, 0], "exclude"), None)
-    if _is_global(ctx, node):
-        # global average: lowered like the mean exir would make of it (no TRANSPOSE on NCHW input)
-        return lower_sum_mean(ctx, node)
-    return pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "exclude")
 
 
 def window_divisors(node: Node, in_hw, out_hw) -> torch.Tensor:
@@ -367,13 +329,3 @@ def lower_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
     # sum / divisor: the exact int32 window sum, with the divisor folded into its scale
     y.qparams = QParams.accumulator(float(y.qparams.scale) / divisor)
     return y
-
-
-@register_int_rule("adaptive_pool2d")
-def lower_adaptive_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
-    if aten_target(node.target) not in ADAPTIVE_AVG_POOLS:
-        raise ValueError("quantized adaptive max pooling is not lowered")
-    if _is_global(ctx, node):
-        # global average: the same exact integer lowering as the spatial mean exir makes of it
-        return lower_sum_mean_int(ctx, node)
-    return lower_adaptive_pool2d(ctx, node)

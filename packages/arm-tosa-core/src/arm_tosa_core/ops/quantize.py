@@ -18,6 +18,8 @@ from ..quantized import QParams, is_quantize, qd, qparams_of, requantize
 from ..registry import aten_target, register_op
 from .elementwise import nan_propagate
 
+aten = torch.ops.aten
+
 
 def _const_of(ctx: LoweringContext):
     def resolve(node):
@@ -99,11 +101,14 @@ def lower_shared(ctx: LoweringContext, node: Node, fp_rule) -> Value:
 
 
 def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
-    """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes."""
+    """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes; int16
+    activations use the interpolated 513-entry table (`table16`) and one RESCALE by 1/128."""
     x = ctx.val(node.args[0])
     qin, qout = x.qparams, output_qparams(node)
+    if qin.dtype == torch.int16 and qout.dtype == torch.int16:
+        return _lower_table16(ctx, node, x, qout)
     if qin.dtype != torch.int8 or qout.dtype != torch.int8:
-        raise ValueError("TABLE lowering is implemented for int8 only")
+        raise ValueError(f"TABLE lowering takes int8 -> int8 or int16 -> int16, not {qin.dtype} -> {qout.dtype}")
     codes = torch.arange(-128, 128, dtype=torch.float32)
     real = (codes - qin.zero_point) * float(qin.scale)
     fn = aten_target(node.target)
@@ -114,6 +119,20 @@ def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
     out = ctx.emit(Op.TABLE, [ctx.tensor(x), t_table], shape, dtype, x.perm, tosa_type=DType.INT8)
     out.qparams = qout
     return out
+
+
+def _lower_table16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> Value:
+    from ..quantized import rescale
+    from .table16 import MAX_LSB, int16_table
+
+    table, error = int16_table(node, x.qparams, qout)
+    if error > MAX_LSB:
+        raise ValueError(f"the int16 TABLE would be {error:.0f} LSB off fake-quant")
+    shape, dtype = ctx.out_meta(node)
+    t_table = ctx.b.const(table.numpy(), DType.INT16)
+    acc = ctx.b.op(Op.TABLE, [ctx.tensor(x), t_table], ctx.tensor(x).shape, DType.INT32)
+    out = rescale(ctx.b, acc, 1 / 128, 0, 0, DType.INT16)  # 1/128 output codes -> codes, rounded
+    return Value(shape, dtype, tensor=out, perm=x.perm, qparams=qout)
 
 
 def clamp_quantized(ctx: LoweringContext, node: Node, lo: float | None, hi: float | None) -> Value:

@@ -47,6 +47,15 @@ def as_runtime(ctx: LoweringContext, x: Value, dtype: DType | None = None) -> Va
     return ctx.from_tensor(t, x.shape, x.dtype)
 
 
+def to_int32(ctx: LoweringContext, x: Value) -> Value:
+    """An integer or bool value as int32 (a CAST unless it already is one)."""
+    x = as_runtime(ctx, x)
+    if x.tensor.dtype == DType.INT32:
+        return x
+    t = ctx.b.op(Op.CAST, [x.tensor], x.tensor.shape, DType.INT32)
+    return Value(x.shape, torch.int32, tensor=t, perm=x.perm)
+
+
 def reduce(ctx: LoweringContext, x: Value, op: Op, dims: Sequence[int], *attr) -> Value:
     """REDUCE_`op` over logical `dims` (keepdim) in x's layout; size-1 dims cost nothing.
 
@@ -143,8 +152,13 @@ def values_only(node: Node) -> str | None:
     return None
 
 
-def float_only(node: Node, what: str) -> str | None:
+def float_only(node: Node, what: str, spec=None, integers: Sequence[torch.dtype] = ()) -> str | None:
+    """Why `what` of a non-float input is not lowered; inputs of a dtype in `integers` are, under a
+    `spec` with the INT profile (int16 only with its extension)."""
     dtype = node.args[0].meta["val"].dtype
+    if spec is not None and spec.support_integer() and dtype in integers \
+            and (dtype != torch.int16 or spec.support_extension("int16")):
+        return None
     if not dtype.is_floating_point:
         return (f"{what} of {dtype} tensors is not lowered (FP profile; cast to float first, or "
                 "quantize the model for the INT profile)")
@@ -152,12 +166,21 @@ def float_only(node: Node, what: str) -> str | None:
 
 
 # -- sum / mean --------------------------------------------------------------------------------
+_SUMS = (aten.sum.dim_IntList, aten.sum.default)
+_SUMMED_INTEGERS = (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
 def _sum_mean_support(node: Node, spec) -> str | None:
+    dtype, out = node.args[0].meta["val"].dtype, node.meta["val"].dtype
+    if aten_target(node.target) in _SUMS and dtype in _SUMMED_INTEGERS and not node.meta.get("arm_quantized"):
+        if not spec.support_integer():
+            return (f"sum of {dtype} tensors needs the INT profile (TOSA 1.0 REDUCE_SUM on int32 is PRO-INT); "
+                    f"under {spec} it runs on the CPU")
+        return None if out in (torch.int32, torch.int64) else f"sum of {dtype} into {out} is not lowered"
     reason = float_only(node, "sum/mean")
     if reason:
         return reason
-    out = node.meta["val"].dtype
-    if out != node.args[0].meta["val"].dtype:
+    if out != dtype:
         return f"sum/mean with an output dtype ({out}) other than the input's is not lowered"
     return None
 
@@ -194,6 +217,8 @@ def pools_in_place(x: Value) -> bool:
              support=_sum_mean_support, quant=Quant.REDUCE)
 def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
+    if not x.dtype.is_floating_point and not node.meta.get("arm_quantized"):
+        x = to_int32(ctx, x)  # torch sums integers (and bools) into int64, carried as int32
     dims, keepdim = _sum_mean_dims(node, x.rank)
     if is_spatial_mean(node, x, dims) and pools_in_place(x):
         from .pooling import global_avg_pool
