@@ -93,3 +93,26 @@ def test_rank0_values_keep_rank0(name, fn, shape):
     check = check_lowering(module, inputs, case=name)
     first = check.outputs[0] if isinstance(check.outputs, tuple) else check.outputs
     assert first.shape == ()
+
+
+class _ConvCondConv(torch.nn.Module):
+    """cond between convolutions: its operands leave the NHWC layout, its results go back to it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1, self.c2 = torch.nn.Conv2d(3, 4, 3, bias=False), torch.nn.Conv2d(4, 2, 1)
+
+    def forward(self, x):
+        y = self.c1(x)  # no bias: negating x negates the predicate's mean, so -x takes the other branch
+        z = torch.cond(y.mean() > 0, lambda a, b: (a * 2 + b, a.clone()), lambda a, b: (a - b, b.clone()), (y, y))
+        return self.c2(z[0] + z[1])
+
+
+def test_cond_between_convolutions_in_either_layout():
+    module, x = _ConvCondConv().eval(), torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+    edge = lower(module, (x,), spec="TOSA-1.0+FP+cf")
+    assert not partition_report(edge).cpu_nodes, partition_report(edge)
+    assert (module.c1(x).mean() > 0) != (module.c1(-x).mean() > 0)
+    for inputs in ((x,), (-x,)):
+        _check_runs(edge, module, inputs)

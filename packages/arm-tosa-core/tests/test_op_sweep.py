@@ -22,7 +22,7 @@ def test_sampled_sweep_never_crashes():
 
 def test_sweep_covers_every_registry_family():
     """New families are swept with no change to the generator: every family but quantize/dequantize
-    gets at least one case eager PyTorch accepts."""
+    and the control-flow HOPs gets at least one case eager PyTorch accepts."""
     from arm_tosa_core import registry
 
     cases = [c for c in op_sweep.generate() if op_sweep.valid(c)]

@@ -188,7 +188,9 @@ CONTROL_FLOW = _cases("control_flow", [
     ("cond_scalar_pred", _cond_sum, [(2, 3)]),
     ("cond_two_operands", _cond_two_operands, [(4,), (4,)]),
     ("while_loop_counter", _while_double, [(3, 2)]),  # int64 counter: FP alone has no int32 compare
-    ("cond_nested", _cond_nested, [(2, 3)]),
+    # FP only: torchao's convert_pt2e fails on a nested cond (its DuplicateDQPass lint: "Node true_graph_0
+    # ... references nonexistent attribute true_graph_0"), inside PT2E, before this toolkit runs
+    ("cond_nested", _cond_nested, [(2, 3)], {"profiles": ("FP",)}),
     ("while_float_state", _while_float_state, [(3,)], {"attrs": lambda: {"k": torch.full((3,), 0.5)}}),
 ], spec_extra="+cf")
 
