@@ -1,16 +1,20 @@
 """Eager PyTorch CUDA baseline on the device machine (its own torch): median ms per call over 200 runs,
-input upload and output readback included, same seeded models as the .pte files."""
+input upload and output readback included, same seeded models as the .pte files.
+
+    python3 eager_cuda.py [IO_DIR]   # IO_DIR: ncnn_peer.py's export folder; adds max_rel_err vs <stem>.ref.f32
+"""
 
 import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import example_models
 import torch
 
 
-def bench(name: str, size: int, half: bool, runs: int = 200, warmup: int = 20) -> dict:
+def bench(name: str, size: int, half: bool, io: Path | None, runs: int = 200, warmup: int = 20) -> dict:
     model, (x,) = example_models.get_example(name).build(input_size=size)
     model = model.cuda()
     if half:
@@ -24,12 +28,18 @@ def bench(name: str, size: int, half: bool, runs: int = 200, warmup: int = 20) -
             t1 = time.perf_counter()
             if i >= warmup:
                 times.append((t1 - t0) * 1000)
-    return {"model": f"{name}_{size}_{'fp16' if half else 'fp32'}", "eager_cuda_median_ms": statistics.median(times),
-            "eager_cuda_min_ms": min(times), "checksum": float(y.sum())}
+    row = {"engine": "eager-cuda", "model": f"{name}_{size}_{'fp16' if half else 'fp32'}", "runs": runs,
+           "median_ms": statistics.median(times), "min_ms": min(times), "checksum": float(y.sum())}
+    ref_file = io / f"{name}_{size}.ref.f32" if io else None
+    if ref_file and ref_file.exists():
+        ref = torch.from_file(str(ref_file), size=y.numel(), dtype=torch.float32)
+        row["max_rel_err"] = float((y.reshape(-1) - ref).abs().max() / ref.abs().max())
+    return row
 
 
 if __name__ == "__main__":
+    io = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     print(torch.__version__, torch.cuda.get_device_name(0), file=sys.stderr)
     for name, size in (("mobilenet_v2", 224), ("llama_block", 8), ("llama_block", 128)):
         for half in (False, True):
-            print(json.dumps(bench(name, size, half)), flush=True)
+            print(json.dumps(bench(name, size, half, io)), flush=True)

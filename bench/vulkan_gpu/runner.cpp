@@ -1,14 +1,18 @@
 // Times a .pte through the ExecuTorch runtime (libexecutorch.so) with the Vulkan compute delegate
 // (libvulkan_delegate_runtime.so, loaded with dlopen, registered by its runtime_cpp_register_vulkan_delegate()):
 // no torch needed.
-//   vkdg_runner model.pte N C H W [runs=200] [warmup=20]   (input dims: any rank, given as numbers)
+//   vkdg_runner model.pte N C H W [--runs 200] [--lib path] [--input x.bin] [--ref y.bin]
+// Input dims: any rank, given as numbers. --input: raw float32 input (else a fixed pattern); --ref: raw
+// float32 expected output, reported as max|y-ref|/max|ref| ("max_rel_err").
 // Prints one JSON line: median/min/mean milliseconds per call, input upload and output readback included.
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -22,6 +26,18 @@ using executorch::aten::TensorImpl;
 using executorch::extension::module::Module;
 using executorch::runtime::EValue;
 
+// Whole file as float32 values; empty when it cannot be read or its size is not a multiple of 4.
+static std::vector<float> read_floats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return {};
+  std::streamsize bytes = f.tellg();
+  if (bytes <= 0 || bytes % 4) return {};
+  std::vector<float> v(static_cast<size_t>(bytes) / 4);
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(v.data()), bytes);
+  return f ? v : std::vector<float>{};
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s model.pte dims... [--runs N] [--lib path]\n", argv[0]);
@@ -29,11 +45,13 @@ int main(int argc, char** argv) {
   }
   std::vector<TensorImpl::SizesType> sizes;
   int runs = 200, warmup = 20;
-  std::string lib = "libvulkan_delegate_runtime.so";
+  std::string lib = "libvulkan_delegate_runtime.so", input_path, ref_path;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (a == "--lib" && i + 1 < argc) lib = argv[++i];
+    else if (a == "--input" && i + 1 < argc) input_path = argv[++i];
+    else if (a == "--ref" && i + 1 < argc) ref_path = argv[++i];
     else sizes.push_back(std::atoi(argv[i]));
   }
   void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
@@ -51,6 +69,19 @@ int main(int argc, char** argv) {
   for (auto s : sizes) n *= s;
   std::vector<float> data(n);
   for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+  if (!input_path.empty()) {
+    data = read_floats(input_path);
+    if (data.size() != n) {
+      std::fprintf(stderr, "%s: expected %zu float32 values, read %zu\n", input_path.c_str(), n, data.size());
+      return 1;
+    }
+  }
+  std::vector<float> ref;
+  if (!ref_path.empty() && (ref = read_floats(ref_path)).empty()) {
+    std::fprintf(stderr, "cannot read float32 reference %s\n", ref_path.c_str());
+    return 1;
+  }
+  double max_err = -1;  // stays -1 without --ref
   std::vector<TensorImpl::DimOrderType> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
   std::vector<TensorImpl::StridesType> strides(sizes.size());
@@ -73,13 +104,27 @@ int main(int argc, char** argv) {
     }
     if (i == 0) {
       const Tensor& y = out.get()[0].toTensor();
-      for (ssize_t j = 0; j < y.numel(); ++j) checksum += y.const_data_ptr<float>()[j];
+      const float* yp = y.const_data_ptr<float>();
+      for (ssize_t j = 0; j < y.numel(); ++j) checksum += yp[j];
+      if (!ref.empty()) {
+        if (static_cast<size_t>(y.numel()) != ref.size()) {
+          std::fprintf(stderr, "output has %zd values, reference %zu\n", static_cast<ssize_t>(y.numel()), ref.size());
+          return 1;
+        }
+        double err = 0, scale = 0;
+        for (size_t j = 0; j < ref.size(); ++j) {
+          err = std::max(err, static_cast<double>(std::fabs(yp[j] - ref[j])));
+          scale = std::max(scale, static_cast<double>(std::fabs(ref[j])));
+        }
+        max_err = scale > 0 ? err / scale : err;
+      }
     }
     if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size();
   std::printf("{\"pte\": \"%s\", \"runs\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, "
-              "\"checksum\": %.6f}\n", argv[1], runs, ms[ms.size() / 2], ms.front(), mean, checksum);
+              "\"checksum\": %.6f, \"max_rel_err\": %.3g}\n", argv[1], runs, ms[ms.size() / 2], ms.front(), mean,
+              checksum, max_err);
   return 0;
 }

@@ -31,6 +31,12 @@ def test_accuracy_report_and_target_sqnr(tmp_path, capsys):
     assert data["output_db"]["fake_quant"] > 20
     # the .pte on the TOSA reference model matches the fake-quant model's SQNR closely
     assert abs(data["output_db"]["tosa_reference"] - data["output_db"]["fake_quant"]) < 1.0
+    # per layer, the partition's TOSA graph on the reference model (every layer is on the NPU)
+    for row in data["layers"]:
+        assert abs(row["tosa_cumulative_db"] - row["cumulative_db"]) < 1.0, row
+        assert row["tosa_isolated_db"] is not None and row["target_db"] is None
+    assert data["target_note"].startswith("not measured: no Ethos-U NPU or FVP")
+    assert "tosa cum dB" in text.out and "target column: not measured" in text.out
     assert (tmp_path / "tiny_report" / "accuracy.png").stat().st_size > 0
     assert "model output SQNR vs float (3 samples)" in text.out
     assert "target 60.00 dB" in text.out and "get_symmetric_a16w8_quantization_config" in text.out

@@ -5,6 +5,7 @@ import json
 
 import arm_ethosu_test_graphs as graphs
 import pytest
+import torch
 
 from arm_ethosu import (
     ArmCompileSpecBuilder,
@@ -31,9 +32,9 @@ def _settings(spec):
 
 
 @pytest.mark.parametrize("target,tosa,system,mode", [
-    ("ethos-u55-128", "TOSA-1.0+INT+u55", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
-    ("ethos-u65-256", "TOSA-1.0+INT+u55", "Ethos_U65_High_End", "Dedicated_Sram_384KB"),
-    ("ethos-u85-256", "TOSA-1.0+INT", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
+    ("ethos-u55-128", "TOSA-1.0+INT+int16+u55", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos-u65-256", "TOSA-1.0+INT+int16+u55", "Ethos_U65_High_End", "Dedicated_Sram_384KB"),
+    ("ethos-u85-256", "TOSA-1.0+INT+int16", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
 ])  # fmt: skip
 def test_defaults_and_implied_spec(target, tosa, system, mode):
     spec = EthosUCompileSpec(target)
@@ -132,11 +133,13 @@ def test_partitioner_and_quantizer_need_an_ethosu_spec():
     assert EthosUPartitioner(EthosUCompileSpec("ethos-u85-256")).backend_id == "EthosUBackend"
 
 
-def test_quantizer_is_int8_only():
+def test_quantizer_is_int8_by_default_and_takes_a16w8():
     quantizer = EthosUQuantizer(EthosUCompileSpec("ethos-u85-256"))
-    assert quantizer.global_config is not None  # quantizes the whole model by default
-    with pytest.raises(ValueError, match="int8"):
-        quantizer.set_global(get_symmetric_a16w8_quantization_config())
+    assert quantizer.global_config.activation_dtype == torch.int8  # quantizes the whole model by default
+    assert EthosUCompileSpec("ethos-u55-128").tosa_spec.support_extension("int16")  # vela runs EXT-INT16
+    quantizer.set_module_name("features.2", get_symmetric_a16w8_quantization_config())
+    quantizer.set_global(get_symmetric_a16w8_quantization_config())
+    assert quantizer.global_config.activation_dtype == torch.int16
 
 
 def test_family_defaults_come_from_the_bundled_ini():

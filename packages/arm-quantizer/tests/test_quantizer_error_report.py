@@ -47,3 +47,38 @@ def test_int16_simulation_recovers_the_planted_layer():
     planted = next(n for n, o in owners.items() if o == "b")
     assert output_sqnr(quantized, samples, [planted]) > output_sqnr(quantized, samples) + 6
     assert sqnr_db(1.0, 0.0) == math.inf and abs(sqnr_db(100.0, 1.0) - 20.0) < 1e-12
+
+
+def _lowered(quantized, sample):
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
+
+    return to_edge_transform_and_lower(torch.export.export(quantized, sample),
+                                       partitioner=[TOSAPartitioner(TosaCompileSpec("TOSA-1.0+INT"))],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+
+
+def test_tosa_stage_ranks_the_planted_layer_worst_and_tracks_fake_quant(tmp_path):
+    """The lowered INT graph on the reference model, per layer: the planted layer is the worst in
+    every stage, and each TOSA number is within 1 dB of its fake-quant twin except where integer
+    arithmetic really differs (isolated layers reading the planted layer's coarse codes)."""
+    model, samples = pm.build()
+    quantized = pm.quantize(model, samples)
+    report = quantization_error_report(quantized, samples, lowered=_lowered(quantized, samples[0]),
+                                       target_note="the reference model is the target")
+    assert report.stages() == ["isolated_db", "cumulative_db", "tosa_isolated_db", "tosa_cumulative_db"]
+    for stage in report.stages():
+        worst = report.worst(1, by=stage)[0]
+        others = [getattr(r, stage) for r in report.layers if r is not worst]
+        assert worst.module == "b.0" and getattr(worst, stage) < min(others) - 2.0, stage
+    for r in report.layers:
+        assert abs(r.tosa_cumulative_db - r.cumulative_db) < 1.0, r
+        if r.module != "c.0":  # c reads b's 64x-wide codes: accumulator (input x weight) scale 64x coarser
+            assert abs(r.tosa_isolated_db - r.isolated_db) < 1.0, r
+    assert abs(report.output_db["tosa_reference"] - report.output_db["fake_quant"]) < 1.0
+    table = report.format_table(5)
+    assert "tosa iso dB" in table and "target column: the reference model is the target" in table
+    header = report.write_csv(tmp_path / "a.csv").read_text().splitlines()[0]
+    assert "tosa_isolated_db" in header and "tosa_cumulative_db" in header
+    assert report.plot_png(tmp_path / "a.png").stat().st_size > 0

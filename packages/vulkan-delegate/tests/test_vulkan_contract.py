@@ -114,9 +114,14 @@ def test_unknown_compile_option_is_named():
         VulkanPartitioner({"fp16": True})
 
 
-def test_no_device_names_the_fix():
-    env = dict(os.environ, VKDG_DEVICE="no-such-gpu")
-    code = "from vulkan_delegate import device_name\ndevice_name()"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+@pytest.mark.parametrize("var", ["RUNTIME_CPP_VK_DEVICE", "VKDG_DEVICE"])  # the shared name and its alias
+def test_device_override_and_no_device_names_the_fix(var):
+    code = "from vulkan_delegate import device_name\nprint(device_name())"
+    env = {k: v for k, v in os.environ.items() if k not in ("RUNTIME_CPP_VK_DEVICE", "VKDG_DEVICE")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**env, var: "llvmpipe"}, timeout=300)
+    assert proc.returncode == 0 and "llvmpipe" in proc.stdout, proc.stderr[-2000:]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**env, var: "no-such-gpu"}, timeout=300)
     assert proc.returncode != 0
-    assert "VKDG_DEVICE=no-such-gpu" in proc.stderr and "apt-get install" in proc.stderr
+    assert f"{var}=no-such-gpu" in proc.stderr and "apt-get install" in proc.stderr

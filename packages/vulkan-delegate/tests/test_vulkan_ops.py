@@ -22,6 +22,24 @@ def r(*shape):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
 
 
+def _bool_mask(*shape):
+    """A random keep-mask with at least one kept key per row (an all-False row is NaN in torch too)."""
+    m = r(*shape) > 0
+    m[..., 0] = True
+    return m
+
+
+class _ConstMaskAttention(nn.Module):
+    """SDPA with a bool mask held as a buffer: folded into an additive constant at compile time."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.register_buffer("mask", mask)
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+
+
 CASES = {
     # elementwise, broadcast
     "add_bcast": (Fn(lambda a, b: a + b), (r(2, 3, 4), r(4))),
@@ -82,6 +100,17 @@ CASES = {
     "sdpa": (Fn(F.scaled_dot_product_attention), (r(1, 2, 7, 8), r(1, 2, 9, 8), r(1, 2, 9, 8))),
     "sdpa_causal": (Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
                     (r(2, 3, 6, 8), r(2, 3, 6, 8), r(2, 3, 6, 8))),
+    "sdpa_gqa": (Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)),
+                 (r(1, 4, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8))),
+    "sdpa_gqa_causal": (Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)),
+                        (r(2, 6, 6, 8), r(2, 2, 6, 8), r(2, 2, 6, 8))),
+    "sdpa_repeat_kv": (Fn(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1))), (r(1, 4, 5, 8), r(1, 2, 6, 8), r(1, 2, 6, 8))),
+    "sdpa_mask_float": (Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+                        (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8), r(5, 7) * 3)),
+    "sdpa_mask_bool": (Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+                       (r(2, 2, 5, 8), r(2, 2, 7, 8), r(2, 2, 7, 8), _bool_mask(2, 1, 5, 7))),
+    "sdpa_mask_bool_const": (_ConstMaskAttention(_bool_mask(5, 7)), (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8))),
 }
 
 
@@ -92,7 +121,7 @@ def test_op_fp32(name, vk_check):
 
 
 FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv_depthwise", "conv_pointwise", "maxpool",
-               "avgpool", "mean_hw", "softmax", "layer_norm", "view_permute", "cat", "sdpa_causal"]
+               "avgpool", "mean_hw", "softmax", "layer_norm", "view_permute", "cat", "sdpa_causal", "sdpa_gqa_causal", "sdpa_mask_float", "sdpa_mask_bool"]
 
 
 @pytest.mark.parametrize("name", FP16_SAMPLE)

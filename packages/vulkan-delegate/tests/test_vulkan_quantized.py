@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from vulkan_delegate import VulkanQuantizer
+from vulkan_delegate import VulkanQuantizer, partition_report, run_on_vulkan
+from vulkan_delegate.payload import VERSION
 
 
 class MLP(nn.Module):
@@ -32,3 +33,36 @@ def test_quantized_linear(vk_check, bits, group, dynamic):
 def test_quantized_linear_fp16(vk_check):
     q = VulkanQuantizer(bits=8, group_size=16).quantize(MLP().eval())
     vk_check(q, (torch.randn(3, 64),), fp16=True)
+
+
+def test_4bit_odd_sizes(vk_check):
+    """An odd weight count: the last byte holds one nibble."""
+    torch.manual_seed(0)
+    q = VulkanQuantizer(bits=4).quantize(nn.Sequential(nn.Linear(33, 7)).eval())
+    vk_check(q, (torch.randn(3, 33),), tol=1e-3)
+
+
+def test_4bit_weights_take_half_the_bytes(vk_lower):
+    lin = nn.Sequential(nn.Linear(256, 128, bias=False)).eval()
+    x = (torch.randn(1, 256),)
+    sizes = {b: partition_report(vk_lower(VulkanQuantizer(bits=b).quantize(lin), x)).delegates[0][2] for b in (4, 8)}
+    assert sizes[8] - sizes[4] >= 256 * 128 // 2, sizes  # 4-bit: two weights per byte
+
+
+def _payload_version(pte: bytearray, version: int) -> bytes:
+    at = pte.find(b"VKDG")
+    assert at >= 0 and int.from_bytes(pte[at + 4:at + 8], "little") == VERSION
+    pte[at + 4:at + 8] = version.to_bytes(4, "little")
+    return bytes(pte)
+
+
+def test_payload_version_1_still_loads_and_newer_is_refused(vk_lower):
+    """A payload marked version 1 (8-bit weights are laid out as in version 1) still loads and runs;
+    a version this runtime does not know is an error at load time, not a crash or a wrong answer."""
+    q = VulkanQuantizer(bits=8).quantize(MLP().eval())
+    x = torch.randn(2, 64)
+    pte = bytearray(vk_lower(q, (x,)).to_executorch().buffer)
+    y = run_on_vulkan(_payload_version(bytearray(pte), 1), x)
+    assert ((y - q(x)).abs().max() / q(x).abs().max()).item() <= 1e-3
+    with pytest.raises(RuntimeError):
+        run_on_vulkan(_payload_version(bytearray(pte), VERSION + 1), x)

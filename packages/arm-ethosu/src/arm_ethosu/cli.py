@@ -173,14 +173,15 @@ def _verify(pte: bytes, reference_module: torch.nn.Module, inputs) -> tuple[floa
     return max_relative_error(actual, expected)
 
 
-def _accuracy_report(quantized, samples, pte: bytes, report_dir: Path, out) -> str:
-    """Per-layer SQNR (fake-quant stage) plus the output SQNR of the .pte on the reference model."""
+def _accuracy_report(quantized, samples, edge, pte: bytes, own_result: str, report_dir: Path, out) -> str:
+    """Per-layer SQNR (fake-quant and TOSA reference-model stages, the target column as the target
+    says) plus the output SQNR of the .pte on the reference model."""
     if quantized is None:
         return "skipped: the target runs float"
     from arm_quantizer.accuracy import output_error_db, quantization_error_report
     from arm_tosa_core import run_on_reference_model
 
-    report = quantization_error_report(quantized, samples)
+    report = quantization_error_report(quantized, samples, lowered=edge, target_note=own_result)
     try:
         report.output_db["tosa_reference"] = output_error_db(
             quantized, samples, lambda *x: run_on_reference_model(pte, *x))
@@ -262,8 +263,8 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
     if args.accuracy_report:
         with progress.stage("accuracy report") as st:
             # run on the host twin (the deployable .pte has no host graph to execute)
-            st.detail = _accuracy_report(quantized, samples if quantized is not None else [], variants.host,
-                                         report_dir, out)
+            st.detail = _accuracy_report(quantized, samples if quantized is not None else [], edge,
+                                         variants.host, target.own_result, report_dir, out)
     if args.target_sqnr is not None:
         with progress.stage(f"mixed precision search (target {args.target_sqnr:g} dB)") as st:
             st.detail = _target_sqnr(args, model, samples, pte, out)

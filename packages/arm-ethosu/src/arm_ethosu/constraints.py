@@ -80,6 +80,23 @@ def _quant_dtype(node) -> torch.dtype | None:
     return None
 
 
+def _operand_quant_dtype(node, depth: int = 8) -> torch.dtype | None:
+    """`_quant_dtype` of the dequantize an operand comes from, through the views and permutes that
+    exir's decompositions put between them (a 4-d matmul is a bmm of reshaped operands)."""
+    while depth and isinstance(node, Node):
+        dtype = _quant_dtype(node)
+        if dtype is not None:
+            return dtype
+        entry = lookup(node.target) if node.op == "call_function" else None
+        if entry is None or entry.name not in _SHAPE_ONLY or not node.args:
+            return None
+        node, depth = node.args[0], depth - 1
+    return None
+
+
+_SHAPE_ONLY = {"view", "permute", "transpose", "expand", "clone_cast", "slice", "select"}
+
+
 def transposable(shape: tuple[int, ...]) -> bool:
     """Whether vela's U55/U65 TRANSPOSE takes a tensor of this shape (int8/int16, any permutation).
 
@@ -142,9 +159,9 @@ def _u55_dtypes(node: Node, family: str) -> str | None:
             return "REDUCE_MAX/MIN on Ethos-U55/U65 takes int8 or int16 only"
     if entry.name == "matmul" and node.meta.get("arm_quantized"):
         for arg in node.all_input_nodes:
-            dt = _quant_dtype(arg)
+            dt = _operand_quant_dtype(arg)
             if dt is not None and dt != torch.int8:
-                return f"MATMUL on Ethos-U55/U65 takes int8 operands, not {dt}"
+                return f"MATMUL on Ethos-U55/U65 takes int8 operands, not {dt} (vela 5.2)"
     if entry.name in _TRANSPOSING:
         val = _val(node.args[0])
         if val is not None and val.dtype == torch.int32 and val.dim() > 4:

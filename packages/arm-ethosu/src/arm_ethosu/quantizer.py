@@ -1,21 +1,21 @@
-"""EthosUQuantizer: the shared PT2E quantizer, specialised for Ethos-U targets (int8)."""
+"""EthosUQuantizer: the shared PT2E quantizer, specialised for Ethos-U targets (int8, and a16w8 per module)."""
 
 from __future__ import annotations
 
-import torch
-
-from arm_quantizer import QuantizationConfig, TOSAQuantizer, get_symmetric_quantization_config
+from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
 
 from .compile_spec import EthosUCompileSpec
 
 
 class EthosUQuantizer(TOSAQuantizer):
-    """`TOSAQuantizer` for an `EthosUCompileSpec`: int8 activations, int8 weights, int32 bias.
+    """`TOSAQuantizer` for an `EthosUCompileSpec`: int8 activations, int8 weights, int32 bias by default.
 
     The global config defaults to `get_symmetric_quantization_config()` (per-channel weights), so
     `prepare_pt2e(graph_module, EthosUQuantizer(spec))` quantizes the whole model; `set_global`,
     `set_module_name`, `set_module_type` and `set_io` work as in `TOSAQuantizer`.
-    int16 activations are refused: the INT16 paths of the core are not complete enough for vela.
+    `get_symmetric_a16w8_quantization_config()` (int16 activations, int8 weights, int48 accumulators:
+    TOSA EXT-INT16, which the spec includes) works globally or per module; where an int8 layer meets an
+    int16 one, the requantization is one RESCALE inside the same Ethos-U partition.
     """
 
     def __init__(self, compile_spec: EthosUCompileSpec) -> None:
@@ -24,11 +24,3 @@ class EthosUQuantizer(TOSAQuantizer):
                             "build one with EthosUCompileSpec('ethos-u55-128')")
         super().__init__(compile_spec)
         self.global_config = get_symmetric_quantization_config()
-
-    def _check(self, config: QuantizationConfig | None) -> None:
-        if config is not None and isinstance(config, QuantizationConfig) and \
-                config.activation_dtype not in (None, torch.int8):
-            raise ValueError(f"{self.compile_spec.target} is compiled with int8 activations in this "
-                             f"toolkit, not {config.activation_dtype}; use "
-                             "get_symmetric_quantization_config()")
-        super()._check(config)

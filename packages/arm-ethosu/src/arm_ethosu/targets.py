@@ -28,6 +28,8 @@ class CompileTarget:
     name; raise ValueError for ones the target does not take); `partitioner(spec)` and
     `quantizer(spec)` (returning None for float specs) follow. `report(pte_bytes, out_dir)` writes
     the target's report files and returns the text to print (None: the partition report only).
+    `own_result`: what the accuracy report's target column holds for this target (its own result,
+    or why there is none on this machine).
     """
 
     name: str
@@ -35,6 +37,7 @@ class CompileTarget:
     partitioner: Callable[[Any], Any]
     quantizer: Callable[[Any], Any] | None = None
     report: Callable[[Any, Path], str] | None = None
+    own_result: str = "not measured: no runner for this target's own result on this machine"
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,11 @@ def _ethosu_target(name: str) -> CompileTarget | None:
     from .quantizer import EthosUQuantizer
 
     return CompileTarget(name, lambda options: _ethosu_spec(name, options), EthosUPartitioner,
-                         EthosUQuantizer, _ethosu_report)
+                         EthosUQuantizer, _ethosu_report, ETHOSU_OWN_RESULT)
+
+
+ETHOSU_OWN_RESULT = ("not measured: no Ethos-U NPU or FVP on this machine. The .pte's host graph is the "
+                     "TOSA INT graph vela compiled, so the host run is bit-exact with the TOSA columns")
 
 
 def ethosu_family() -> TargetFamily:
@@ -146,7 +153,8 @@ def _tosa_target(name: str) -> CompileTarget | None:
             return None
         return TOSAQuantizer(compile_spec).set_global(get_symmetric_quantization_config())
 
-    return CompileTarget(name, spec, TOSAPartitioner, quantizer)
+    return CompileTarget(name, spec, TOSAPartitioner, quantizer,
+                         own_result="the TOSA reference model is this target's own result: see the TOSA columns")
 
 
 def tosa_family() -> TargetFamily:

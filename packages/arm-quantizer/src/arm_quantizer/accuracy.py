@@ -21,17 +21,16 @@ with a high isolated one.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import torch
 from torch import fx
 
 from arm_tosa_core.builder import module_path, torch_op_name
+
+from .accuracy_report import AccuracyReport, LayerError
 
 
 def is_quantize(node: fx.Node) -> bool:
@@ -109,6 +108,7 @@ class Layer:
     op: str
     quantizers: list[str]  # the quantize nodes that are this layer's (inputs, weights, output)
     owner: str = ""  # the innermost module holding all its nodes: what set_module_name moves
+    modules: list[str] = field(default_factory=list)  # module paths of its nodes ("" top level)
 
     @property
     def label(self) -> str:
@@ -148,81 +148,9 @@ def quantized_layers(gm: fx.GraphModule) -> list[Layer]:
                     break
                 owner.append(parts[0])
         layers.append(Layer(node.name, main.name, module_path(main), torch_op_name(main),
-                            sorted({q.name for q in quantizers}), ".".join(owner)))
+                            sorted({q.name for q in quantizers}), ".".join(owner),
+                            sorted({module_path(n) for n in owned})))
     return layers
-
-
-@dataclass
-class LayerError:
-    """SQNR (dB) of one layer's output vs float; None where a stage was not measured."""
-
-    name: str
-    label: str
-    module: str
-    op: str
-    cumulative_db: float
-    isolated_db: float
-    tosa_db: float | None = None
-    target_db: float | None = None
-
-
-@dataclass
-class AccuracyReport:
-    """``layers`` in graph order; ``output_db``: the model output's SQNR per stage."""
-
-    layers: list[LayerError]
-    output_db: dict[str, float] = field(default_factory=dict)
-    samples: int = 0
-
-    def worst(self, n: int = 10, by: str = "isolated_db") -> list[LayerError]:
-        return sorted(self.layers, key=lambda r: getattr(r, by))[:n]
-
-    def format_table(self, n: int = 10) -> str:
-        """The ``n`` layers with the lowest isolated SQNR, and the output's SQNR per stage."""
-        head = ("layer (PyTorch)", "node", "isolated dB", "cumulative dB")
-        rows = [(r.label, r.name, f"{r.isolated_db:.2f}", f"{r.cumulative_db:.2f}") for r in self.worst(n)]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
-        lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
-                 for row in [head, tuple("-" * w for w in widths), *rows]]
-        stages = ", ".join(f"{k} {v:.2f} dB" for k, v in self.output_db.items())
-        lines.append(f"model output SQNR vs float ({self.samples} samples): {stages}")
-        return "\n".join(lines)
-
-    def to_json(self) -> str:
-        return json.dumps({"samples": self.samples, "output_db": self.output_db,
-                           "layers": [asdict(r) for r in self.layers]}, indent=2)
-
-    def write_csv(self, path: str | Path) -> Path:
-        out = Path(path)
-        with out.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(asdict(self.layers[0])) if self.layers else ["name"])
-            writer.writeheader()
-            for r in self.layers:
-                writer.writerow(asdict(r))
-        return out
-
-    def plot_png(self, path: str | Path) -> Path:
-        """SQNR by layer (graph order): isolated and cumulative lines, the output SQNR dashed."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(max(6.0, 0.22 * len(self.layers)), 4.5))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        xs = range(len(self.layers))
-        clip = [min(v, 120.0) for v in (r.isolated_db for r in self.layers)]
-        ax.plot(xs, clip, "o-", label="isolated (only this layer quantized)")
-        ax.plot(xs, [min(r.cumulative_db, 120.0) for r in self.layers], "s-", label="cumulative")
-        if "fake_quant" in self.output_db:
-            ax.axhline(self.output_db["fake_quant"], color="gray", linestyle="--", label="model output")
-        ax.set_xticks(list(xs), [r.label for r in self.layers], rotation=90, fontsize=6)
-        ax.set_ylabel("SQNR vs float (dB)")
-        ax.set_title("Quantization error by layer")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, format="png", dpi=100)
-        return out
 
 
 def _run(gm: fx.GraphModule, sample: tuple, active=None, int16=None) -> tuple[dict, object]:
@@ -260,25 +188,36 @@ def output_sqnr(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[st
     nodes of the layers named in ``int16`` simulated as int16 activations (a16w8).
 
     ``reference``: the float outputs per sample (``float_output``), when already computed."""
+    return sqnr_db(*output_power(gm, samples, int16, reference))
+
+
+def output_power(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[str] = (),
+                 reference: Sequence[torch.Tensor] | None = None,
+                 layers: Sequence[Layer] | None = None) -> tuple[float, float]:
+    """(signal, noise) power summed over ``samples`` behind ``output_sqnr``; ``layers``: the
+    graph's ``quantized_layers`` when already computed."""
     nodes = {n.name: n for n in gm.graph.nodes}
     names = set(int16)
-    sim = {nodes[q] for layer in quantized_layers(gm) if layer.name in names
-           for q in layer.quantizers if _is_activation(nodes[q])}
+    sim = {nodes[q] for layer in (layers if layers is not None else quantized_layers(gm))
+           if layer.name in names for q in layer.quantizers if _is_activation(nodes[q])}
     sig = noise = 0.0
     for i, sample in enumerate(samples):
         ref = reference[i] if reference is not None else float_output(gm, sample)
         got = _flat(_run(gm, sample, int16=sim)[1])
         sig += float((ref ** 2).sum())
         noise += float(((ref - got) ** 2).sum())
-    return sqnr_db(sig, noise)
+    return sig, noise
 
 
 def quantization_error_report(quantized: fx.GraphModule, samples: Sequence[tuple],
-                              isolated: bool = True) -> AccuracyReport:
-    """SQNR of each quantized layer of a ``convert_pt2e`` model, cumulative and isolated.
+                              isolated: bool = True, lowered=None, target_note: str = "") -> AccuracyReport:
+    """SQNR of each quantized layer of a ``convert_pt2e`` model, cumulative and isolated, per stage.
 
     ``samples``: evaluation inputs, each a tuple of tensors as the model takes them. The float
-    reference is the same graph with every quantize/dequantize passed through.
+    reference is the same graph with every quantize/dequantize passed through. ``lowered``: the
+    program ``to_edge_transform_and_lower`` made of ``torch.export.export(quantized, ...)`` (any of
+    this toolkit's partitioners): adds the TOSA reference-model stage (``tosa_stage.py``) and the
+    output's ``output_db["tosa_reference"]``. ``target_note``: what the target column holds.
     """
     if not isinstance(quantized, fx.GraphModule):
         raise TypeError("quantization_error_report needs the GraphModule convert_pt2e returns, got "
@@ -303,30 +242,39 @@ def quantization_error_report(quantized: fx.GraphModule, samples: Sequence[tuple
             acc[0] += float((ref ** 2).sum())
             acc[1] += float(((ref - _dequantized_output(nodes, layer, quant_env)) ** 2).sum())
             if isolated:
-                iso_env = _isolated_env(quantized, layer, nodes, float_env)
+                iso_env = isolated_env(quantized, layer, nodes, float_env)
                 acc[2] += float(((ref - _dequantized_output(nodes, layer, iso_env)) ** 2).sum())
     rows = [LayerError(layer.name, layer.label, layer.module, layer.op, sqnr_db(*power[layer.name][:2]),
                        sqnr_db(power[layer.name][0], power[layer.name][2]) if isolated else math.nan)
             for layer in layers]
-    return AccuracyReport(rows, {"fake_quant": sqnr_db(out_sig, out_noise)}, len(samples))
+    report = AccuracyReport(rows, {"fake_quant": sqnr_db(out_sig, out_noise)}, len(samples), target_note)
+    if lowered is not None:
+        from .tosa_stage import tosa_stages
+
+        stages, report.output_db["tosa_reference"] = tosa_stages(quantized, layers, samples, lowered, isolated)
+        for row in rows:
+            row.tosa_cumulative_db, row.tosa_isolated_db = stages[row.name]
+    return report
 
 
-def _isolated_env(gm: fx.GraphModule, layer: Layer, nodes: dict, float_env: dict) -> dict:
-    """Re-evaluate only the layer's nodes with its own quantizers on, over the float values."""
-    active = {nodes[q] for q in layer.quantizers}
+def isolated_env(gm: fx.GraphModule, layer: Layer, nodes: dict, float_env: dict,
+                 active: set[fx.Node] | None = None) -> dict:
+    """Re-evaluate only the layer's nodes over the float values, with the quantize nodes in
+    ``active`` on (default: the layer's own quantizers: its weights, output, and model input)."""
+    active = {nodes[q] for q in layer.quantizers} if active is None else active
     interp = _QuantInterpreter(gm, active)
     interp.env = dict(float_env)
     interp.passthrough = {n for n in nodes.values() if is_quantize(n) and n not in active}
     start = nodes[layer.main]
     order = list(gm.graph.nodes)
     # the layer's input/weight quantizers, then everything from its first node to its output pair
-    first = min(order.index(nodes[q]) for q in layer.quantizers + [start.name])
+    first = min(order.index(n) for n in active | {start})
     out_q = next(u for u in nodes[layer.name].users if is_quantize(u))
     last = max(order.index(u) for u in out_q.users) if out_q.users else order.index(out_q)
     todo = {n for n in order[first:last + 1]}
     needed = _ancestors_within(nodes[layer.name], todo) | {out_q, *out_q.users}
-    needed |= {u for q in layer.quantizers for u in nodes[q].users if is_dequantize(u)}
-    needed |= {nodes[q] for q in layer.quantizers}
+    needed |= {u for q in active for u in q.users if is_dequantize(u)}
+    needed |= active
     with torch.no_grad():
         for n in order[first:last + 1]:
             if n in needed:

@@ -1,26 +1,36 @@
 """Mixed precision driven by a target SQNR: move the fewest layers' activations from int8 to int16.
 
-Start from the all-int8 model. For every quantized layer whose nodes sit in one module (what
-``set_module_name`` can move), estimate the end-to-end SQNR gained by simulating its activation
-quantizers at int16 over the same range (one float pass each, no re-calibration). Rank the layers
-by gain per extra NPU cycle and take them in that order until the simulated SQNR meets the target;
-then quantize for real (``set_module_name(module, a16w8)``) and, while the real SQNR still misses,
-add the next ranked layer. Every step adds a layer, so the search ends after at most one pass over
-the candidates; when even all of them miss, the result says so with the best SQNR reached.
+Start from the all-int8 model. Candidates are non-overlapping units of layers, each moved by one
+``set_module_name`` (``precision_units.py``), costed once. For each unit, simulate its activation
+quantizers at int16 over the same range (one float pass each, no re-calibration) and measure how
+much output noise power that removes. Quantization noise from different layers adds up roughly
+independently at the output, so the cheapest set that removes enough noise is close to the greedy
+one: units ranked by noise removed per extra NPU cycle. Take that ranking's shortest prefix whose
+simulation meets the target, drop the units the simulation shows it can do without (costliest per
+gain first), then quantize for real (``set_module_name(owner, a16w8)``). While the real SQNR misses,
+raise the simulated goal by the shortfall and extend the prefix. Every round adds units, so the
+search ends after at most one pass over the candidates; when even all of them miss, the result
+says so with the best SQNR reached.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torch import fx
 
-from .accuracy import float_output, output_sqnr, quantized_layers
+from .accuracy import float_output, output_power, quantized_layers, sqnr_db
 from .config import QuantizationConfig, get_symmetric_a16w8_quantization_config
+from .precision_units import Unit, movable_units, overrides_for, resolve_costs
 
-Quantize = Callable[[Mapping[str, QuantizationConfig]], fx.GraphModule]
+KEEP_INT8 = "keep-int8"
+"""An override value: set the module back to the int8 configuration the user's quantizer gives it."""
+
+Quantize = Callable[[Mapping[str, "QuantizationConfig | str"]], fx.GraphModule]
+Costs = Mapping[str, float] | Callable[[list[Unit]], Mapping[str, float]]
 
 
 @dataclass
@@ -29,12 +39,15 @@ class MixedPrecisionResult:
 
     target_db: float
     met: bool
-    moved: list[str]  # module names moved to a16w8, in the order chosen
+    moved: list[str]  # modules set to a16w8, in ranking order
     sqnr_before_db: float
     sqnr_after_db: float
-    extra_cycles: float  # the summed estimate for the moved modules
-    ranking: list[tuple[str, float, float]] = field(default_factory=list)  # module, gain dB, cost
+    extra_cycles: float  # summed cost of the moved units
+    kept_int8: list[str] = field(default_factory=list)  # modules inside moved ones set back to int8
+    ranking: list[tuple[str, float, float]] = field(default_factory=list)  # owner, gain dB, cost
     search_seconds: float = 0.0
+    real_quantizations: int = 0
+    cycles_note: str = ""  # what the cycle numbers are ("est." for an estimate)
     quantized: fx.GraphModule | None = None
 
     def config_python(self, quantizer_expr: str = "quantizer") -> str:
@@ -42,83 +55,153 @@ class MixedPrecisionResult:
         lines = ["from arm_quantizer import get_symmetric_a16w8_quantization_config", ""]
         lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_a16w8_quantization_config())"
                   for m in self.moved]
+        if self.kept_int8:
+            lines += ["# inside the modules above, these stay int8 (your int8 configuration):"]
+            lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_quantization_config())"
+                      for m in self.kept_int8]
+            lines[0] += ", get_symmetric_quantization_config"
         return "\n".join(lines)
 
     def summary(self) -> str:
         verdict = "met" if self.met else f"NOT met (best reachable {self.sqnr_after_db:.2f} dB)"
         return (f"target {self.target_db:.2f} dB {verdict}: SQNR {self.sqnr_before_db:.2f} -> "
                 f"{self.sqnr_after_db:.2f} dB, {len(self.moved)} module(s) to a16w8 "
-                f"({', '.join(self.moved) or 'none'}), +{self.extra_cycles:.0f} estimated cycles, "
-                f"search {self.search_seconds:.1f} s")
+                f"({', '.join(self.moved) or 'none'}), +{self.extra_cycles:.0f} cycles"
+                f"{f' ({self.cycles_note})' if self.cycles_note else ''}, "
+                f"{self.real_quantizations} real quantization(s), search {self.search_seconds:.1f} s")
+
+
+class _Simulator:
+    """Output (signal, noise) of the int8 model with chosen units' activations at int16."""
+
+    def __init__(self, base: fx.GraphModule, samples: Sequence[tuple], units: Sequence[Unit]) -> None:
+        self.base, self.samples = base, samples
+        self.layers = quantized_layers(base)
+        self.refs = [float_output(base, s) for s in samples]  # the float pass, computed once
+        self.by_owner = {u.owner: u for u in units}
+        self.signal, self.noise = output_power(base, samples, (), self.refs, self.layers)
+
+    def noise_with(self, owners: Sequence[str]) -> float:
+        names = [n for o in owners for n in self.by_owner[o].layers]
+        return output_power(self.base, self.samples, names, self.refs, self.layers)[1]
+
+    def db(self, noise: float) -> float:
+        return sqnr_db(self.signal, noise)
 
 
 def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_db: float,
-                           extra_cycles: Mapping[str, float] | None = None,
+                           extra_cycles: Costs | None = None,
                            a16w8: QuantizationConfig | None = None) -> MixedPrecisionResult:
     """Choose the modules to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
     ``quantize(overrides)`` returns a ``convert_pt2e`` model quantized with the user's quantizer
-    plus ``set_module_name(name, config)`` for each override (see ``quantize_with_overrides``).
-    ``extra_cycles[module]``: the NPU cycles moving that module costs (vela's estimate); missing
-    modules cost 1 (then the fewest layers win). ``samples`` are the evaluation inputs.
+    plus ``set_module_name(name, config)`` for each override, ``KEEP_INT8`` meaning the int8
+    configuration the user's quantizer gives that module (see ``quantize_with_overrides``).
+    ``extra_cycles``: ``{owner module: extra NPU cycles of moving its unit}`` or a function of the
+    units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
+    ``samples`` are the evaluation inputs.
     """
     started = time.perf_counter()
     a16w8 = a16w8 or get_symmetric_a16w8_quantization_config()
     base = quantize({})
-    refs = [float_output(base, s) for s in samples]  # the float pass, computed once
-    before = output_sqnr(base, samples, reference=refs)
-    result = MixedPrecisionResult(target_db, before >= target_db, [], before, before, 0.0, quantized=base)
-    if result.met:
+    units = movable_units(quantized_layers(base))
+    sim = _Simulator(base, samples, units)
+    before = sim.db(sim.noise)
+    result = MixedPrecisionResult(target_db, before >= target_db, [], before, before, 0.0, quantized=base,
+                                  real_quantizations=1)
+    if result.met or not units:
         result.search_seconds = time.perf_counter() - started
         return result
-    owners: dict[str, list[str]] = {}
-    for layer in quantized_layers(base):
-        if layer.owner:
-            owners.setdefault(layer.owner, []).append(layer.name)
-    costs = {m: float((extra_cycles or {}).get(m, 1.0)) for m in owners}
-    gains = {m: output_sqnr(base, samples, names, refs) - before for m, names in owners.items()}
-    ranking = sorted(owners, key=lambda m: (-gains[m] / max(costs[m], 1.0), m))
-    result.ranking = [(m, gains[m], costs[m]) for m in ranking]
-    # simulated prefix that meets the target, then real checks from there on
-    chosen: list[str] = []
-    for m in ranking:
-        chosen.append(m)
-        if output_sqnr(base, samples, [n for c in chosen for n in owners[c]], refs) >= target_db:
-            break
-    k = len(chosen)
-    best, best_model = before, base
+    given = extra_cycles(units) if callable(extra_cycles) else extra_cycles
+    costs = resolve_costs(units, given)
+    removed = {u.owner: sim.noise - sim.noise_with([u.owner]) for u in units}
+    ranking = sorted(costs, key=lambda o: (-removed[o] / costs[o], o))
+    result.ranking = [(o, sim.db(sim.noise - removed[o]) - before if sim.noise > removed[o] else math.inf,
+                       costs[o]) for o in ranking]
+
+    def overrides(owners: Sequence[str]) -> dict:
+        moved, resets = overrides_for(owners, units)
+        return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
+
+    goal, k = target_db, 0
+    best = (before, [], base)
     while True:
-        moved = ranking[:k]
-        model = quantize({m: a16w8 for m in moved})
-        sqnr = output_sqnr(model, samples)
-        if sqnr > best:
-            best, best_model = sqnr, model
-        if sqnr >= target_db or k >= len(ranking):
+        k = _prefix_meeting(sim, ranking, removed, k, goal)
+        chosen = _prune(sim, ranking[:k], costs, removed, goal)
+        model = quantize(overrides(chosen))
+        result.real_quantizations += 1
+        real = sim.db(output_power(model, samples, (), sim.refs)[1])
+        if real > best[0]:
+            best = (real, chosen, model)
+        if real >= target_db or k >= len(ranking):
             break
+        goal += target_db - real  # the simulation was optimistic by this much: ask it for more
         k += 1
-    result.met = sqnr >= target_db
-    result.moved = moved if result.met else ranking[:k]
-    result.sqnr_after_db = sqnr if result.met else best
-    result.quantized = model if result.met else best_model
-    result.extra_cycles = sum(costs[m] for m in result.moved)
+    met = real >= target_db
+    sqnr, chosen, model = (real, chosen, model) if met else best
+    moved, resets = overrides_for(chosen, units)
+    result.met, result.sqnr_after_db, result.quantized = met, sqnr, model
+    result.moved = [o for o in ranking if o in set(moved)]
+    result.kept_int8 = resets
+    result.extra_cycles = sum(costs[o] for o in moved)
     result.search_seconds = time.perf_counter() - started
     return result
+
+
+def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float], start: int,
+                    goal: float) -> int:
+    """The shortest prefix length >= ``start`` (at least 1) whose simulation meets ``goal`` dB, or
+    the whole ranking. Lengths come from the single-unit noise reductions (to first order they add
+    up); each guess is then simulated, and a miss continues from the measured noise."""
+    wanted = sim.signal / 10 ** (goal / 10)
+    k = min(max(start, 1), len(ranking))
+    noise = sim.noise - sum(removed[o] for o in ranking[:k])
+    while True:
+        while k < len(ranking) and noise > wanted:
+            noise -= removed[ranking[k]]
+            k += 1
+        measured = sim.noise_with(ranking[:k])
+        if measured <= wanted or k >= len(ranking):
+            return k
+        noise = measured - removed[ranking[k]]
+        k += 1
+
+
+def _prune(sim: _Simulator, chosen: list[str], costs: Mapping[str, float], removed: Mapping[str, float],
+           goal: float) -> list[str]:
+    """``chosen`` without the units the simulation shows it meets ``goal`` without, trying the
+    costliest per unit of noise removed first."""
+    wanted = sim.signal / 10 ** (goal / 10)
+    keep = list(chosen)
+    if sim.noise_with(keep) > wanted:
+        return keep
+    for owner in sorted(chosen, key=lambda o: -costs[o] / max(removed[o], 1e-30)):
+        trial = [o for o in keep if o != owner]
+        if trial and sim.noise_with(trial) <= wanted:
+            keep = trial
+    return keep
 
 
 def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tuple],
                             make_quantizer: Callable[[], object]) -> Quantize:
     """A ``quantize(overrides)`` for ``search_mixed_precision``: export, ``make_quantizer()`` plus
-    ``set_module_name`` per override, prepare_pt2e, calibrate on ``samples``, convert_pt2e."""
+    ``set_module_name`` per override (``KEEP_INT8``: the config the user's quantizer gives that
+    module), prepare_pt2e, calibrate on ``samples``, convert_pt2e."""
+    import copy
+
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     exported = torch.export.export(model, example_inputs).module()
 
-    def quantize(overrides: Mapping[str, QuantizationConfig]) -> fx.GraphModule:
-        import copy
-
+    def quantize(overrides: Mapping[str, QuantizationConfig | str]) -> fx.GraphModule:
         quantizer = make_quantizer()
+        user = dict(getattr(quantizer, "module_name_config", {}))
         for name, config in overrides.items():
+            if config == KEEP_INT8:
+                parts = name.split(".")
+                above = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+                config = next((user[a] for a in above if a in user), getattr(quantizer, "global_config", None))
             quantizer.set_module_name(name, config)
         prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
         with torch.no_grad():

@@ -3,6 +3,11 @@
 `b.op(Op.ADD, [x, y], shape, DType.FP32)` adds the operator with its (possibly empty) attribute, creates
 the output tensor and records which torch node it came from (for `dump_debug_info`). The graph is
 stamped TOSA 1.0, not the serializer's 1.1 draft default.
+
+Control flow (TOSA's controlflow extension) is one mechanism: `b.sub_block("then")` opens a named basic
+block (serialized in a region of its own, which is what COND_IF/WHILE_LOOP attributes name), built with
+the same methods as the main graph, and `b.control_flow(Op.COND_IF, inputs, [then, else_], outputs)`
+emits the operator that runs those blocks.
 """
 
 from __future__ import annotations
@@ -96,10 +101,14 @@ class OpRecord:
 class _PendingOp:
     op: Op
     inputs: list[T]
-    output: T
+    outputs: list[T]
     attr_args: tuple
     node: torch.fx.Node | None
-    more_outputs: tuple[T, ...] = ()  # operators with several results (RFFT2D: real, imaginary)
+    blocks: tuple[TosaGraphBuilder, ...] = ()  # the basic blocks a control-flow operator runs
+
+    @property
+    def output(self) -> T:
+        return self.outputs[0]
 
 
 def _is_quantize_op(node: torch.fx.Node) -> bool:
@@ -135,24 +144,26 @@ def torch_op_name(node: torch.fx.Node | None) -> str:
 
 
 class TosaGraphBuilder:
-    """Builds one TOSA 1.0 graph; see module docstring.
+    """Builds one TOSA 1.0 graph (or one basic block of it, see `sub_block`); see module docstring.
 
     Operators are recorded and serialized at the end, so that chains of RESHAPE/TRANSPOSE fold into
     one and operators whose results nobody uses are dropped.
     """
 
-    def __init__(self) -> None:
-        self.current_node: torch.fx.Node | None = None
+    def __init__(self, name: str = "main", parent: TosaGraphBuilder | None = None) -> None:
+        self.name = name
+        self._root: TosaGraphBuilder = self if parent is None else parent._root
+        self.current_node: torch.fx.Node | None = None if parent is None else parent.current_node
         self.inputs: list[T] = []
         self.outputs: list[T] = []
         self.records: list[OpRecord] = []
         self._ops: list[_PendingOp] = []
         self._producer: dict[str, _PendingOp] = {}
         self._consts: dict[str, np.ndarray] = {}
-        self._count = 0
-        self._names: set[str] = set()  # every tensor name given out: inputs keep torch's node names
+        self._count = 0  # used on the root builder only: names are unique across every block
+        self._names: set[str] = set() if parent is None else parent._names  # every name given out
         self.rescales: dict[str, tuple] = {}  # RESCALE outputs -> (input, scales, in_zp, out_zp)
-        self.fold_rescales = False
+        self.fold_rescales = False if parent is None else parent.fold_rescales
 
     # -- tensors -----------------------------------------------------------------------------
     def input(self, shape: Sequence[int], dtype: DType, name: str) -> T:
@@ -167,7 +178,8 @@ class TosaGraphBuilder:
     def const(self, values: np.ndarray | torch.Tensor, dtype: DType) -> T:
         if isinstance(values, torch.Tensor):
             values = values.detach().cpu().numpy()
-        arr = np.ascontiguousarray(np.asarray(values).astype(_NUMPY_FOR[dtype]))
+        # astype(order="C") rather than np.ascontiguousarray, which turns a rank-0 array into shape [1]
+        arr = np.asarray(values).astype(_NUMPY_FOR[dtype], order="C")
         t = T(self._fresh("const"), tuple(arr.shape), dtype)
         self._consts[t.name] = (arr, dtype)
         return t
@@ -189,22 +201,37 @@ class TosaGraphBuilder:
     # -- operators ---------------------------------------------------------------------------
     def op(self, op: Op, inputs: Sequence[T], shape: Sequence[int], dtype: DType, *attr_args) -> T:
         """Record `op` with inputs and one output of `shape`/`dtype`; `attr_args` go to its attribute."""
-        out = T(self._fresh("t"), tuple(int(d) for d in shape), dtype)
-        pending = _PendingOp(op, list(inputs), out, attr_args, self.current_node)
+        return self._record(op, inputs, [(shape, dtype)], attr_args)[0]
+
+    def _record(self, op: Op, inputs: Sequence[T], outputs: Sequence[tuple[Sequence[int], DType]],
+                attr_args: tuple, blocks: Sequence[TosaGraphBuilder] = ()) -> list[T]:
+        outs = [T(self._fresh("t"), tuple(int(d) for d in shape), dtype) for shape, dtype in outputs]
+        pending = _PendingOp(op, list(inputs), outs, attr_args, self.current_node, tuple(blocks))
         self._ops.append(pending)
-        self._producer[out.name] = pending
-        return out
+        for out in outs:
+            self._producer[out.name] = pending
+        return outs
+
+    # -- control flow (TOSA controlflow extension) -------------------------------------------
+    def sub_block(self, prefix: str) -> TosaGraphBuilder:
+        """A new, empty basic block named after `prefix` (unique in the file) for a control-flow
+        operator's branch, loop condition or loop body. Give it inputs, operators and outputs like the
+        main graph; it sees no tensor of this block (TOSA blocks are isolated: pass values in)."""
+        return TosaGraphBuilder(self._fresh(prefix), parent=self)
+
+    def control_flow(self, op: Op, inputs: Sequence[T], blocks: Sequence[TosaGraphBuilder],
+                     outputs: Sequence[tuple[Sequence[int], DType]]) -> list[T]:
+        """Emit COND_IF (blocks: then, else) or WHILE_LOOP (blocks: cond, body) over `inputs`.
+
+        The attribute names the blocks in the order given; each block's inputs and outputs must
+        match the operator's per the TOSA 1.0 spec (the caller, ops/control_flow.py, ensures it).
+        """
+        return self._record(op, inputs, outputs, tuple(b.name for b in blocks), blocks)
 
     def op_multi(self, op: Op, inputs: Sequence[T], results: Sequence[tuple[Sequence[int], DType]],
                  *attr_args) -> list[T]:
-        """Record `op` with several outputs, one per (shape, dtype) in `results`."""
-        first = self.op(op, inputs, *results[0], *attr_args)
-        pending = self._producer[first.name]
-        pending.more_outputs = tuple(T(self._fresh("t"), tuple(int(d) for d in shape), dtype)
-                                     for shape, dtype in results[1:])
-        for out in pending.more_outputs:
-            self._producer[out.name] = pending
-        return [first, *pending.more_outputs]
+        """Record `op` with several outputs (RFFT2D: real, imaginary), one per (shape, dtype) in `results`."""
+        return self._record(op, inputs, results, attr_args)
 
     def producer(self, t: T) -> _PendingOp | None:
         return self._producer.get(t.name)
@@ -241,14 +268,30 @@ class TosaGraphBuilder:
         needed = {t.name for t in self.outputs}
         live = []
         for pending in reversed(self._ops):
-            if pending.output.name in needed or any(t.name in needed for t in pending.more_outputs):
+            if any(t.name in needed for t in pending.outputs):
                 live.append(pending)
                 needed.update(t.name for t in pending.inputs)
         return live[::-1]
 
     def serialize(self) -> bytes:
-        """The TOSA 1.0 flatbuffer of every operator that contributes to an output."""
+        """The TOSA 1.0 flatbuffer of every operator that contributes to an output.
+
+        The main graph is the serializer's first region; each sub-block a live control-flow operator
+        runs follows in a region of its own (named like the block, as the operator's attribute says).
+        """
         ser = ts.TosaSerializer("", targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
+        self.records = []
+        pending_blocks = self._serialize_block(ser, self.records)
+        while pending_blocks:
+            block = pending_blocks.pop(0)
+            ser.startRegion(block.name)
+            ser.addBasicBlock(block.name)
+            pending_blocks += block._serialize_block(ser, self.records)
+        return bytes(ser.serialize())
+
+    def _serialize_block(self, ser, records: list[OpRecord]) -> list[TosaGraphBuilder]:
+        """Add this block's tensors and live operators to the serializer's current basic block;
+        returns the sub-blocks its control-flow operators run (serialized next, by the caller)."""
         names: dict[str, str] = {}
         objects: dict[str, object] = {}
         for t in self.inputs:
@@ -262,21 +305,22 @@ class TosaGraphBuilder:
                 vals = arr.reshape(-1).tolist() if dtype == DType.INT48 else arr
                 objects[name] = ser.addConst(list(arr.shape), dtype, vals, name=name)
                 names[name] = name
-        self.records = []
+        blocks: list[TosaGraphBuilder] = []
         for pending in live:
             outs = []
-            for result in (pending.output, *pending.more_outputs):
-                out = ser.addIntermediate(list(result.shape), result.dtype)
-                names[result.name], objects[result.name] = out.name, out
+            for t in pending.outputs:
+                out = ser.addIntermediate(list(t.shape), t.dtype)
+                names[t.name], objects[t.name] = out.name, out
                 outs.append(out.name)
             attr = ts.TosaSerializerAttribute()
             method = _ATTRIBUTE_FOR.get(pending.op.name.replace("_", "").lower())
             if method is not None:
                 getattr(attr, method)(*pending.attr_args)
             ser.addOperator(pending.op, [names[t.name] for t in pending.inputs], outs, attr)
+            blocks += pending.blocks
             node = pending.node
-            self.records.append(OpRecord(
-                index=len(self.records), op=pending.op.name, outputs=outs,
+            records.append(OpRecord(
+                index=len(records), op=pending.op.name, outputs=outs,
                 node=None if node is None else node.name,
                 target=None if node is None else str(node.target),
                 stack_trace=None if node is None else node.meta.get("stack_trace"),
@@ -284,7 +328,7 @@ class TosaGraphBuilder:
             ))
         for t in self.outputs:
             ser.addOutputTensor(objects[t.name])
-        return bytes(ser.serialize())
+        return blocks
 
     def op_counts(self) -> dict[str, int]:
         """Operator counts of the serialized graph (call after `serialize`)."""
@@ -295,9 +339,10 @@ class TosaGraphBuilder:
 
     def _fresh(self, prefix: str) -> str:
         """A new tensor name; never one already given out (a torch input may be called `t_1`)."""
+        root = self._root
         while True:
-            self._count += 1
-            name = f"{prefix}_{self._count}"
+            root._count += 1
+            name = f"{prefix}_{root._count}"
             if name not in self._names:
                 self._names.add(name)
                 return name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,8 +63,13 @@ def constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:
     return None
 
 
-def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: bool = False) -> TosaGraph:
-    """Lower every node of `ep` to TOSA; see module docstring."""
+def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: bool = False,
+                  expose: Sequence[Node] = ()) -> TosaGraph:
+    """Lower every node of `ep` to TOSA; see module docstring.
+
+    `expose` (a debugging aid, see `intermediates.py`): nodes whose values also become graph outputs,
+    after the program's own, each described with `"exposed": True` (and `"qparams"` when quantized).
+    """
     builder = TosaGraphBuilder()
     builder.fold_rescales = fold_rescales
     ctx = LoweringContext(spec, builder)
@@ -84,9 +90,13 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
                            "tosa_dtype": t.dtype.name})
         elif node.op == "call_function":
             lower_node(ctx, node)
+        elif node.op == "get_attr":
+            continue  # a control-flow sub-graph: its cond / while_loop rule lowers it
         elif node.op == "output":
             builder.current_node = None
-            outputs = _emit_outputs(ctx, node)
+            outputs = emit_outputs(ctx, list(node.args[0]) + list(expose))
+            for entry in outputs[len(node.args[0]):]:
+                entry["exposed"] = True
         else:
             raise LoweringError(f"unexpected node {node.format_node()} in a partition")
     return TosaGraph(
@@ -139,10 +149,6 @@ def _rule_for(entry: registry.OpEntry, node: Node):
     raise LoweringError(f"{entry.name}: no INT rule for quant kind {entry.quant!r}")
 
 
-def _emit_outputs(ctx: LoweringContext, node: Node) -> list[dict]:
-    return emit_outputs(ctx, node.args[0])
-
-
 def emit_outputs(ctx: LoweringContext, nodes) -> list[dict]:
     """Make the lowered values of `nodes` the graph's outputs, in order."""
     b = ctx.b
@@ -156,6 +162,10 @@ def emit_outputs(ctx: LoweringContext, nodes) -> list[dict]:
             t = b.op(Op.IDENTITY, [t], t.shape, t.dtype)
         used.add(t.name)
         b.output(t)
-        outputs.append({"name": arg.name, "shape": list(value.shape), "dtype": str(value.dtype),
-                        "tosa_dtype": t.dtype.name})
+        entry = {"name": arg.name, "shape": list(value.shape), "dtype": str(value.dtype),
+                 "tosa_dtype": t.dtype.name}
+        q = value.qparams
+        if q is not None and not q.per_channel and q.dtype != torch.int32:
+            entry["qparams"] = {"scale": float(q.scale), "zero_point": int(q.zero_point)}
+        outputs.append(entry)
     return outputs

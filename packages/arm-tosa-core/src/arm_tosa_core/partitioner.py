@@ -137,6 +137,10 @@ class TOSAPartitioner(Partitioner):
             tag = f"tag{partition.id}"
             for node in partition.nodes:
                 node.meta["delegation_tag"] = tag
+                if registry.is_control_flow(node):  # its sub-graphs travel with it into the delegate
+                    for arg in node.all_input_nodes:
+                        if arg.op == "get_attr":
+                            arg.meta["delegation_tag"] = tag
             tags[tag] = self.delegation_spec
         tag_constant_data(exported_program)
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)

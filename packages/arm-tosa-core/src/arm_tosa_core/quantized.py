@@ -260,6 +260,23 @@ def mark_quantized_region(graph: Graph) -> None:
             node.meta["arm_quantized"] = True
         elif is_dequantize(node) and any(u in candidates for u in node.users):
             node.meta["arm_quantized"] = True
+    for node in graph.nodes:
+        if is_dequantize(node) and _requantizes_between_regions(node):
+            node.meta["arm_quantized"] = True
+            for user in node.users:
+                user.meta["arm_quantized"] = True
+
+
+def _requantizes_between_regions(dq: Node) -> bool:
+    """A dequantize whose every user is a quantize, between two region nodes: where one layer's int8
+    result feeds a layer with int16 activations (or back), PT2E writes dequantize(int8) -> quantize(int16).
+    The pair is one RESCALE, so it joins the region (and the partition) instead of splitting it."""
+    source = dq.args[0] if dq.args else None
+    if not (isinstance(source, Node) and is_quantize(source) and source.meta.get("arm_quantized")):
+        return False
+    if not dq.users or not all(is_quantize(u) for u in dq.users):
+        return False
+    return all(any(d.meta.get("arm_quantized") for d in u.users) for u in dq.users)
 
 
 def _bool_result(node: Node) -> bool:

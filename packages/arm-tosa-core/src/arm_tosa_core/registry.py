@@ -190,6 +190,8 @@ def is_compile_time_constant(node: Any, depth: int = 16) -> bool:
     (`arm_constant`, set by the partitioner), or a constant-folding family applied to constants."""
     if not isinstance(node, Node):
         return True  # a python scalar
+    if node.op == "get_attr":  # a tensor attribute of a control-flow sub-graph
+        return True
     if node.op == "placeholder":
         return bool(node.meta.get("arm_constant", False))
     entry = lookup(node.target) if node.op == "call_function" else None
@@ -262,29 +264,39 @@ def _activation_dtype(node: Node):
     return None
 
 
-_CONTROL_FLOW = {torch.ops.higher_order.cond: "COND_IF", torch.ops.higher_order.while_loop: "WHILE_LOOP"}
+CONTROL_FLOW_OPS = {torch.ops.higher_order.cond: "COND_IF", torch.ops.higher_order.while_loop: "WHILE_LOOP"}
 
 
 def is_control_flow(node: Node) -> bool:
     """Whether `node` is torch.cond or torch.while_loop (TOSA COND_IF / WHILE_LOOP)."""
-    return node.op == "call_function" and node.target in _CONTROL_FLOW
+    return node.op == "call_function" and node.target in CONTROL_FLOW_OPS
 
 
-def _control_flow_reason(node: Node, spec: TosaSpecification) -> str:
-    """torch.cond / while_loop: TOSA has them only in its control-flow extension."""
-    op = _CONTROL_FLOW[node.target]
-    if not spec.control_flow:
-        return (f"{node.target.__name__} needs TOSA's control-flow extension ({op}); {spec} lacks it: "
-                f"use \"{spec}+cf\" to target it, otherwise it runs on the CPU")
-    return (f"{node.target.__name__} -> {op} (TOSA control-flow sub-graphs) is not lowered by this toolkit "
-            "yet: the serializer graph builder emits a single basic block")
+def _lowers_int16(entry: OpEntry, node: Node) -> bool:
+    """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
+    of the node), else by quant kind (TABLE: when its int16 table is within 1 LSB, see `_int16_table_reason`)."""
+    flag = entry.extra.get("int16")
+    if callable(flag):
+        return bool(flag(node))
+    if flag is not None:
+        return bool(flag)
+    if entry.quant == Quant.TABLE:
+        return _int16_table_reason(entry, node) is None
+    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)
+
+
+def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
+    """Why the interpolated int16 TABLE of `node` would be more than 1 LSB off fake-quant on some input
+    code (built and checked on all 65,536 codes by `ops.table16`); None when it is within."""
+    from .ops.table16 import int16_table_reason
+
+    reason = int16_table_reason(node)
+    return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 
 
 def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     """Why `node` cannot be lowered for `spec`, in words; None when it can."""
     entry = lookup(node.target)
-    if entry is None and node.target in _CONTROL_FLOW:
-        return _control_flow_reason(node, spec)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
     if not (entry.profiles & spec.profiles):
@@ -301,16 +313,10 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         reason = entry.int_path()
         if reason:
             return reason
-        if _activation_dtype(node) == torch.int16 and not entry.extra.get("int16", entry.quant in (
-                Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY, Quant.TABLE)):
+        if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
+            if entry.quant == Quant.TABLE and entry.extra.get("int16") is None:
+                return _int16_table_reason(entry, node)
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
-        if _activation_dtype(node) == torch.int16 and entry.quant == Quant.TABLE and entry.int_lower is None:
-            # the interpolated table, checked code by code against fake-quant
-            from .ops.table16 import int16_table_reason
-
-            reason = int16_table_reason(node)
-            if reason:
-                return reason
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers

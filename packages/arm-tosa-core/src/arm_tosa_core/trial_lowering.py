@@ -86,6 +86,8 @@ def _lower_nodes(ep: ExportedProgram, nodes: list[Node], spec: TosaSpecification
     ctx.outside_value = lambda n: None if n in members else _external_value(ep, ctx, n, int_fill)
     for node in nodes:
         for arg in node.all_input_nodes:
+            if arg.op == "get_attr":
+                continue  # a control-flow sub-graph: its cond / while_loop rule reads it itself
             if arg not in members and arg not in ctx.values:
                 ctx.values[arg] = _external_value(ep, ctx, arg, int_fill)
         lower_node(ctx, node)

@@ -4,38 +4,18 @@
 // partition's TOSA INT graph (the host-only "tosa_graph" block) on the TOSA reference model, which is
 // bit-exact with the NPU's integer arithmetic. Cycle numbers stay vela's.
 #include <memory>
-#include <mutex>
-#include <new>
 #include <vector>
 
-#include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
-#include <executorch/runtime/platform/log.h>
 
-#include "common/registration.h"
+#include "common/program_backend.h"
 #include "common/tosa_runner.h"
 #include "ethosu/vela_bin_stream.h"
 
 namespace runtime_cpp {
 namespace {
 
-using executorch::runtime::ArrayRef;
-using executorch::runtime::BackendExecutionContext;
-using executorch::runtime::BackendInitContext;
-using executorch::runtime::BackendInterface;
-using executorch::runtime::CompileSpec;
-using executorch::runtime::DelegateHandle;
-using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
-
 constexpr const char* kId = "EthosUBackend";
-
-struct EthosUHandle {
-  std::vector<VelaIo> inputs;
-  std::vector<VelaIo> outputs;
-  std::unique_ptr<TosaRunner> runner;
-  std::mutex lock;
-};
 
 // The firmware copies each tensor into the NPU's region as `shape` x `elem_size` bytes: the tensor
 // ExecuTorch hands us must have exactly that shape (left-padded to 6-D) and element size.
@@ -59,17 +39,13 @@ Error check_io(const char* what, size_t i, const VelaIo& io, const TensorArg& ar
   return Error::Ok;
 }
 
-class EthosUBackend final : public BackendInterface {
- public:
-  bool is_available() const override { return true; }
+// One loaded delegate: the stream's I/O table and the runner of its host graph.
+struct EthosUProgram {
+  std::vector<VelaIo> inputs;
+  std::vector<VelaIo> outputs;
+  std::unique_ptr<TosaRunner> runner;
 
-  Result<DelegateHandle*> init(BackendInitContext& context, FreeableBuffer* processed,
-                               ArrayRef<CompileSpec> compile_specs) const override {
-    if (processed == nullptr) {
-      ET_LOG(Error, "%s: no payload", kId);
-      return Error::InvalidProgram;
-    }
-    const auto* data = static_cast<const uint8_t*>(processed->data());
+  static Error load(const uint8_t* data, size_t size, std::unique_ptr<EthosUProgram>* out) {
     if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
       // The NPU reads the command stream in place and needs 16-byte alignment; on the host it is a
       // deployment hint, not an error.
@@ -77,40 +53,36 @@ class EthosUBackend final : public BackendInterface {
                    "delegate data in aligned segments", kId);
     }
     VelaBinStream stream;
-    Error err = parse_vela_bin_stream(data, processed->size(), &stream);
-    auto handle = std::unique_ptr<EthosUHandle>(new (std::nothrow) EthosUHandle());
-    if (err == Error::Ok && !handle) err = Error::MemoryAllocationFailed;
-    if (err == Error::Ok && stream.tosa_graph == nullptr) {
+    ET_CHECK_OK_OR_RETURN_ERROR(parse_vela_bin_stream(data, size, &stream));
+    if (stream.tosa_graph == nullptr) {
       ET_LOG(Error, "%s: this is a deployable Ethos-U payload (vela command stream only, no host "
                     "graph), valid for the NPU but not runnable on the host. For host execution "
                     "compile with the host graph: `arm-compile <model> --host-graph` or "
                     "EthosUCompileSpec(...).include_tosa_graph(True)", kId);
-      err = Error::NotSupported;
+      return Error::NotSupported;
     }
-    if (err == Error::Ok) {
-      handle->inputs = std::move(stream.inputs);
-      handle->outputs = std::move(stream.outputs);
-      err = TosaRunner::create(kId, stream.tosa_graph, stream.tosa_graph_size, &handle->runner);
-    }
-    if (err == Error::Ok && (handle->runner->num_inputs() != handle->inputs.size() ||
-                             handle->runner->num_outputs() != handle->outputs.size())) {
+    auto program = std::unique_ptr<EthosUProgram>(new (std::nothrow) EthosUProgram());
+    if (!program) return Error::MemoryAllocationFailed;
+    program->inputs = std::move(stream.inputs);
+    program->outputs = std::move(stream.outputs);
+    ET_CHECK_OK_OR_RETURN_ERROR(
+        TosaRunner::create(kId, stream.tosa_graph, stream.tosa_graph_size, &program->runner));
+    if (program->runner->num_inputs() != program->inputs.size() ||
+        program->runner->num_outputs() != program->outputs.size()) {
       ET_LOG(Error, "%s: the host graph has %zu inputs/%zu outputs but the vela stream %zu/%zu: the "
-                    "payload was assembled from different compiles", kId, handle->runner->num_inputs(),
-             handle->runner->num_outputs(), handle->inputs.size(), handle->outputs.size());
-      err = Error::InvalidProgram;
+                    "payload was assembled from different compiles", kId, program->runner->num_inputs(),
+             program->runner->num_outputs(), program->inputs.size(), program->outputs.size());
+      return Error::InvalidProgram;
     }
-    processed->Free();  // everything needed was copied (I/O table) or parsed (graph)
-    if (err != Error::Ok) return err;
-    return handle.release();
+    *out = std::move(program);
+    return Error::Ok;
   }
 
-  Error execute(BackendExecutionContext& context, DelegateHandle* handle,
-                Span<EValue*> args) const override {
-    auto* h = static_cast<EthosUHandle*>(handle);
-    const size_t n_in = h->inputs.size();
-    if (args.size() != n_in + h->outputs.size()) {
+  Error run(Span<EValue*> args) {
+    const size_t n_in = inputs.size();
+    if (args.size() != n_in + outputs.size()) {
       ET_LOG(Error, "%s: the method passed %zu tensors but the vela payload has %zu inputs and %zu "
-                    "outputs", kId, args.size(), n_in, h->outputs.size());
+                    "outputs", kId, args.size(), n_in, outputs.size());
       return Error::InvalidArgument;
     }
     for (size_t i = 0; i < args.size(); ++i) {
@@ -118,20 +90,15 @@ class EthosUBackend final : public BackendInterface {
       ET_CHECK_OK_OR_RETURN_ERROR(tensor_arg(kId, args, i, &arg));
       const bool is_in = i < n_in;
       ET_CHECK_OK_OR_RETURN_ERROR(check_io(is_in ? "input" : "output", is_in ? i : i - n_in,
-                                           is_in ? h->inputs[i] : h->outputs[i - n_in], arg));
+                                           is_in ? inputs[i] : outputs[i - n_in], arg));
     }
-    std::lock_guard<std::mutex> guard(h->lock);
-    return h->runner->run(kId, args);
+    return runner->run(kId, args);
   }
-
-  void destroy(DelegateHandle* handle) const override { delete static_cast<EthosUHandle*>(handle); }
 };
 
-EthosUBackend g_backend;
+ProgramBackend<EthosUProgram> g_backend(kId);
 
 }  // namespace
 }  // namespace runtime_cpp
 
-RUNTIME_CPP_REGISTER_FN(ethosu) {
-  return static_cast<int>(runtime_cpp::register_once(runtime_cpp::kId, &runtime_cpp::g_backend));
-}
+RUNTIME_CPP_REGISTER_FN(ethosu) { return static_cast<int>(runtime_cpp::g_backend.register_once()); }

@@ -1,74 +1,36 @@
 // TOSABackend: the delegate payload is one TOSA 1.0 flatbuffer (arm_tosa_core's TOSABackend
 // preprocess); init parses and initializes it on the reference model, execute runs it.
 #include <memory>
-#include <mutex>
-#include <new>
 
-#include <executorch/runtime/backend/interface.h>
-#include <executorch/runtime/platform/log.h>
-
-#include "common/registration.h"
+#include "common/program_backend.h"
 #include "common/tosa_runner.h"
 
 namespace runtime_cpp {
 namespace {
 
-using executorch::runtime::ArrayRef;
-using executorch::runtime::BackendExecutionContext;
-using executorch::runtime::BackendInitContext;
-using executorch::runtime::BackendInterface;
-using executorch::runtime::CompileSpec;
-using executorch::runtime::DelegateHandle;
-using executorch::runtime::FreeableBuffer;
-using executorch::runtime::Result;
-
 constexpr const char* kId = "TOSABackend";
 
-// One loaded delegate: its runner and the lock that serializes its runs (two methods are two
-// handles and run in parallel; one method executed from two threads takes turns).
-struct TosaHandle {
+// One loaded delegate: the runner holds its own parsed copy of the graph.
+struct TosaProgram {
   std::unique_ptr<TosaRunner> runner;
-  std::mutex lock;
-};
 
-class TosaBackend final : public BackendInterface {
- public:
-  bool is_available() const override { return true; }
-
-  Result<DelegateHandle*> init(BackendInitContext& context, FreeableBuffer* processed,
-                               ArrayRef<CompileSpec> compile_specs) const override {
-    if (processed == nullptr) {
-      ET_LOG(Error, "%s: no payload", kId);
-      return Error::InvalidProgram;
-    }
-    auto handle = std::unique_ptr<TosaHandle>(new (std::nothrow) TosaHandle());
-    if (!handle) return Error::MemoryAllocationFailed;
-    const Error err = TosaRunner::create(kId, static_cast<const uint8_t*>(processed->data()),
-                                         processed->size(), &handle->runner);
-    // The runner holds its own parsed copy of the graph: the program's copy can go.
-    processed->Free();
+  static Error load(const uint8_t* data, size_t size, std::unique_ptr<TosaProgram>* out) {
+    auto program = std::unique_ptr<TosaProgram>(new (std::nothrow) TosaProgram());
+    if (!program) return Error::MemoryAllocationFailed;
+    const Error err = TosaRunner::create(kId, data, size, &program->runner);
     if (err != Error::Ok) return err;
-    return handle.release();
+    *out = std::move(program);
+    return Error::Ok;
   }
-
-  Error execute(BackendExecutionContext& context, DelegateHandle* handle,
-                Span<EValue*> args) const override {
-    auto* h = static_cast<TosaHandle*>(handle);
-    std::lock_guard<std::mutex> guard(h->lock);
-    return h->runner->run(kId, args);
-  }
-
-  void destroy(DelegateHandle* handle) const override { delete static_cast<TosaHandle*>(handle); }
+  Error run(Span<EValue*> args) { return runner->run(kId, args); }
 };
 
-TosaBackend g_backend;
+ProgramBackend<TosaProgram> g_backend(kId);
 
 }  // namespace
 }  // namespace runtime_cpp
 
-RUNTIME_CPP_REGISTER_FN(tosa) {
-  return static_cast<int>(runtime_cpp::register_once(runtime_cpp::kId, &runtime_cpp::g_backend));
-}
+RUNTIME_CPP_REGISTER_FN(tosa) { return static_cast<int>(runtime_cpp::g_backend.register_once()); }
 
 // Fuzz hook: parse and initialize arbitrary bytes as a TOSA graph; returns the Error code.
 RUNTIME_CPP_EXPORT int runtime_cpp_fuzz_tosa_graph(const uint8_t* data, size_t size) {

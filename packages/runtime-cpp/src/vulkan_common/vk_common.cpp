@@ -145,7 +145,39 @@ bool all_digits(const char* s) {
 
 }  // namespace
 
-Error pick_physical_device(VkInstance instance, PhysicalDevice* out) {
+namespace {
+
+bool has_queue(VkPhysicalDevice device, VkQueueFlags flags) {
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &count, families.data());
+  for (const auto& f : families) {
+    if ((f.queueFlags & flags) == flags && f.queueCount > 0) return true;
+  }
+  return false;
+}
+
+bool meets(const PhysicalDevice& dev, const DeviceRequirements& req) {
+  return dev.properties.apiVersion >= req.min_api_version && has_queue(dev.handle, req.queue_flags);
+}
+
+// The device override: RUNTIME_CPP_VK_DEVICE, else its alias; `*name` says which one was read.
+const char* device_override(const char** name) {
+  for (const char* var : {kDeviceEnvVar, kDeviceEnvAlias}) {
+    const char* value = std::getenv(var);
+    if (value != nullptr && *value != '\0') {
+      *name = var;
+      return value;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Error pick_physical_device(VkInstance instance, PhysicalDevice* out,
+                           const DeviceRequirements& requirements) {
   uint32_t count = 0;
   Error err = vk_error(vkEnumeratePhysicalDevices(instance, &count, nullptr),
                        "vkEnumeratePhysicalDevices");
@@ -164,34 +196,68 @@ Error pick_physical_device(VkInstance instance, PhysicalDevice* out) {
     all[i].handle = devices[i];
     vkGetPhysicalDeviceProperties(devices[i], &all[i].properties);
   }
-  const char* wanted = std::getenv(kDeviceEnvVar);
-  if (wanted != nullptr && *wanted != '\0') {
+  const char* var = nullptr;
+  const char* wanted = device_override(&var);
+  if (wanted != nullptr) {
+    const PhysicalDevice* match = nullptr;
     if (all_digits(wanted)) {
       const unsigned long index = std::strtoul(wanted, nullptr, 10);
-      if (index < all.size()) {
-        *out = all[index];
-        return Error::Ok;
-      }
+      if (index < all.size()) match = &all[index];
     } else {
       for (const auto& dev : all) {
         if (std::strstr(dev.properties.deviceName, wanted) != nullptr) {
-          *out = dev;
-          return Error::Ok;
+          match = &dev;
+          break;
         }
       }
     }
-    ET_LOG(Error, "vulkan: %s=%s matches none of the %u devices (first: %s)", kDeviceEnvVar, wanted,
-           count, all[0].properties.deviceName);
+    if (match != nullptr && meets(*match, requirements)) {
+      *out = *match;
+      return Error::Ok;
+    }
+    ET_LOG(Error, "vulkan: %s=%s matches %s of the %u devices (first: %s)", var, wanted,
+           match ? "a device without the needed API version/queue, none" : "none", count,
+           all[0].properties.deviceName);
     return Error::InvalidArgument;
   }
-  size_t best = 0;
-  for (size_t i = 1; i < all.size(); ++i) {
-    if (type_rank(all[i].properties.deviceType) < type_rank(all[best].properties.deviceType)) {
-      best = i;
+  const PhysicalDevice* best = nullptr;
+  for (const auto& dev : all) {
+    if (!meets(dev, requirements)) continue;
+    if (best == nullptr ||
+        type_rank(dev.properties.deviceType) < type_rank(best->properties.deviceType)) {
+      best = &dev;
     }
   }
-  *out = all[best];
+  if (best == nullptr) {
+    ET_LOG(Error, "vulkan: none of the %u devices has Vulkan %u.%u and a queue with flags 0x%x "
+                  "(first: %s)", count, VK_API_VERSION_MAJOR(requirements.min_api_version),
+           VK_API_VERSION_MINOR(requirements.min_api_version),
+           static_cast<unsigned>(requirements.queue_flags), all[0].properties.deviceName);
+    return Error::NotSupported;
+  }
+  *out = *best;
   return Error::Ok;
+}
+
+Fp16Features::Fp16Features() {
+  v11_.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  v11_.pNext = &v12_;
+  v12_.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+}
+
+bool Fp16Features::supported(VkPhysicalDevice physical) {
+  Fp16Features chain;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &chain.v11_;
+  vkGetPhysicalDeviceFeatures2(physical, &features);
+  return chain.v12_.shaderFloat16 && chain.v11_.storageBuffer16BitAccess;
+}
+
+const void* Fp16Features::enable() {
+  v12_.shaderFloat16 = VK_TRUE;
+  v11_.storageBuffer16BitAccess = VK_TRUE;
+  return &v11_;
 }
 
 bool device_has_extension(VkPhysicalDevice device, const char* name) {
@@ -270,13 +336,16 @@ Device::~Device() {
 }
 
 Error find_memory_type(VkPhysicalDevice physical, uint32_t type_bits,
-                       VkMemoryPropertyFlags required, uint32_t* out) {
+                       VkMemoryPropertyFlags required, uint32_t* out,
+                       VkMemoryPropertyFlags preferred) {
   VkPhysicalDeviceMemoryProperties props;
   vkGetPhysicalDeviceMemoryProperties(physical, &props);
-  for (uint32_t i = 0; i < props.memoryTypeCount; ++i) {
-    if ((type_bits & (1u << i)) && (props.memoryTypes[i].propertyFlags & required) == required) {
-      *out = i;
-      return Error::Ok;
+  for (const VkMemoryPropertyFlags want : {required | preferred, required}) {
+    for (uint32_t i = 0; i < props.memoryTypeCount; ++i) {
+      if ((type_bits & (1u << i)) && (props.memoryTypes[i].propertyFlags & want) == want) {
+        *out = i;
+        return Error::Ok;
+      }
     }
   }
   ET_LOG(Error, "vulkan: no memory type with properties 0x%x in mask 0x%x",
@@ -286,9 +355,10 @@ Error find_memory_type(VkPhysicalDevice physical, uint32_t type_bits,
 
 Error DeviceMemory::allocate(VkDevice device, VkPhysicalDevice physical,
                              const VkMemoryRequirements& requirements,
-                             VkMemoryPropertyFlags properties, std::unique_ptr<DeviceMemory>* out) {
+                             VkMemoryPropertyFlags properties, std::unique_ptr<DeviceMemory>* out,
+                             VkMemoryPropertyFlags preferred) {
   uint32_t type = 0;
-  Error err = find_memory_type(physical, requirements.memoryTypeBits, properties, &type);
+  Error err = find_memory_type(physical, requirements.memoryTypeBits, properties, &type, preferred);
   if (err != Error::Ok) return err;
   VkMemoryAllocateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
@@ -316,9 +386,10 @@ DeviceMemory::~DeviceMemory() {
   }
 }
 
-Error HostBuffer::create(VkDevice device, VkPhysicalDevice physical, VkDeviceSize size,
-                         VkBufferUsageFlags usage, std::unique_ptr<HostBuffer>* out) {
-  auto buffer = std::unique_ptr<HostBuffer>(new (std::nothrow) HostBuffer());
+Error Buffer::create(VkDevice device, VkPhysicalDevice physical, VkDeviceSize size,
+                     VkBufferUsageFlags usage, VkMemoryPropertyFlags properties,
+                     std::unique_ptr<Buffer>* out, VkMemoryPropertyFlags preferred) {
+  auto buffer = std::unique_ptr<Buffer>(new (std::nothrow) Buffer());
   if (!buffer) return Error::MemoryAllocationFailed;
   buffer->device_ = device;
   buffer->size_ = size;
@@ -331,9 +402,7 @@ Error HostBuffer::create(VkDevice device, VkPhysicalDevice physical, VkDeviceSiz
   if (err != Error::Ok) return err;
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(device, buffer->buffer_, &req);
-  err = DeviceMemory::allocate(
-      device, physical, req,
-      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, &buffer->memory_);
+  err = DeviceMemory::allocate(device, physical, req, properties, &buffer->memory_, preferred);
   if (err != Error::Ok) return err;
   err = vk_error(vkBindBufferMemory(device, buffer->buffer_, buffer->memory_->get(), 0),
                  "vkBindBufferMemory");
@@ -342,7 +411,14 @@ Error HostBuffer::create(VkDevice device, VkPhysicalDevice physical, VkDeviceSiz
   return Error::Ok;
 }
 
-HostBuffer::~HostBuffer() {
+Error Buffer::host(VkDevice device, VkPhysicalDevice physical, VkDeviceSize size,
+                   VkBufferUsageFlags usage, std::unique_ptr<Buffer>* out) {
+  return create(device, physical, size, usage,
+                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, out,
+                VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+}
+
+Buffer::~Buffer() {
   if (buffer_ != VK_NULL_HANDLE) vkDestroyBuffer(device_, buffer_, nullptr);
   memory_.reset();
 }

@@ -10,9 +10,14 @@
 //   instance_layer_available(name)    whether the loader can find an explicit layer (VK_LAYER_PATH).
 //   Instance::create(options, &out)   VkInstance with the requested API version, layers (all required,
 //                                     enabled in the order given) and instance extensions.
-//   pick_physical_device(inst, &out)  prefers discrete > integrated > virtual > CPU; the env var
-//                                     RUNTIME_CPP_VK_DEVICE overrides it with an index or a substring
+//   pick_physical_device(inst, &out, requirements)
+//                                     among the devices meeting `requirements` (API version, queue
+//                                     flags), prefers discrete > integrated > virtual > CPU; the env
+//                                     var RUNTIME_CPP_VK_DEVICE (older alias: VKDG_DEVICE, read when
+//                                     the first is unset) overrides it with an index or a substring
 //                                     of the device name (e.g. "llvmpipe").
+//   Fp16Features                      the Vulkan 1.1/1.2 feature chain for fp16 arithmetic and 16-bit
+//                                     storage buffers: query a device, enable them on Device::create.
 //   device_has_extension(phys, name)  device extension query (as the instance's layers expose it).
 //   pick_queue_family(phys, required, preferred, &out)
 //                                     first family with all `required` bits, preferring one that
@@ -20,11 +25,13 @@
 //   Device::create(phys, family, extensions, features_pnext, &out)
 //                                     VkDevice with one queue of `family`; `features_pnext` is the
 //                                     caller's VkPhysicalDevice*Features chain (may be null).
-//   find_memory_type(phys, type_bits, required, &out)
-//   DeviceMemory::allocate(dev, phys, requirements, properties, &out)
+//   find_memory_type(phys, type_bits, required, &out, preferred)
+//                                     a type with all `required` flags, one with `preferred` too first.
+//   DeviceMemory::allocate(dev, phys, requirements, properties, &out, preferred)
 //                                     RAII VkDeviceMemory, persistently mapped when host-visible.
-//   HostBuffer::create(dev, phys, size, usage, &out)
-//                                     RAII VkBuffer + host-visible coherent memory, mapped.
+//   Buffer::create(dev, phys, size, usage, properties, &out, preferred)
+//                                     RAII VkBuffer + its own memory (mapped when host-visible);
+//                                     Buffer::host(...) = host-visible coherent, preferring cached.
 //
 // Objects are owned through std::unique_ptr and destroyed in reverse order of creation by their
 // owners (a Device must outlive the memory and buffers made on it).
@@ -45,8 +52,10 @@ namespace vkc {
 
 using executorch::runtime::Error;
 
-// Env var naming the physical device to use (index or name substring).
+// Env var naming the physical device to use (index or name substring); the alias is the Vulkan
+// delegate's older name for it, read only when the first is unset.
 constexpr const char* kDeviceEnvVar = "RUNTIME_CPP_VK_DEVICE";
+constexpr const char* kDeviceEnvAlias = "VKDG_DEVICE";
 // The apt command that installs the loader and the lavapipe CPU driver on Debian/Ubuntu.
 constexpr const char* kAptInstall =
     "apt-get install -y --no-install-recommends libvulkan1 mesa-vulkan-drivers";
@@ -82,7 +91,31 @@ struct PhysicalDevice {
   VkPhysicalDeviceProperties properties{};
 };
 
-Error pick_physical_device(VkInstance instance, PhysicalDevice* out);
+// What a backend needs of a physical device; devices without it are never picked.
+struct DeviceRequirements {
+  uint32_t min_api_version = VK_API_VERSION_1_0;
+  VkQueueFlags queue_flags = 0;  // some queue family must have all of these
+};
+
+Error pick_physical_device(VkInstance instance, PhysicalDevice* out,
+                           const DeviceRequirements& requirements = {});
+
+// fp16 arithmetic in shaders (shaderFloat16) and 16-bit storage buffers, as one feature chain.
+// Not copyable: the chain points into itself.
+class Fp16Features {
+ public:
+  Fp16Features();
+  Fp16Features(const Fp16Features&) = delete;
+  Fp16Features& operator=(const Fp16Features&) = delete;
+  // Whether `physical` has both features.
+  static bool supported(VkPhysicalDevice physical);
+  // The chain with both features set, for Device::create's `features_pnext`.
+  const void* enable();
+
+ private:
+  VkPhysicalDeviceVulkan11Features v11_{};
+  VkPhysicalDeviceVulkan12Features v12_{};
+};
 bool device_has_extension(VkPhysicalDevice device, const char* name);
 Error pick_queue_family(VkPhysicalDevice device, VkQueueFlags required, VkQueueFlags preferred,
                         uint32_t* out);
@@ -109,13 +142,14 @@ class Device {
 };
 
 Error find_memory_type(VkPhysicalDevice physical, uint32_t type_bits,
-                       VkMemoryPropertyFlags required, uint32_t* out);
+                       VkMemoryPropertyFlags required, uint32_t* out,
+                       VkMemoryPropertyFlags preferred = 0);
 
 class DeviceMemory {
  public:
   static Error allocate(VkDevice device, VkPhysicalDevice physical,
                         const VkMemoryRequirements& requirements, VkMemoryPropertyFlags properties,
-                        std::unique_ptr<DeviceMemory>* out);
+                        std::unique_ptr<DeviceMemory>* out, VkMemoryPropertyFlags preferred = 0);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -131,19 +165,23 @@ class DeviceMemory {
   VkDeviceSize size_ = 0;
 };
 
-class HostBuffer {
+class Buffer {
  public:
   static Error create(VkDevice device, VkPhysicalDevice physical, VkDeviceSize size,
-                      VkBufferUsageFlags usage, std::unique_ptr<HostBuffer>* out);
-  ~HostBuffer();
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
+                      VkBufferUsageFlags usage, VkMemoryPropertyFlags properties,
+                      std::unique_ptr<Buffer>* out, VkMemoryPropertyFlags preferred = 0);
+  // Host-visible coherent memory (cached when the driver has it: fast read-back), mapped.
+  static Error host(VkDevice device, VkPhysicalDevice physical, VkDeviceSize size,
+                    VkBufferUsageFlags usage, std::unique_ptr<Buffer>* out);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
   VkBuffer get() const { return buffer_; }
   void* mapped() const { return memory_ ? memory_->mapped() : nullptr; }
   VkDeviceSize size() const { return size_; }
 
  private:
-  HostBuffer() = default;
+  Buffer() = default;
   VkDevice device_ = VK_NULL_HANDLE;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   std::unique_ptr<DeviceMemory> memory_;

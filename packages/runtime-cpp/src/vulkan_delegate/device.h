@@ -1,63 +1,43 @@
-// Vulkan instance/device/buffer helpers of the compute delegate (RAII; errors logged and returned).
+// The Vulkan device of one loaded delegate partition, made with runtime-cpp's vulkan_common (device
+// choice, fp16 features, memory types and RAII buffers live there).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include <vulkan/vulkan.h>
+#include "vulkan_common/vk_common.h"
 
 namespace vkdg {
 
-// One instance + logical device + compute queue. Device choice: VKDG_DEVICE (an index or a substring
-// of the device name) if set, else the first discrete GPU, then integrated, virtual, CPU (lavapipe).
+using executorch::runtime::Error;
+namespace vkc = runtime_cpp::vkc;
+
+// One instance + logical device + compute queue. Device choice (vkc::pick_physical_device):
+// RUNTIME_CPP_VK_DEVICE (or its alias VKDG_DEVICE) = an index or a substring of the device name,
+// else the first discrete GPU, then integrated, virtual, CPU (lavapipe); Vulkan 1.2 and a compute
+// queue are required.
 class Device {
  public:
-  ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
+  // Error (with a log line naming what is missing) when there is no usable device, or when fp16 is
+  // needed and the device lacks shaderFloat16 / 16-bit storage.
+  static Error create(bool need_fp16, std::unique_ptr<Device>* out);
 
-  // nullptr with `*error` set when there is no usable device (or fp16 is needed and unsupported).
-  static std::unique_ptr<Device> create(bool need_fp16, std::string* error);
-
-  VkDevice handle() const { return device_; }
-  VkQueue queue() const { return queue_; }
-  uint32_t queue_family() const { return queue_family_; }
+  VkDevice handle() const { return device_->get(); }
+  VkPhysicalDevice physical() const { return device_->physical(); }
+  VkQueue queue() const { return device_->queue(); }
+  uint32_t queue_family() const { return device_->queue_family(); }
   const std::string& name() const { return name_; }
-  // Index of a memory type with `want` flags (and `prefer` when possible); UINT32_MAX if none.
-  uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const;
+
+  // A storage buffer (also a transfer source and destination) of at least `size` bytes: device-local,
+  // or host-visible and mapped.
+  Error buffer(uint64_t size, bool host_visible, std::unique_ptr<vkc::Buffer>* out) const;
 
  private:
   Device() = default;
-  VkInstance instance_ = VK_NULL_HANDLE;
-  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
-  VkDevice device_ = VK_NULL_HANDLE;
-  VkQueue queue_ = VK_NULL_HANDLE;
-  uint32_t queue_family_ = 0;
-  VkPhysicalDeviceMemoryProperties memory_{};
+  std::unique_ptr<vkc::Instance> instance_;  // declared first: destroyed after the device
+  std::unique_ptr<vkc::Device> device_;
   std::string name_;
-};
-
-// A buffer with its own memory; host-visible ones stay mapped.
-class Buffer {
- public:
-  Buffer() = default;
-  ~Buffer() { reset(); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-
-  bool create(const Device& dev, uint64_t size, bool host_visible, std::string* error);
-  void reset();
-  VkBuffer handle() const { return buffer_; }
-  void* mapped() const { return mapped_; }
-  uint64_t size() const { return size_; }
-
- private:
-  VkDevice device_ = VK_NULL_HANDLE;
-  VkBuffer buffer_ = VK_NULL_HANDLE;
-  VkDeviceMemory memory_ = VK_NULL_HANDLE;
-  void* mapped_ = nullptr;
-  uint64_t size_ = 0;
 };
 
 }  // namespace vkdg

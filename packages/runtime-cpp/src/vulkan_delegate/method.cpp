@@ -1,6 +1,7 @@
 #include "method.h"
 
 #include <cstring>
+#include <new>
 
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
@@ -20,16 +21,8 @@ namespace {
 constexpr uint64_t kStagingAlign = 256;
 constexpr uint32_t kMaxGroups = 65535;
 
-Error vk_fail(const char* what, VkResult r) {
-  ET_LOG(Error, "VkComputeBackend: %s failed (VkResult %d)", what, static_cast<int>(r));
-  return Error::Internal;
-}
-
-#define VK_TRY(call)                                   \
-  do {                                                 \
-    VkResult r_ = (call);                              \
-    if (r_ != VK_SUCCESS) return vk_fail(#call, r_);   \
-  } while (0)
+// A failed Vulkan call: vulkan_common's Error mapping and log line, naming the call.
+#define VK_TRY(call) ET_CHECK_OK_OR_RETURN_ERROR(vkc::vk_error((call), #call))
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -38,7 +31,7 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 Method::~Method() {
   if (!dev_) return;
   VkDevice d = dev_->handle();
-  vkDeviceWaitIdle(d);
+  vkDeviceWaitIdle(d);  // buffers and the device itself are RAII members
   if (fence_) vkDestroyFence(d, fence_, nullptr);
   if (cmd_pool_) vkDestroyCommandPool(d, cmd_pool_, nullptr);
   if (pool_) vkDestroyDescriptorPool(d, pool_, nullptr);
@@ -48,9 +41,6 @@ Method::~Method() {
     if (p.set_layout) vkDestroyDescriptorSetLayout(d, p.set_layout, nullptr);
     if (p.module) vkDestroyShaderModule(d, p.module, nullptr);
   }
-  arena_.reset();
-  consts_.reset();
-  staging_.reset();
 }
 
 uint64_t Method::tensor_bytes(uint32_t id, const std::vector<int64_t>& symbols) const {
@@ -60,7 +50,15 @@ uint64_t Method::tensor_bytes(uint32_t id, const std::vector<int64_t>& symbols) 
   return n;
 }
 
-Error Method::init(const void* payload, size_t size) {
+Error Method::load(const uint8_t* payload, size_t size, std::unique_ptr<Method>* out) {
+  auto method = std::unique_ptr<Method>(new (std::nothrow) Method());
+  if (!method) return Error::MemoryAllocationFailed;
+  ET_CHECK_OK_OR_RETURN_ERROR(method->init(payload, size));
+  *out = std::move(method);
+  return Error::Ok;
+}
+
+Error Method::init(const uint8_t* payload, size_t size) {
   Error err = parse_program(payload, size, &prog_);
   if (err != Error::Ok) return err;
   for (const auto& name : prog_.shaders)
@@ -68,12 +66,7 @@ Error Method::init(const void* payload, size_t size) {
       ET_LOG(Error, "VkComputeBackend: shader %s is not in this runtime; rebuild runtime-cpp", name.c_str());
       return Error::DelegateInvalidCompatibility;
     }
-  std::string why;
-  dev_ = Device::create(prog_.fp16(), &why);
-  if (!dev_) {
-    ET_LOG(Error, "VkComputeBackend: %s", why.c_str());
-    return Error::NotSupported;
-  }
+  ET_CHECK_OK_OR_RETURN_ERROR(Device::create(prog_.fp16(), &dev_));
   uint64_t staging = 0;
   std::vector<int64_t> max_symbols;
   for (const auto& s : prog_.symbols) max_symbols.push_back(s.max);
@@ -85,11 +78,9 @@ Error Method::init(const void* payload, size_t size) {
     staging_offset_.push_back(staging);
     staging = align_up(staging + prog_.tensors[o].nbytes, kStagingAlign);
   }
-  if (!arena_.create(*dev_, prog_.arena_bytes, false, &why) ||
-      !consts_.create(*dev_, prog_.constants.size(), false, &why) || !staging_.create(*dev_, staging, true, &why)) {
-    ET_LOG(Error, "VkComputeBackend: %s", why.c_str());
-    return Error::MemoryAllocationFailed;
-  }
+  ET_CHECK_OK_OR_RETURN_ERROR(dev_->buffer(prog_.arena_bytes, false, &arena_));
+  ET_CHECK_OK_OR_RETURN_ERROR(dev_->buffer(prog_.constants.size(), false, &consts_));
+  ET_CHECK_OK_OR_RETURN_ERROR(dev_->buffer(staging, true, &staging_));
   VkCommandPoolCreateInfo cpi{};
   cpi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
   cpi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -109,7 +100,7 @@ Error Method::init(const void* payload, size_t size) {
     return err;
   ET_LOG(Info, "VkComputeBackend: %s, %zu dispatches, device memory %llu bytes (arena %llu, constants %llu)",
          dev_->name().c_str(), prog_.dispatches.size(), static_cast<unsigned long long>(device_bytes()),
-         static_cast<unsigned long long>(prog_.arena_bytes), static_cast<unsigned long long>(consts_.size()));
+         static_cast<unsigned long long>(prog_.arena_bytes), static_cast<unsigned long long>(consts_->size()));
   return record(max_symbols);
 }
 
@@ -180,7 +171,7 @@ Error Method::create_descriptors() {
     std::vector<VkWriteDescriptorSet> writes(dd.bindings.size());
     for (size_t b = 0; b < dd.bindings.size(); ++b) {
       const TensorDesc& t = prog_.tensors[dd.bindings[b]];
-      infos[b] = {(t.kind == kConst ? consts_ : arena_).handle(), t.offset, t.nbytes};
+      infos[b] = {(t.kind == kConst ? consts_ : arena_)->get(), t.offset, t.nbytes};
       writes[b] = {};
       writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
       writes[b].dstSet = sets_[i];
@@ -196,19 +187,15 @@ Error Method::create_descriptors() {
 
 Error Method::upload_constants() {
   if (prog_.constants.empty()) return Error::Ok;
-  Buffer staging;
-  std::string why;
-  if (!staging.create(*dev_, prog_.constants.size(), true, &why)) {
-    ET_LOG(Error, "VkComputeBackend: %s", why.c_str());
-    return Error::MemoryAllocationFailed;
-  }
-  std::memcpy(staging.mapped(), prog_.constants.data(), prog_.constants.size());
+  std::unique_ptr<vkc::Buffer> staging;
+  ET_CHECK_OK_OR_RETURN_ERROR(dev_->buffer(prog_.constants.size(), true, &staging));
+  std::memcpy(staging->mapped(), prog_.constants.data(), prog_.constants.size());
   VkCommandBufferBeginInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   VK_TRY(vkBeginCommandBuffer(cmd_, &bi));
   VkBufferCopy region{0, 0, prog_.constants.size()};
-  vkCmdCopyBuffer(cmd_, staging.handle(), consts_.handle(), 1, &region);
+  vkCmdCopyBuffer(cmd_, staging->get(), consts_->get(), 1, &region);
   VK_TRY(vkEndCommandBuffer(cmd_));
   Error err = submit_and_wait();
   prog_.constants.clear();
@@ -229,7 +216,7 @@ Error Method::record(const std::vector<int64_t>& symbols) {
     if (prog_.inputs[i] < 0) continue;
     const TensorDesc& t = prog_.tensors[prog_.inputs[i]];
     VkBufferCopy region{staging_offset_[i], t.offset, tensor_bytes(prog_.inputs[i], symbols)};
-    if (region.size) vkCmdCopyBuffer(cmd_, staging_.handle(), arena_.handle(), 1, &region);
+    if (region.size) vkCmdCopyBuffer(cmd_, staging_->get(), arena_->get(), 1, &region);
   }
   vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
@@ -239,6 +226,7 @@ Error Method::record(const std::vector<int64_t>& symbols) {
   for (size_t i = 0; i < prog_.dispatches.size(); ++i) {
     const DispatchDesc& dd = prog_.dispatches[i];
     const Pipeline& p = pipelines_[dd.shader];
+    std::memset(words, 0, sizeof(words));  // words a dispatch does not give read as 0
     for (size_t w = 0; w < dd.push.size(); ++w) {
       const PushValue& v = dd.push[w];
       if (v.is_float) std::memcpy(&words[w], &v.f, 4);
@@ -272,7 +260,7 @@ Error Method::record(const std::vector<int64_t>& symbols) {
   for (size_t j = 0; j < prog_.outputs.size(); ++j) {
     const TensorDesc& t = prog_.tensors[prog_.outputs[j]];
     VkBufferCopy region{t.offset, staging_offset_[prog_.inputs.size() + j], tensor_bytes(prog_.outputs[j], symbols)};
-    if (region.size) vkCmdCopyBuffer(cmd_, arena_.handle(), staging_.handle(), 1, &region);
+    if (region.size) vkCmdCopyBuffer(cmd_, arena_->get(), staging_->get(), 1, &region);
   }
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
@@ -295,7 +283,7 @@ Error Method::submit_and_wait() {
   return Error::Ok;
 }
 
-Error Method::execute(Span<EValue*> args) {
+Error Method::run(Span<EValue*> args) {
   const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
   if (args.size() != n_in + n_out) {
     ET_LOG(Error, "VkComputeBackend: %zu arguments, the payload has %zu inputs and %zu outputs", args.size(), n_in,
@@ -318,13 +306,21 @@ Error Method::execute(Span<EValue*> args) {
     if (!args[i]->isTensor()) return Error::InvalidArgument;
     const auto& t = args[i]->toTensor();
     const TensorDesc& td = prog_.tensors[prog_.inputs[i]];
-    bool ok = t.scalar_type() == ScalarType::Float && static_cast<size_t>(t.dim()) == td.dims.size();
+    // float32 tensors, and bool ones (attention masks) where the payload declares bytes.
+    const ScalarType want = td.dtype == kU8 ? ScalarType::Bool : ScalarType::Float;
+    bool ok = t.scalar_type() == want && static_cast<size_t>(t.dim()) == td.dims.size();
     for (size_t d = 0; ok && d < td.dims.size(); ++d) ok = t.size(d) == td.dims[d].eval(symbols);
     if (!ok) {
-      ET_LOG(Error, "VkComputeBackend: input %zu is not a float32 tensor of the exported shape", i);
+      ET_LOG(Error, "VkComputeBackend: input %zu is not a %s tensor of the exported shape", i,
+             want == ScalarType::Bool ? "bool" : "float32");
       return Error::InvalidArgument;
     }
-    std::memcpy(static_cast<uint8_t*>(staging_.mapped()) + staging_offset_[i], t.const_data_ptr(), t.nbytes());
+    if (t.nbytes() > td.nbytes) {  // a payload whose sizes disagree with its byte counts
+      ET_LOG(Error, "VkComputeBackend: input %zu has %zu bytes, the payload reserves %llu", i, t.nbytes(),
+             static_cast<unsigned long long>(td.nbytes));
+      return Error::InvalidProgram;
+    }
+    std::memcpy(static_cast<uint8_t*>(staging_->mapped()) + staging_offset_[i], t.const_data_ptr(), t.nbytes());
   }
   if (!recorded_ || symbols != recorded_for_) {
     Error err = record(symbols);
@@ -344,7 +340,11 @@ Error Method::execute(Span<EValue*> args) {
       ET_LOG(Error, "VkComputeBackend: cannot resize output %zu", j);
       return err;
     }
-    std::memcpy(t.mutable_data_ptr(), static_cast<uint8_t*>(staging_.mapped()) + staging_offset_[n_in + j],
+    if (t.scalar_type() != ScalarType::Float || t.nbytes() > td.nbytes) {
+      ET_LOG(Error, "VkComputeBackend: output %zu is not float32 or larger than the payload reserves", j);
+      return Error::InvalidProgram;
+    }
+    std::memcpy(t.mutable_data_ptr(), static_cast<uint8_t*>(staging_->mapped()) + staging_offset_[n_in + j],
                 t.nbytes());
   }
   return Error::Ok;

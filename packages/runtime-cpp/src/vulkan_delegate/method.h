@@ -16,15 +16,18 @@
 
 namespace vkdg {
 
+// The Program of runtime-cpp's ProgramBackend (common/program_backend.h).
 class Method {
  public:
   ~Method();
   // Parses the payload and creates everything a call needs; Error (with a log line) on any failure.
-  executorch::runtime::Error init(const void* payload, size_t size);
-  executorch::runtime::Error execute(executorch::runtime::Span<executorch::runtime::EValue*> args);
-  uint64_t device_bytes() const { return arena_.size() + consts_.size() + staging_.size(); }
+  static executorch::runtime::Error load(const uint8_t* payload, size_t size, std::unique_ptr<Method>* out);
+  executorch::runtime::Error run(executorch::runtime::Span<executorch::runtime::EValue*> args);
+  uint64_t device_bytes() const { return arena_->size() + consts_->size() + staging_->size(); }
 
  private:
+  Method() = default;
+  executorch::runtime::Error init(const uint8_t* payload, size_t size);
   struct Pipeline {
     VkShaderModule module = VK_NULL_HANDLE;
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
@@ -41,7 +44,7 @@ class Method {
 
   Program prog_;
   std::unique_ptr<Device> dev_;
-  Buffer arena_, consts_, staging_;
+  std::unique_ptr<vkc::Buffer> arena_, consts_, staging_;
   std::vector<uint64_t> staging_offset_;  // per input, then per output
   std::vector<Pipeline> pipelines_;       // per payload shader name
   VkDescriptorPool pool_ = VK_NULL_HANDLE;

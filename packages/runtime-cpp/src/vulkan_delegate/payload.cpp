@@ -9,7 +9,9 @@ namespace {
 
 using executorch::runtime::Error;
 
-constexpr uint32_t kVersion = 1;
+// Versions read (vulkan_delegate/payload.py documents each): 2 packs 4-bit linear_q weights two per
+// byte and gives the bits as a push word; a version 1 payload lacks that word, read as 0 (= 8-bit).
+constexpr uint32_t kMinVersion = 1, kVersion = 2;
 constexpr size_t kMaxCount = 1u << 24;  // bounds every count before anything is allocated
 
 class Reader {
@@ -81,7 +83,13 @@ Error parse_program(const void* data, size_t size, Program* out) {
   Reader r(static_cast<const uint8_t*>(data), size);
   const uint8_t* magic = nullptr;
   if (!r.bytes(4, &magic) || std::memcmp(magic, "VKDG", 4) != 0) return fail("magic is not VKDG");
-  if (r.get<uint32_t>() != kVersion) return fail("unsupported version; re-export with this vulkan_delegate");
+  const uint32_t version = r.get<uint32_t>();
+  if (version < kMinVersion || version > kVersion) {
+    ET_LOG(Error, "VkComputeBackend: payload version %u, this runtime reads versions %u..%u: re-export "
+                  "with this vulkan_delegate, or rebuild runtime-cpp from the same checkout", version,
+           kMinVersion, kVersion);
+    return Error::InvalidProgram;
+  }
   Program& p = *out;
   p.flags = r.get<uint32_t>();
   p.symbols.resize(r.count());
@@ -150,9 +158,10 @@ Error parse_program(const void* data, size_t size, Program* out) {
     if (t.offset > limit || t.nbytes > limit - t.offset) return fail("tensor outside its buffer");
   }
   for (int32_t i : p.inputs)
-    if (i >= 0 && p.tensors[i].kind != kArena) return fail("input not in the arena");
+    if (i >= 0 && (p.tensors[i].kind != kArena || p.tensors[i].dtype == kF16))
+      return fail("input not an f32 or u8 arena tensor");
   for (uint32_t o : p.outputs)
-    if (p.tensors[o].kind != kArena) return fail("output not in the arena");
+    if (p.tensors[o].kind != kArena || p.tensors[o].dtype != kF32) return fail("output not an f32 arena tensor");
   return r.ok() ? Error::Ok : fail("truncated");
 }
 

@@ -99,7 +99,8 @@ class Graph:
     def new_tensor(self, shape: list[Dim], dtype: int | None = None) -> Tensor:
         dtype = self.compute_dtype if dtype is None else dtype
         nbytes = self.max_value(numel(shape)) * DTYPE_BYTES[dtype]
-        t = Tensor(len(self.tensors), dtype, list(shape), Storage(KIND_ARENA, max(nbytes, 4)))
+        nbytes = max(-(-nbytes // 4) * 4, 4)  # whole 32-bit words: shaders read u8 tensors by the word
+        t = Tensor(len(self.tensors), dtype, list(shape), Storage(KIND_ARENA, nbytes))
         self.tensors.append(t)
         return t
 

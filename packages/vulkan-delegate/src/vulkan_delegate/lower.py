@@ -10,7 +10,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from .graph import F16, F32, Graph, LoweringError, Tensor, contiguous_strides, numel
+from .graph import F16, F32, U8, Graph, LoweringError, Tensor, contiguous_strides, numel
 from .registry import lookup
 
 NO_COMPUTE = {operator.getitem}
@@ -110,6 +110,12 @@ class LoweringContext:
                 if isinstance(expr, sympy.Symbol) and all(s is not expr for s, *_ in g.symbols):
                     upper = d.node.shape_env.var_to_range[expr].upper
                     g.symbols.append((expr, i, j, int(upper)))
+            if val.dtype == torch.bool:  # a bool attention mask: bytes, read as they come
+                io = g.new_tensor(shape_of(node), U8)
+                io.storage.pinned = True
+                g.inputs.append(io.id)
+                self.values[node] = io
+                continue
             io = g.new_tensor(shape_of(node), F32)
             io.storage.pinned = True
             g.inputs.append(io.id)

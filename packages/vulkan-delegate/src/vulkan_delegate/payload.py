@@ -1,4 +1,4 @@
-"""The delegate payload ("VKDG" format, version 1): what `VulkanBackend.preprocess` writes and the C++
+"""The delegate payload ("VKDG" format, version 2): what `VulkanBackend.preprocess` writes and the C++
 runtime (packages/runtime-cpp/src/vulkan_delegate/payload.cpp) reads. Little-endian throughout.
 
     header   : magic "VKDG", u32 version, u32 flags (bit 0: fp16 compute)
@@ -15,7 +15,13 @@ runtime (packages/runtime-cpp/src/vulkan_delegate/payload.cpp) reads. Little-end
 
 dtype: 0 f32, 1 f16, 2 u8 (packed quantized weights). kind: 0 arena (offset planned at compile
 time; tensors whose lifetimes do not overlap share bytes), 1 constant (offset into the constant
-bytes, each distinct constant stored once).
+bytes, each distinct constant stored once). Push-constant words a dispatch does not give are zero.
+
+Versions (the runtime reads MIN_VERSION..VERSION and refuses others with a log line naming both):
+    1  first format.
+    2  4-bit quantized-linear weights packed two per byte (ops/quantized.py documents the layout); a
+       `linear_q` dispatch gives the weight bits as its 8th push word. The layout is otherwise that of
+       version 1, and a version 1 payload (weights one per byte, no 8th word = 0 = 8-bit) still runs.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ import sympy
 from .graph import Graph
 
 MAGIC = b"VKDG"
-VERSION = 1
+VERSION = 2
+MIN_VERSION = 1  # the oldest version the runtime still reads
 FLAG_FP16 = 1
 
 

@@ -10,10 +10,13 @@ on first use (glslc compiles the shaders then).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,13 @@ INSTALL_HINT = ("apt-get install --no-install-recommends mesa-vulkan-drivers lib
                 "glslc cmake g++")
 
 _lib: ctypes.CDLL | None = None
+_device: str | None = None
+# Loaded (program, method) pairs of run_on_vulkan, newest last. Loading builds the Vulkan device,
+# pipelines and command buffer (seconds on lavapipe), so repeated calls on one .pte reuse them. The
+# program is kept with its method: executorch.runtime's Method does not keep its Program alive.
+METHOD_CACHE_SIZE = 4
+_methods: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
+_methods_lock = threading.Lock()
 
 
 class VulkanRuntimeError(RuntimeError):
@@ -89,11 +99,54 @@ def runtime_shader_names() -> set[str]:
 
 
 def device_name() -> str:
-    """Name of the Vulkan device the runtime picks; raises VulkanRuntimeError with the fix if none."""
+    """Name of the Vulkan device the runtime picks; raises VulkanRuntimeError with the fix if none.
+
+    The first successful answer is kept for the process (finding it creates a Vulkan device)."""
+    global _device
+    if _device is not None:
+        return _device
     name = load_runtime().vkdg_device_name().decode()
     if name.startswith("error:"):
         raise VulkanRuntimeError(f"{name[6:].strip()}. For a CPU Vulkan device (lavapipe) install: {INSTALL_HINT}")
+    _device = name
     return name
+
+
+def _cache_key(program: Any) -> tuple[tuple, Any]:
+    """(key, source): a .pte path keys on (path, mtime, size) without reading it; anything else on the
+    sha256 of its serialized bytes (the source is then those bytes)."""
+    if isinstance(program, str | os.PathLike):
+        path = Path(program).resolve()
+        st = path.stat()
+        return ("path", str(path), st.st_mtime_ns, st.st_size), path
+    data = _pte_bytes(program)
+    return ("sha256", hashlib.sha256(data).hexdigest()), data
+
+
+def _loaded_method(program: Any) -> Any:
+    """The `forward` method of `program`, loaded once per process per .pte (path+mtime or content)."""
+    key, source = _cache_key(program)
+    with _methods_lock:
+        hit = _methods.get(key)
+        if hit is not None:
+            _methods.move_to_end(key)
+            return hit[1]
+    from executorch.runtime import Runtime
+
+    data = source.read_bytes() if isinstance(source, Path) else source
+    loaded = Runtime.get().load_program(data)
+    method = loaded.load_method("forward")
+    with _methods_lock:
+        _methods[key] = (loaded, method)
+        while len(_methods) > METHOD_CACHE_SIZE:
+            _methods.popitem(last=False)  # frees that method's device memory
+    return method
+
+
+def clear_method_cache() -> None:
+    """Drop every method run_on_vulkan keeps loaded (and the device memory they hold)."""
+    with _methods_lock:
+        _methods.clear()
 
 
 def _pte_bytes(program: Any) -> bytes:
@@ -112,11 +165,10 @@ def _pte_bytes(program: Any) -> bytes:
 def run_on_vulkan(lowered_program_or_pte: Any, *inputs: torch.Tensor) -> Any:
     """Run a lowered program through `executorch.runtime`, its Vulkan partitions on the GPU.
 
-    Returns one tensor for a single-output program, else a tuple.
+    The loaded method is cached per process (a .pte path by path, mtime and size; other programs by
+    the hash of their bytes; the last METHOD_CACHE_SIZE kept), so repeated calls skip device, pipeline
+    and command-buffer creation. Returns one tensor for a single-output program, else a tuple.
     """
     device_name()
-    from executorch.runtime import Runtime
-
-    program = Runtime.get().load_program(_pte_bytes(lowered_program_or_pte))
-    outputs = program.load_method("forward").execute(list(inputs))
+    outputs = _loaded_method(lowered_program_or_pte).execute(list(inputs))
     return outputs[0] if len(outputs) == 1 else tuple(outputs)

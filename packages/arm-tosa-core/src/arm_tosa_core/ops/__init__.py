@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     adaptive_pooling,
     attention,
     composed_math,
+    control_flow,
     conv,
     data_movement,
     division,

@@ -10,6 +10,7 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
+from ..quantized import rescale
 from ..registry import Quant, register_int_rule, register_op
 from .common import arg, is_constant_input
 from .conv import acc_type
@@ -20,7 +21,8 @@ aten = torch.ops.aten
 def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | None, out_shape, dtype) -> Value:
     """y[M,N] = x[M,K] @ W[K,N] + b as CONV2D on [M,1,1,K] with weight [N,1,1,K].
 
-    With an int8 input the result is the int32 accumulator (bias int32, input zero point applied)."""
+    With an int8 (int16) input the result is the int32 accumulator (bias int32 (int48), input zero point
+    applied)."""
     m, k = x.shape
     n = weight_kn.shape[1]
     xt = ctx.b.reshape(ctx.tensor(x, layout.identity(2)), [m, 1, 1, k])
@@ -36,8 +38,18 @@ def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | N
     zps = [ctx.b.zero_point(xdt, in_zp), ctx.b.zero_point(wdt)]
     y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, None, wdt), bias_t, *zps], [m, 1, 1, n], out_dt,
                  [0, 0, 0, 0], [1, 1], [1, 1], False, acc_type(xdt))
+    y = _int48_to_int32(ctx, y)
     return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape,
                            torch.int32 if out_dt != xdt else dtype)
+
+
+def _int48_to_int32(ctx: LoweringContext, y):
+    """An int16 x int8 product's INT48 accumulator as int32 (an exact RESCALE x 1); others unchanged.
+
+    The reshape after a product cannot take INT48 on Ethos-U (vela runs INT48 only fused into the RESCALE
+    after a CONV2D/MATMUL), so the accumulator continues as int8's does. It saturates only past 2^31
+    (K > 2^15 products of full-range codes)."""
+    return rescale(ctx.b, y, 1.0, 0, 0, DType.INT32) if y.dtype == DType.INT48 else y
 
 
 def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> Value:
@@ -59,8 +71,9 @@ def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> Valu
     zps = [ctx.b.zero_point(ta.dtype, a.qparams.zero_point if a.qparams else 0),
            ctx.b.zero_point(tb.dtype, b.qparams.zero_point if b.qparams else 0)]
     y = ctx.b.op(Op.MATMUL, [ta, tb, *zps], [bsz, m, n], acc_type(ta.dtype))
-    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape,
-                           torch.int32 if y.dtype != ta.dtype else dtype)
+    quantized = y.dtype != ta.dtype
+    y = _int48_to_int32(ctx, y)
+    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, torch.int32 if quantized else dtype)
 
 
 def _matmul_support(node: Node, spec) -> str | None:
@@ -113,7 +126,8 @@ def _linear_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED)
+@register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED,
+             int16=True)
 def lower_linear(ctx: LoweringContext, node: Node, bias: Value | None = None) -> Value:
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     if bias is None:

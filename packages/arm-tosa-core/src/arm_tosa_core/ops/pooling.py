@@ -113,15 +113,17 @@ def pool(ctx: LoweringContext, node: Node, op: Op, kernel, stride, padding, mode
 def _window_sum_int(ctx: LoweringContext, x: Value, t: T, kernel, stride, pads, out4, out_shape, dtype,
                     batched: bool) -> Value:
     """Exact window sums of a quantized value: DEPTHWISE_CONV2D with all-ones int8 weights, an int32
-    accumulator in units of the input scale (TOSA's integer AVG_POOL2D would round the average first)."""
+    accumulator (INT48 for int16 input) in units of the input scale (TOSA's integer AVG_POOL2D would round
+    the average first)."""
     from ..quantized import QParams
 
     channels = t.shape[3]
+    acc = DType.INT48 if t.dtype == DType.INT16 else DType.INT32  # TOSA's int16 x int8 accumulator
     ones = ctx.b.const(torch.ones(kernel[0], kernel[1], channels, 1, dtype=torch.int8), DType.INT8)
-    bias = ctx.b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32)
+    bias = ctx.b.const(torch.zeros(channels, dtype=torch.int64 if acc == DType.INT48 else torch.int32), acc)
     zps = [ctx.b.zero_point(t.dtype, x.qparams.zero_point), ctx.b.zero_point(DType.INT8)]
-    y = ctx.b.op(Op.DEPTHWISE_CONV2D, [t, ones, bias, *zps], layout.apply(out4, NHWC), DType.INT32, pads,
-                 list(stride), [1, 1], False, DType.INT32)
+    y = ctx.b.op(Op.DEPTHWISE_CONV2D, [t, ones, bias, *zps], layout.apply(out4, NHWC), acc, pads,
+                 list(stride), [1, 1], False, acc)
     value = Value(tuple(out4), torch.int32, tensor=y, perm=NHWC, qparams=QParams.accumulator(x.qparams.scale))
     return value if batched else ctx.reshape(value, out_shape)
 

@@ -1,5 +1,12 @@
-"""Scaled dot-product attention, kept whole by exir: scores = scale * q @ k^T (shader `matmul`),
-softmax with an optional causal mask (shader `softmax`), out = p @ v (shader `matmul`)."""
+"""Scaled dot-product attention, kept whole by exir: scores = scale * q @ k^T (shader `matmul`), an
+optional mask (additive float: shader `binary`; boolean: shader `mask_bool`, or folded into an additive
+constant when the mask is a weight), softmax with an optional causal mask (shader `softmax`),
+out = p @ v (shader `matmul`).
+
+Grouped-query attention (enable_gqa, q heads = g x kv heads) costs no copy: q [b, h, s, d] is read as
+[b, h_kv, g * s, d] (the g query heads sharing a kv head are adjacent rows), so the matmuls batch
+over kv heads and scores come out as [b, h, s, kv] in memory.
+"""
 
 from __future__ import annotations
 
@@ -8,45 +15,88 @@ import math
 import torch
 from torch.fx import Node
 
-from ..graph import contiguous_strides
-from ..registry import float_tensors, register
+from ..graph import U8, contiguous_strides, numel
+from ..registry import register
+from .elementwise import broadcast_strides
 from .matmul import dispatch_matmul
 from .reduce import softmax
 
 aten = torch.ops.aten
 SDPA = aten.scaled_dot_product_attention.default
+_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
+
+
+def sdpa_args(node: Node) -> dict:
+    """The SDPA node's arguments by name (positional or keyword), with torch's defaults."""
+    a = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
+    a.update(zip(_ARGS, node.args, strict=False))  # trailing args may be left out
+    a.update(node.kwargs)
+    return a
 
 
 def _sdpa_support(node: Node) -> str | None:
-    q, k, v = (a.meta["val"] for a in node.args[:3])
-    a = list(node.args) + [None] * 4
+    a = sdpa_args(node)
+    q, k, v = (a[n].meta["val"] for n in ("query", "key", "value"))
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "attention on tensors not of rank 4 (batch, heads, tokens, dim)"
-    if a[3] is not None:
-        return "attention with an explicit mask"
-    if a[4]:
+    if a["dropout_p"]:
         return "attention with dropout"
-    if node.kwargs.get("enable_gqa") or q.shape[1] != k.shape[1]:
-        return "grouped-query attention inside SDPA (repeat the KV heads before it)"
-    return float_tensors(node)
+    if q.shape[1] != k.shape[1]:
+        if not a["enable_gqa"]:
+            return "q and kv head counts differ without enable_gqa"
+        if not isinstance(q.shape[1], int) or not isinstance(k.shape[1], int) or q.shape[1] % k.shape[1]:
+            return f"grouped-query attention with {q.shape[1]} q heads over {k.shape[1]} kv heads"
+    mask = a["attn_mask"]
+    if mask is not None:
+        m = mask.meta["val"]
+        if m.dtype not in (torch.float32, torch.bool):
+            return f"attention mask of dtype {m.dtype} (float32 additive or bool supported)"
+        if m.dim() > 4:
+            return f"attention mask of rank {m.dim()}"
+    for t in (node.meta["val"], q, k, v):
+        if t.dtype != torch.float32:
+            return f"attention on {t.dtype} tensors (the Vulkan delegate computes float32, or fp16 via force_fp16)"
+    return None
 
 
-@register("sdpa", [SDPA], ["matmul", "softmax"], support=_sdpa_support, preserve=[SDPA])
+@register("sdpa", [SDPA], ["matmul", "softmax", "binary", "mask_bool"], support=_sdpa_support, preserve=[SDPA])
 def lower_sdpa(ctx, node: Node) -> None:
-    q, k, v = (ctx.inp(a) for a in node.args[:3])
-    a = list(node.args) + [None] * 4
-    causal = bool(a[5] if len(node.args) > 5 else node.kwargs.get("is_causal", False))
-    scale = node.kwargs.get("scale")
+    a = sdpa_args(node)
+    q, k, v = (ctx.inp(a[n]) for n in ("query", "key", "value"))
     b, h, s, d = q.shape
-    kv = k.shape[2]
-    scale = float(scale) if scale is not None else 1.0 / math.sqrt(d)
+    h_kv, kv = k.shape[1], k.shape[2]
+    g = h // h_kv  # query heads per kv head (1 without GQA)
+    scale = float(a["scale"]) if a["scale"] is not None else 1.0 / math.sqrt(d)
     scores = ctx.g.new_tensor([b, h, s, kv])
-    qs, ks = contiguous_strides(q.shape), contiguous_strides(k.shape)
-    dispatch_matmul(ctx, q, k, scores, d, [qs[0], qs[1], qs[2], qs[3]], [ks[0], ks[1], ks[3], ks[2]],
-                    [b, h], alpha=scale)
+    qs, ks = contiguous_strides([b, h_kv, g * s, d]), contiguous_strides(k.shape)
+    dispatch_matmul(ctx, q, k, ctx.g.alias(scores, [b, h_kv, g * s, kv]), d, qs, [ks[0], ks[1], ks[3], ks[2]],
+                    [b, h_kv], alpha=scale)
+    if a["attn_mask"] is not None:
+        scores = _apply_mask(ctx, scores, a["attn_mask"])
     probs = ctx.g.new_tensor([b, h, s, kv])
-    softmax(ctx, scores, probs, 3, causal_q=s if causal else None)
+    softmax(ctx, scores, probs, 3, causal_q=s if a["is_causal"] else None)
     y = ctx.out(node)
-    ps, vs = contiguous_strides(probs.shape), contiguous_strides(v.shape)
-    dispatch_matmul(ctx, probs, v, y, kv, [ps[0], ps[1], ps[2], ps[3]], [vs[0], vs[1], vs[2], vs[3]], [b, h])
+    ps, vs = contiguous_strides([b, h_kv, g * s, kv]), contiguous_strides(v.shape)
+    dispatch_matmul(ctx, probs, v, ctx.g.alias(y, [b, h_kv, g * s, d]), kv, ps, vs, [b, h_kv])
 
+
+def _apply_mask(ctx, scores, mask_arg: Node):
+    """scores + mask (float), or where(mask, scores, -inf) (bool), broadcast to the scores' shape."""
+    shape = scores.shape
+    n = numel(shape)
+    sizes = [1] * (6 - len(shape)) + list(shape)
+    out = ctx.g.new_tensor(shape)
+    m = mask_arg.meta["val"]
+    const = ctx.const_value(mask_arg)
+    if m.dtype == torch.bool and const is None:  # a runtime bool tensor: one byte per element
+        mask = ctx.inp(mask_arg)
+        if mask.dtype != U8:
+            raise ValueError("a bool attention mask computed on the GPU (the partitioner keeps those out)")
+        ctx.dispatch("mask_bool", [scores, mask, out], [n, *sizes, *broadcast_strides(mask.shape, shape)], (n,))
+        return out
+    if const is not None and m.dtype == torch.bool:
+        const = torch.zeros(const.shape).masked_fill(~const, -math.inf)
+    mask = ctx.g.constant(const.float()) if const is not None else ctx.inp(mask_arg)
+    ctx.dispatch("binary", [scores, mask, out], [0, n, *sizes, *broadcast_strides(scores.shape, shape),
+                                                 *broadcast_strides(mask.shape, shape), 1.0], (n,))
+    return out

@@ -1,6 +1,9 @@
-"""Quantized linear (from VulkanQuantizer): shader `linear_q` reads int8 weights packed four per 32-bit
-word (4-bit ones stored as int8 too: one layout, the shader is the same), scales per (row, group), and
-quantizes each activation row to int8 on the fly when the layer asks for dynamic activations."""
+"""Quantized linear (from VulkanQuantizer): shader `linear_q` reads the [N, K] integer weights flattened
+row-major, two's complement, packed into 32-bit words: 8-bit values four per word, 4-bit values two
+per byte (eight per word, element i in bits 4*(i % 8).. of word i / 8, i.e. low nibble first). Weights
+whose values all fit in [-8, 7] (every 4-bit layer) are packed as 4-bit, losslessly. Scales are per
+(row, group); each activation row is quantized to int8 on the fly when the layer asks for dynamic
+activations."""
 
 from __future__ import annotations
 
@@ -29,9 +32,8 @@ def lower_linear_q(ctx, node: Node) -> None:
     s = ctx.const_value(s_arg)
     if q is None or s is None:
         raise ValueError("linear_q weights must be constants")
-    qbytes = q.to(torch.int8).numpy().view(np.uint8).reshape(-1)
-    qbytes = np.concatenate([qbytes, np.zeros((-len(qbytes)) % 4, np.uint8)])  # whole 32-bit words
-    w = ctx.g.constant(qbytes, U8)
+    bits = 4 if int(q.min()) >= -8 and int(q.max()) <= 7 else 8
+    w = ctx.g.constant(pack_weights(q, bits), U8)
     sc = ctx.g.constant(s.float())
     x = ctx.inp(x_arg)
     bias = ctx.inp(b_arg) if b_arg is not None else sc
@@ -39,5 +41,16 @@ def lower_linear_q(ctx, node: Node) -> None:
     n_out, k = q.shape
     rows = numel(x.shape[:-1])
     ctx.dispatch("linear_q", [x, w, sc, bias, y], [rows, n_out, k, int(group), int(k // group),
-                                                  int(b_arg is not None), int(bool(dyn))], (n_out, rows))
+                                                  int(b_arg is not None), int(bool(dyn)), bits], (n_out, rows))
+
+
+def pack_weights(q: torch.Tensor, bits: int) -> np.ndarray:
+    """Integer weights [N, K] as the bytes `linear_q` reads (see the module docstring), whole words."""
+    flat = q.to(torch.int8).numpy().reshape(-1)
+    if bits == 4:
+        nib = (flat.astype(np.uint8) & 0x0F)
+        nib = np.concatenate([nib, np.zeros(len(nib) % 2, np.uint8)])
+        flat = nib[0::2] | (nib[1::2] << 4)
+    packed = flat.view(np.uint8)
+    return np.concatenate([packed, np.zeros((-len(packed)) % 4, np.uint8)])
 

@@ -1,0 +1,155 @@
+"""torch.cond -> COND_IF and torch.while_loop -> WHILE_LOOP (TOSA 1.0's controlflow extension, "+cf").
+
+The branches and loop functions are GraphModules (get_attr arguments of the HOP node). Each is lowered
+with the same registry into a basic block of its own (`TosaGraphBuilder.sub_block`), its placeholders
+becoming the block's inputs, its results the block's outputs, all in PyTorch's layout. The operand
+lists follow the TOSA 1.0 spec:
+
+- COND_IF(condition, *inputs) -> outputs: condition is a rank-0 bool; both blocks take `inputs` and
+  return tensors of the outputs' shapes and types.
+- WHILE_LOOP(*inputs) -> outputs, outputs matching inputs: the cond block takes every input and
+  returns a rank-0 bool, the body takes every input and returns the next values of all of them.
+  torch's while_loop passes `additional_inputs` to both functions but its body returns only the
+  carried values, so the body block hands the additional inputs back unchanged.
+
+A HOP is claimed only with the extension and when every node of its sub-graphs is itself claimable
+(otherwise it stays on the CPU with that node's reason). The partitioner puts the HOP's get_attr
+nodes into its partition (see partitioner.py), so the delegated program carries the sub-graphs.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+from torch.fx import GraphModule, Node
+
+from .. import layout, registry
+from ..builder import DType, Op, T, TosaGraphBuilder, tosa_dtype
+from ..context import LoweringContext, Value
+from ..errors import LoweringError
+from ..specification import TosaSpecification
+
+_TOSA_OP = registry.CONTROL_FLOW_OPS
+
+
+def sub_graphs(node: Node) -> list[tuple[str, GraphModule]]:
+    """The (role, GraphModule) pairs a cond / while_loop node runs, from its get_attr arguments."""
+    roles = ("true branch", "false branch") if node.target is torch.ops.higher_order.cond else (
+        "loop condition", "loop body")
+    first = 1 if node.target is torch.ops.higher_order.cond else 0
+    owner = node.graph.owning_module
+    graphs = []
+    for role, arg in zip(roles, node.args[first:first + 2], strict=True):
+        if not (isinstance(arg, Node) and arg.op == "get_attr"):
+            raise LoweringError(f"{node.name}: its {role} is {arg!r}, not a get_attr of a sub-graph")
+        graphs.append((role, getattr(owner, arg.target)))
+    return graphs
+
+
+def control_flow_reason(node: Node, spec: TosaSpecification) -> str | None:
+    """Why a cond / while_loop node cannot be lowered for `spec`: no "+cf", or a node of one of its
+    sub-graphs that cannot (named, with its own reason); None when it can."""
+    name, op = node.target.__name__, _TOSA_OP[node.target]
+    if not spec.control_flow:
+        return (f"{name} needs TOSA's control-flow extension ({op}); {spec} lacks it: "
+                f"use \"{spec}+cf\" to target it, otherwise it runs on the CPU")
+    for role, gm in sub_graphs(node):
+        for inner in gm.graph.nodes:
+            if inner.op != "call_function" or inner.target is operator.getitem:
+                continue
+            reason = registry.unsupported_reason(inner, spec)
+            if reason is not None:
+                return f"{name} -> {op}: node {inner.name} of its {role} cannot be lowered: {reason}"
+    return None
+
+
+def _constant(value) -> torch.Tensor:
+    """A sub-graph's get_attr tensor (a FakeTensor in the partitioner's copy: a stand-in of ones)."""
+    if isinstance(value, FakeTensor):
+        with unset_fake_temporarily():
+            return torch.ones(tuple(value.shape), dtype=value.dtype)
+    return value
+
+
+def lower_sub_graph(ctx: LoweringContext, gm: GraphModule, block: TosaGraphBuilder,
+                    passthrough: int = 0) -> list[Value]:
+    """Lower `gm` into `block`: one block input per placeholder, one block output per result, then
+    the last `passthrough` placeholders again (WHILE_LOOP's additional inputs). Returns the values
+    of the block's results (for their shapes and types)."""
+    # imported here: lowering imports the registry, which imports this module
+    from ..lowering import emit_outputs, lower_node
+
+    sub = LoweringContext(ctx.spec, block)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for ph in placeholders:
+        meta = ph.meta["val"]
+        shape = tuple(int(d) for d in meta.shape)
+        sub.values[ph] = sub.from_tensor(block.input(shape, tosa_dtype(meta.dtype), ph.name), shape,
+                                         meta.dtype)
+    results: list = []
+    for inner in gm.graph.nodes:
+        if inner.op == "get_attr":
+            attr = getattr(gm, inner.target)
+            if isinstance(attr, torch.Tensor):  # a nested cond / while_loop's sub-graph is read by its rule
+                sub.values[inner] = sub.constant(_constant(attr))
+        elif inner.op == "call_function":
+            lower_node(sub, inner)
+        elif inner.op == "output":
+            out = inner.args[0]
+            results = list(out) if isinstance(out, (tuple, list)) else [out]
+    block.current_node = None
+    results += placeholders[len(placeholders) - passthrough:] if passthrough else []
+    emit_outputs(sub, results)
+    return [sub.val(r) for r in results]
+
+
+def _operands(ctx: LoweringContext, args) -> list[T]:
+    """HOP operands as tensors in PyTorch's layout (a constant becomes a CONST of the parent block)."""
+    tensors = []
+    for a in args:
+        value = ctx.val(a)
+        tensors.append(ctx.tensor(value, layout.identity(value.rank),
+                                  tosa_dtype(value.dtype) if value.is_const else None))
+    return tensors
+
+
+def _results(ctx: LoweringContext, op: Op, inputs: list[T], blocks: list[TosaGraphBuilder],
+             values: list[Value]) -> list[Value]:
+    outs = ctx.b.control_flow(op, inputs, blocks, [(v.shape, tosa_dtype(v.dtype)) for v in values])
+    return [ctx.from_tensor(t, v.shape, v.dtype) for t, v in zip(outs, values, strict=True)]
+
+
+@registry.register_op("cond", [torch.ops.higher_order.cond], support=control_flow_reason, u55=False)
+def lower_cond(ctx: LoweringContext, node: Node):
+    pred, _, _, operands = node.args[:4]
+    condition = ctx.val(pred)
+    if condition.dtype != torch.bool or len(condition.shape) and condition.shape != (1,) * condition.rank:
+        raise LoweringError(f"cond predicate {pred} is {condition.dtype} of shape {condition.shape}; "
+                            "COND_IF needs one bool")
+    cond_t = ctx.tensor(condition, layout.identity(condition.rank), DType.BOOL if condition.is_const else None)
+    cond_t = ctx.b.reshape(cond_t, [])  # TOSA 1.0: the condition is a rank-0 bool
+    inputs = _operands(ctx, operands)
+    blocks, branch_values = [], []
+    for role, gm in sub_graphs(node):
+        block = ctx.b.sub_block("then" if role == "true branch" else "else")
+        branch_values.append(lower_sub_graph(ctx, gm, block))
+        blocks.append(block)
+    return tuple(_results(ctx, Op.COND_IF, [cond_t, *inputs], blocks, branch_values[0]))
+
+
+@registry.register_op("while_loop", [torch.ops.higher_order.while_loop], support=control_flow_reason,
+                      u55=False)
+def lower_while_loop(ctx: LoweringContext, node: Node):
+    _, _, carried, additional = node.args[:4]
+    inputs = _operands(ctx, [*carried, *additional])
+    (_, cond_gm), (_, body_gm) = sub_graphs(node)
+    cond_block, body_block = ctx.b.sub_block("cond"), ctx.b.sub_block("body")
+    (flag,) = lower_sub_graph(ctx, cond_gm, cond_block)
+    if flag.dtype != torch.bool or flag.shape != ():
+        raise LoweringError(f"while_loop condition returns {flag.dtype} of shape {flag.shape}; WHILE_LOOP "
+                            "needs a rank-0 bool")
+    values = lower_sub_graph(ctx, body_gm, body_block, passthrough=len(additional))
+    results = _results(ctx, Op.WHILE_LOOP, inputs, [cond_block, body_block], values)
+    return tuple(results[:len(carried)])
