@@ -6,7 +6,8 @@ in size (and overlap), which no TOSA pool expresses, so:
 
 - max: separable. Per output row a SLICE + REDUCE_MAX over H, CONCAT; then the same over W. In INT
   the max runs on the int8 codes (order-preserving), the quantize that follows rescales once.
-- average: one MATMUL of the flattened H*W plane with a constant [H*W, OH*OW] matrix (the Kronecker
+- average (INT, even windows: exact int32 window sums, 1/area folded into their scale); uneven:
+  one MATMUL of the flattened H*W plane with a constant [H*W, OH*OW] matrix (the Kronecker
   product of the per-axis window matrices). FP: the matrix holds 1/window size. INT: it holds ones,
   so the int8 MATMUL gives each window's exact int32 sum; each position is then divided by its own
   window size with one int32 MUL (as avg_pool2d's uneven windows, `pooling._divide_per_position`), so
@@ -111,7 +112,14 @@ def lower_adaptive_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
         # global average: the same exact integer lowering as the spatial mean exir makes of it
         return lower_sum_mean_int(ctx, node)
     if _even(in_hw, out_hw):
-        return lower_adaptive_avg_pool2d(ctx, node)
+        # exact int32 window sums (TOSA's int8 AVG_POOL2D would round the average before the RESCALE
+        # rounds again), the 1/area folded into the sum's scale: one rounding
+        from ..quantized import QParams
+
+        kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
+        y = pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "sum")
+        y.qparams = QParams.accumulator(float(y.qparams.scale) / (kernel[0] * kernel[1]))
+        return y
     return _uneven_average(ctx, ctx.val(node.args[0]), in_hw, out_hw)
 
 
