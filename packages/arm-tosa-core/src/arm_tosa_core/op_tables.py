@@ -149,6 +149,10 @@ POOL_1D_ADAPTIVE = _cases("pool_1d_adaptive", [
     ("adaptive_max_nondiv", lambda s, x: F.adaptive_max_pool2d(x, (3, 4)), [(1, 3, 8, 7)]),
     ("adaptive_avg_1d", lambda s, x: F.adaptive_avg_pool1d(x, 3), [(1, 4, 10)]),
     ("adaptive_max_1d", lambda s, x: F.adaptive_max_pool1d(x, 4), [(1, 2, 9)]),
+    ("adaptive_avg_nondiv_after_conv", lambda s, x: F.adaptive_avg_pool2d(s.conv(x), (4, 3)), [(1, 3, 9, 7)],
+     {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 4, 3, padding=1)}}),
+    ("adaptive_max_nondiv_after_conv", lambda s, x: F.adaptive_max_pool2d(s.conv(x), 5), [(1, 3, 7, 8)],
+     {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 4, 3, padding=1)}}),
 ])
 
 # -- control flow (TOSA's controlflow extension: COND_IF, WHILE_LOOP) -----------------------------

@@ -180,8 +180,8 @@ def legal_dtypes(spec: TosaSpecification) -> set[torch.dtype]:
     dtypes = {torch.bool}
     if spec.support_float():
         dtypes |= _FLOAT | ({torch.bfloat16} if spec.support_extension("bf16") else set())
-    if spec.support_integer():  # plain int16 tensors are PRO-INT (int16 *activations* need EXT-INT16)
-        dtypes |= _INTEGER | {torch.int16}
+    if spec.support_integer():
+        dtypes |= _INTEGER | ({torch.int16} if spec.support_extension("int16") else set())
     return dtypes
 
 
@@ -246,8 +246,7 @@ def _fp_integer_reason(node: Node, entry: OpEntry, spec: TosaSpecification) -> s
             "runs on the CPU")
 
 
-def tensor_metas(node: Node) -> list[tuple[str, Any]]:
-    """(where, fake tensor) for each tensor input and output of `node`, named for reasons."""
+def _tensor_metas(node: Node) -> list[tuple[str, Any]]:
     metas = []
     for i, arg in enumerate(node.all_input_nodes):
         metas.append((f"input {i} ({arg.name})", arg.meta.get("val")))
@@ -275,13 +274,24 @@ def is_control_flow(node: Node) -> bool:
 
 def _lowers_int16(entry: OpEntry, node: Node) -> bool:
     """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
-    of the node), else by quant kind (a TABLE's int16 form is checked code by code: `ops.table16`)."""
+    of the node), else by quant kind (TABLE: when its int16 table is within 1 LSB, see `_int16_table_reason`)."""
     flag = entry.extra.get("int16")
     if callable(flag):
         return bool(flag(node))
     if flag is not None:
         return bool(flag)
-    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY, Quant.TABLE)
+    if entry.quant == Quant.TABLE:
+        return _int16_table_reason(entry, node) is None
+    return entry.quant in (Quant.SHARED, Quant.ACTIVATION, Quant.REDUCE, Quant.BINARY)
+
+
+def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
+    """Why the interpolated int16 TABLE of `node` would be more than 1 LSB off fake-quant on some input
+    code (built and checked on all 65,536 codes by `ops.table16`); None when it is within."""
+    from .ops.table16 import int16_table_reason
+
+    reason = int16_table_reason(node)
+    return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 
 
 def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
@@ -289,8 +299,6 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     entry = lookup(node.target)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
-    if node.target in CONTROL_FLOW_OPS:  # its own rule checks its operands and every sub-graph node
-        return entry.support(node, spec)
     if not (entry.profiles & spec.profiles):
         return (f"{entry.name} is lowered only for the {'/'.join(sorted(entry.profiles))} profile(s), "
                 f"not {str(spec)}")
@@ -306,19 +314,14 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         if reason:
             return reason
         if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
+            if entry.quant == Quant.TABLE and entry.extra.get("int16") is None:
+                return _int16_table_reason(entry, node)
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
-        if _activation_dtype(node) == torch.int16 and entry.quant == Quant.TABLE and entry.int_lower is None:
-            # the interpolated table, checked code by code against fake-quant
-            from .ops.table16 import int16_table_reason
-
-            reason = int16_table_reason(node)
-            if reason:
-                return reason
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
     fp_only = not spec.support_integer()
-    for where, meta in tensor_metas(node):
+    for where, meta in _tensor_metas(node):
         if meta.dtype.is_complex and entry.extra.get("complex_values"):
             pass  # carried inside the graph as its real view (the family's rule keeps it off the boundary)
         elif meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):

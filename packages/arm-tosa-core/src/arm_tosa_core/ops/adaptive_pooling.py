@@ -12,6 +12,10 @@ in size (and overlap), which no TOSA pool expresses, so:
   window size with one int32 MUL (as avg_pool2d's uneven windows, `pooling._divide_per_position`), so
   the following RESCALE is the only rounding that matters.
 
+INT averages over even windows are exact too: up to 3x3, int32 window sums from an all-ones depthwise
+convolution (Ethos-U55/U65 stride limit), beyond that the MATMUL above (windows of one size fold 1/size
+into the scale), and only planes too large for its matrix an int8 AVG_POOL2D (which rounds twice).
+
 A 1x1 adaptive average of a rank-4 value (global average pooling) is lowered by `reductions` as a
 mean over H, W.
 """
@@ -40,6 +44,9 @@ from .shape_ops import _slice
 aten = torch.ops.aten
 MAX_WINDOWS = 64  # uneven max pooling: one SLICE + REDUCE_MAX per output row/column
 MAX_AVG_MATRIX = 1 << 18  # uneven average pooling: the constant H*W x OH*OW matrix (elements)
+# INT window sums as an all-ones depthwise convolution strided by the window: Ethos-U55/U65 run depthwise
+# strides up to 3 only, so larger even windows take the MATMUL form too
+MAX_SUM_STRIDE = 3
 
 
 def _adaptive_window(node: Node) -> tuple[list[int], list[int]]:
@@ -110,9 +117,18 @@ def lower_adaptive_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
     if _is_global(ctx, node):
         # global average: the same exact integer lowering as the spatial mean exir makes of it
         return lower_sum_mean_int(ctx, node)
-    if _even(in_hw, out_hw):
-        return lower_adaptive_avg_pool2d(ctx, node)
-    return _uneven_average(ctx, ctx.val(node.args[0]), in_hw, out_hw)
+    kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
+    if _even(in_hw, out_hw) and max(kernel) <= MAX_SUM_STRIDE:
+        # exact int32 window sums (TOSA's int8 AVG_POOL2D would round the average before the RESCALE
+        # rounds again), the 1/area folded into the sum's scale: one rounding
+        from ..quantized import QParams
+
+        y = pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "sum")
+        y.qparams = QParams.accumulator(float(y.qparams.scale) / (kernel[0] * kernel[1]))
+        return y
+    if in_hw[0] * in_hw[1] * out_hw[0] * out_hw[1] <= MAX_AVG_MATRIX:
+        return _uneven_average(ctx, ctx.val(node.args[0]), in_hw, out_hw)
+    return lower_adaptive_avg_pool2d(ctx, node)  # a large even plane: int8 AVG_POOL2D (rounds twice)
 
 
 # The max is order-preserving: quantized, it runs on the int8 codes with the input's qparams (SHARED).
@@ -166,6 +182,9 @@ def _uneven_average(ctx: LoweringContext, x: Value, in_hw, out_hw) -> Value:
     from ..quantized import QParams
 
     sums.qparams = QParams.accumulator(float(x.qparams.scale))
+    if bool((counts == counts[0, 0]).all()):  # windows of one size: 1/size folds into the scale
+        sums.qparams = QParams.accumulator(float(x.qparams.scale) / float(counts[0, 0]))
+        return sums
     max_sum = (x.qparams.qmax - x.qparams.qmin) * int(counts.max())
     return _divide_per_position(ctx, sums, counts.double(), max_sum)
 

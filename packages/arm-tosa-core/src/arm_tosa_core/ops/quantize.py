@@ -18,6 +18,8 @@ from ..quantized import QParams, is_quantize, qd, qparams_of, requantize
 from ..registry import aten_target, register_op
 from .elementwise import nan_propagate
 
+aten = torch.ops.aten
+
 
 def _const_of(ctx: LoweringContext):
     def resolve(node):
@@ -99,12 +101,12 @@ def lower_shared(ctx: LoweringContext, node: Node, fp_rule) -> Value:
 
 
 def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
-    """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes; int16
-    activations use the interpolated 513-entry table (`table16`) and one RESCALE by 1/128."""
+    """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes (int16: see
+    `_table_int16`)."""
     x = ctx.val(node.args[0])
     qin, qout = x.qparams, output_qparams(node)
     if qin.dtype == torch.int16 and qout.dtype == torch.int16:
-        return _lower_table16(ctx, node, x, qout)
+        return _table_int16(ctx, node, x, qout)
     if qin.dtype != torch.int8 or qout.dtype != torch.int8:
         raise ValueError(f"TABLE lowering takes int8 -> int8 or int16 -> int16, not {qin.dtype} -> {qout.dtype}")
     codes = torch.arange(-128, 128, dtype=torch.float32)
@@ -119,17 +121,22 @@ def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
     return out
 
 
-def _lower_table16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> Value:
+def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> Value:
+    """int16 TABLE (TOSA EXT-INT16): 513 int16 entries at every 128th input code; TOSA interpolates
+    between neighbours into an int32 with 7 fractional bits, and a RESCALE (x 1/128) rounds that to the
+    output's int16 codes. The entries are built and checked on every code by `table16` (the support
+    rule keeps a node whose table would be more than 1 LSB off fake-quant on the CPU)."""
     from ..quantized import rescale
     from .table16 import MAX_LSB, int16_table
 
     table, error = int16_table(node, x.qparams, qout)
     if error > MAX_LSB:
         raise ValueError(f"the int16 TABLE would be {error:.0f} LSB off fake-quant")
-    shape, dtype = ctx.out_meta(node)
     t_table = ctx.b.const(table.numpy(), DType.INT16)
-    acc = ctx.b.op(Op.TABLE, [ctx.tensor(x), t_table], ctx.tensor(x).shape, DType.INT32)
-    out = rescale(ctx.b, acc, 1 / 128, 0, 0, DType.INT16)  # 1/128 output codes -> codes, rounded
+    xt = ctx.tensor(x)
+    interpolated = ctx.b.op(Op.TABLE, [xt, t_table], xt.shape, DType.INT32)
+    out = rescale(ctx.b, interpolated, 1 / 128, 0, 0, DType.INT16)  # entries hold the zero point
+    shape, dtype = ctx.out_meta(node)
     return Value(shape, dtype, tensor=out, perm=x.perm, qparams=qout)
 
 

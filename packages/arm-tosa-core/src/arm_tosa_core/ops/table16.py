@@ -5,8 +5,8 @@ and returns (t[i] << 7) + (t[i+1] - t[i]) * ((x + 32768) & 127): a straight line
 codes apart, in 1/128 output codes (int32). One RESCALE by 1/128 rounds it to the output's int16 code.
 
 A line between samples is not the function, so the table is built to match fake-quant code by code:
-start from the rounded samples (a sample outside the function's domain takes the value of the
-nearest code inside it), then nudge each entry by ±1 while that lowers the worst error of the two
+start from the samples, each corrected by half the midpoint error of the two chords it ends (a
+sample outside the function's domain takes the value of the nearest code inside it), then nudge each entry by ±1 while that lowers the worst error of the two
 segments it bounds. Every one of the 65,536 input codes is then checked against PT2E's
 `quantize(f(dequantize(x)))`; when some code is more than `MAX_LSB` off (a kink the line cannot
 follow, such as a saturation or a singularity like log near 0) the node stays on the CPU with the
@@ -57,7 +57,20 @@ def _build(fn_key, qin: QParams, qout: QParams) -> tuple[torch.Tensor, float]:
     nearest_valid = torch.arange(65536)[valid]
     pick = nearest_valid[torch.searchsorted(nearest_valid, at).clamp(max=nearest_valid.numel() - 1)]
     pick = torch.where(valid[at], at, pick)
-    table = fake[pick].clone()
+    # start from the samples, each corrected by half the midpoint error of the two chords it ends (the
+    # chord's error centred on zero), rounded
+    units = (fn((_CODES[pick] - qin.zero_point) * float(qin.scale)).double() / float(qout.scale)
+             + qout.zero_point)
+    mid = torch.clamp(pick[:-1] + 64, max=65535)
+    chord = (units[:-1] + units[1:]) / 2
+    mid_err = chord - torch.where(valid[mid], fake[mid], chord)
+    mid_err = torch.where(mid_err.isfinite() & (mid_err.abs() < 8), mid_err, torch.zeros_like(mid_err))
+    correction = torch.zeros_like(units)
+    correction[:-1] += mid_err / 2
+    correction[1:] += mid_err / 2
+    correction[1:-1] /= 2
+    table = torch.where((units - correction).isfinite(), torch.round(units - correction), fake[pick])
+    table = torch.clamp(table, qout.qmin, qout.qmax)
     fake_filled = torch.where(valid, fake, torch.zeros_like(fake))
     # coordinate descent, vectorized: entries of one parity bound disjoint segment pairs, so all of
     # them can move at once; a move is kept where it lowers the worse of its two segments
