@@ -2,12 +2,15 @@
 
 from . import (  # noqa: F401
     activations,
+    argmax,
     attention,
+    bitwise,
     composed_math,
     conv,
     data_movement,
     division,
     elementwise,
+    gather,
     indexing,
     matmul,
     normalization,
