@@ -244,3 +244,78 @@ def all_cases(families: list[str] | None = None) -> list[OpCase]:
     if unknown:
         raise ValueError(f"unknown op families {sorted(unknown)}; known: {sorted(TABLES)}")
     return [c for name, cases in TABLES.items() if families is None or name in families for c in cases]
+
+
+# -- dtype and form variants (issue 10, "How to know it is wide enough") ---------------------------
+# Plain integer tensors under the INT profile (nothing to quantize): TOSA's int32-only operators run
+# on int8/int16 through int32 CASTs (wrapping like torch); int32 add/sub/mul also under FP.
+_I8, _I16, _I32 = torch.int8, torch.int16, torch.int32
+
+
+def _int_rows(dtype: torch.dtype) -> list:
+    return [
+        ("add_rank1", lambda s, a, b: a + b, [(5,), (5,)]),
+        ("sub_rank5", lambda s, a, b: torch.sub(a, b), [(1, 2, 3, 2, 2), (1, 2, 3, 2, 2)]),
+        ("mul_bcast", lambda s, a, b: a * b, [(2, 3, 4), (4,)]),
+        ("rsub_scalar", lambda s, a: 2 - a, [(2, 3)]),
+        ("add_inplace_scalar", lambda s, a: a.clone().__iadd__(3), [(2, 3)]),
+        ("mul_inplace", lambda s, a, b: a.clone().mul_(b), [(2, 3), (2, 3)]),
+        ("compare_bcast", lambda s, a, b: (a > b, a <= 0, a == b), [(2, 3), (3,)]),
+        ("where_scalar", lambda s, a, b: (torch.where(a > 0, a, b), torch.where(a > 0, a, 0)), [(2, 3), (2, 3)]),
+        ("maximum_minimum", lambda s, a, b: (torch.maximum(a, b), torch.minimum(a, b)), [(2, 3), (2, 3)]),
+        ("clamp", lambda s, a: (a.clamp(-10, 10), a.clamp(min=0)), [(2, 3, 4)]),
+        ("abs_neg", lambda s, a: (a.abs(), -a), [(2, 3)]),
+        ("sum_int64", lambda s, a: (a.sum(-1), a.sum()), [(2, 3, 4)]),
+        ("amax_keepdim", lambda s, a: (a.amax(-1, keepdim=True), torch.amin(a, (0, 2))), [(2, 3, 4)]),
+        ("cat_stack_neg", lambda s, a, b: (torch.cat([a, b], -1), torch.stack([a, b], -1)), [(2, 3), (2, 3)]),
+        ("split_select", lambda s, a: (*a.split(2, -1), a[:, -1]), [(2, 5)]),
+        ("views", lambda s, a: (a.view(-1, 2), a.permute(2, 0, 1), a.flatten(1), a.unsqueeze(-1)), [(2, 3, 4)]),
+        ("bitwise", lambda s, a, b: (a & b, a | b, a ^ b, ~a, a & 3), [(2, 3), (2, 3)]),
+        ("shifts", lambda s, a: (a << 2, a >> 1), [(2, 3)]),
+        ("index_select_gather", lambda s, a: (a.index_select(-1, torch.tensor([2, 0])), a[torch.tensor([1, 0])],
+                                              torch.gather(a, -1, torch.tensor([[2, 0], [1, 1]]))), [(2, 3)]),
+        ("strided_slice", lambda s, a: (a[:, ::2], a[..., 1::3]), [(3, 5)]),
+    ] + ([("max_pool2d_argmax", lambda s, a: (F.max_pool2d(a, 2), a.argmax(-1), a.argmin(1, keepdim=True)),
+           [(1, 2, 4, 4)])] if dtype == _I8 else [])
+
+
+DTYPE_INT8 = _cases("dtype_int8", _int_rows(_I8), profiles=("INT",), dtype=_I8)
+DTYPE_INT16 = _cases("dtype_int16", _int_rows(_I16), profiles=("INT",), dtype=_I16)
+DTYPE_INT32 = _cases("dtype_int32", _int_rows(_I32), profiles=("INT",), dtype=_I32) + _cases("dtype_int32", [
+    ("index_math_fp", lambda s, a, b: (a + b, a - 3, a * b, a.float() * 0.5), [(2, 3), (2, 3)], {"profiles": ("FP",)}),
+], dtype=_I32)
+
+# float16 under FP (TOSA PRO-FP has it): multi-step families are computed in float32 and rounded once,
+# like PyTorch's CPU kernels (see arm_tosa_core/half_math.py).
+DTYPE_FP16 = _cases("dtype_fp16", [
+    ("elementwise", lambda s, a, b: (a + b, 2 - a, a * 3, a / (b.abs() + 1), torch.maximum(a, b)), [(2, 3), (3,)]),
+    ("unary", lambda s, a: (a.exp(), a.sigmoid(), a.tanh(), F.gelu(a), F.silu(a), F.hardswish(a)), [(2, 3, 4)]),
+    ("softmax_neg_dim", lambda s, a: (a.softmax(-1), F.log_softmax(a, 0)), [(2, 3, 4)]),
+    ("argmax_strided_gather", lambda s, a: (a.argmax(-1), a.argmin(), a.argmax(0, keepdim=True), a[:, ::2],
+                                            torch.gather(a, 1, torch.tensor([[4, 0], [1, 1], [0, 3]]))), [(3, 5)]),
+    ("reductions", lambda s, a: (a.mean(-1, keepdim=True), a.sum((0, 2)), a.amax(1), a.var(-1)), [(2, 3, 4)]),
+    ("layer_norm", lambda s, a, w, b: F.layer_norm(a, (3, 4), w, b), [(2, 3, 4), (3, 4), (3, 4)]),
+    ("matmul", lambda s, a, b: (a @ b, torch.bmm(a, b)), [(2, 3, 4), (2, 4, 5)]),
+    ("linear_addmm", lambda s, a, w, b: (F.linear(a, w, b), torch.addmm(b, a, w.t())), [(3, 4), (5, 4), (5,)]),
+    ("pools", lambda s, a: (F.avg_pool2d(a, 2), F.max_pool2d(a, 2), F.adaptive_avg_pool2d(a, 1)), [(1, 2, 6, 6)]),
+    ("data_movement", lambda s, a, b: (torch.cat([a, b], -1), a.transpose(-1, -2), a[:, 1:], b.flip(0)),
+     [(2, 3), (2, 3)]),
+], profiles=("FP",), dtype=torch.float16)
+
+# Quantized (float) forms a user writes: numbers on either side, in-place ops, negative dims, keepdim.
+FORMS_INT = _cases("forms_quantized", [
+    ("where_scalar", lambda s, a: (torch.where(a > 0, a, 0.0), torch.where(a < 0, 1.0, a)), [(2, 3)]),
+    ("inplace_div", lambda s, a, b: (a.clone().div_(b.abs() + 1), a.clone().__itruediv__(2)), [(2, 3), (2, 3)]),
+    ("scalar_first", lambda s, a: (2 - a, 3 * a, a + 1.5), [(2, 3)]),
+    ("avg_pool1d", lambda s, a: F.avg_pool1d(a, 2), [(1, 2, 8)]),
+    ("reduce_neg_keepdim", lambda s, a: (a.mean(-1, keepdim=True), a.amax(-2)), [(2, 3, 4)]),
+    ("gather_strided_narrow", lambda s, a: (a.index_select(1, torch.tensor([2, 0])), a[:, ::2], a.narrow(-1, 1, 2)),
+     [(2, 4, 3)]),
+])
+# Integer results of a quantized float graph: argmax/argmin indices are never quantized.
+ARGMAX_INT = _cases("argmax_quantized", [
+    ("argmax_argmin", lambda s, a: (a.argmax(-1), a.argmin(0), a.argmax()), [(3, 4)]),
+], profiles=("INT",))
+
+TABLES.update({"dtype_int8": DTYPE_INT8, "dtype_int16": DTYPE_INT16, "dtype_int32": DTYPE_INT32,
+               "dtype_fp16": DTYPE_FP16, "forms_quantized": FORMS_INT, "argmax_quantized": ARGMAX_INT})

@@ -162,7 +162,8 @@ _INDEX_INTEGERS = {torch.int32, torch.int64}
 # casts to or from bool) needs the INT profile; `tosa-opt --tosa-validate=strict-op-spec-alignment`
 # rejects it (see profile_check.py). These families lower integer tensors with only those operators
 # (for add/sub/mul see `_fp_integer_reason`; the indexing families check their values themselves).
-_FP_INDEX_MATH = frozenset({"add", "sub", "mul", "div_rounding", "clone_cast", "embedding", "index_select",
+_FP_INDEX_MATH = frozenset({"add", "sub", "mul", "div_rounding", "clone_cast", "embedding", "index_select", "argmax",
+                            "amax_amin", "gather",
                             "index_tensor",
                             "tensor_factory"})
 # Families whose lowering turns compile-time-constant inputs into a constant, emitting no operator.

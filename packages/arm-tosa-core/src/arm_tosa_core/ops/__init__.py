@@ -3,7 +3,9 @@
 from . import (  # noqa: F401
     activations,
     adaptive_pooling,
+    argmax,
     attention,
+    bitwise,
     composed_math,
     control_flow,
     conv,
@@ -11,6 +13,7 @@ from . import (  # noqa: F401
     division,
     elementwise,
     fft,
+    gather,
     indexing,
     matmul,
     normalization,

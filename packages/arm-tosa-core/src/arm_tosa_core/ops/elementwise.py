@@ -227,17 +227,31 @@ def lower_ne(ctx: LoweringContext, node: Node) -> Value:
 
 _LOGICAL = {aten.logical_and.default: Op.LOGICAL_AND, aten.logical_or.default: Op.LOGICAL_OR,
             aten.logical_xor.default: Op.LOGICAL_XOR,
-            # `mask & other` etc.: bitwise ops, lowered on bool tensors only (see _logical_support)
+            # `mask & other` etc.: LOGICAL_* on bool tensors, BITWISE_* on integers (INT profile)
             aten.bitwise_and.Tensor: Op.LOGICAL_AND, aten.bitwise_or.Tensor: Op.LOGICAL_OR,
-            aten.bitwise_xor.Tensor: Op.LOGICAL_XOR}
+            aten.bitwise_xor.Tensor: Op.LOGICAL_XOR, aten.bitwise_and.Scalar: Op.LOGICAL_AND,
+            aten.bitwise_or.Scalar: Op.LOGICAL_OR, aten.bitwise_xor.Scalar: Op.LOGICAL_XOR}
 _NOT = (aten.logical_not.default, aten.bitwise_not.default)  # `~mask` is bitwise_not on bool
+_BITWISE = {Op.LOGICAL_AND: Op.BITWISE_AND, Op.LOGICAL_OR: Op.BITWISE_OR, Op.LOGICAL_XOR: Op.BITWISE_XOR}
+_BITWISE_INTS = (torch.int8, torch.int16, torch.int32)
+_LOGICAL_NAMES = ("logical_and", "logical_or", "logical_xor", "logical_not")
 
 
 def _logical_support(node: Node, spec) -> str | None:
     dtypes = {a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node)}
-    if dtypes != {torch.bool}:
-        return f"logical/bitwise ops on {sorted(map(str, dtypes))} are not lowered (only on bool tensors)"
-    return None
+    if dtypes == {torch.bool}:
+        return None
+    if aten_target(node.target).__name__.split(".")[0] in _LOGICAL_NAMES:  # operands tested against 0
+        if len(dtypes) == 1 and ((dtypes <= {torch.float16, torch.float32} and spec.support_float())
+                                 or (dtypes <= set(_BITWISE_INTS) and spec.support_integer())):
+            return None
+        return (f"logical ops on {sorted(map(str, dtypes))} are not lowered under {spec} (bool, float under FP, "
+                "int8/int16/int32 under INT: TOSA compares int32 only in its INT profile)")
+    if len(dtypes) == 1 and dtypes <= set(_BITWISE_INTS):  # TOSA BITWISE_* are PRO-INT, int8/16/32
+        return None if spec.support_integer() else (
+            f"bitwise ops on {dtypes.pop()} tensors need the INT profile (TOSA 1.0 BITWISE_* are PRO-INT); "
+            f"under {spec} they run on the CPU")
+    return f"bitwise ops on {sorted(map(str, dtypes))} are not lowered (bool, int8, int16 or int32 only)"
 
 
 @register_op("logical", list(_LOGICAL) + list(_NOT), support=_logical_support)
@@ -246,12 +260,26 @@ def lower_logical(ctx: LoweringContext, node: Node) -> Value:
     if folded is not None:
         return folded
     target = aten_target(node.target)
+    shape, dtype = ctx.out_meta(node)
+    values = [ctx.val(a) for a in node.args[:2 if target not in _NOT else 1]]
+    if dtype == torch.bool:  # logical_*(x, y) of numbers: x != 0, y != 0 first
+        values = [v if v.dtype == torch.bool else _nonzero(ctx, v) for v in values]
     if target in _NOT:
-        v = ctx.val(node.args[0])
-        shape, _ = ctx.out_meta(node)
-        return ctx.emit(Op.LOGICAL_NOT, [ctx.tensor(v, None, tosa_dtype(torch.bool))], shape, torch.bool,
-                        None if v.is_const else v.perm)
-    return elementwise(ctx, node, _LOGICAL[target], [ctx.val(a) for a in node.args[:2]])
+        v = values[0]
+        op = Op.LOGICAL_NOT if dtype == torch.bool else Op.BITWISE_NOT
+        return ctx.emit(op, [ctx.tensor(v, None, tosa_dtype(dtype))], shape, dtype, None if v.is_const else v.perm)
+    op = _LOGICAL[target] if dtype == torch.bool else _BITWISE[_LOGICAL[target]]
+    return elementwise(ctx, node, op, values)
+
+
+def _nonzero(ctx: LoweringContext, v: Value) -> Value:
+    """v != 0 as a bool value (EQUAL to zero, then LOGICAL_NOT)."""
+    if v.is_const:
+        return ctx.constant(v.const != 0)
+    zero = ctx.constant(torch.zeros([1] * v.rank, dtype=v.dtype))
+    (t, z), perm = ctx.broadcast([v, zero], v.rank, v.tensor.dtype)
+    eq = ctx.emit(Op.EQUAL, [t, z], v.shape, torch.bool, perm)
+    return ctx.emit(Op.LOGICAL_NOT, [eq.tensor], v.shape, torch.bool, perm)
 
 
 @register_op("where", [aten.where.self], quant=Quant.SHARED)

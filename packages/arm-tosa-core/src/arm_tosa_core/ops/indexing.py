@@ -19,15 +19,18 @@ from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import UnsupportedModelError
-from ..registry import aten_target, register_op
+from ..registry import Quant, aten_target, register_op
 
 aten = torch.ops.aten
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
 
-def _values_support(values: Node, spec) -> str | None:
-    """GATHER's value types: float needs the FP profile, int8/16/32 the INT profile."""
+def _values_support(values: Node, spec, node: Node | None = None) -> str | None:
+    """GATHER's value types: float needs the FP profile, int8/16/32 the INT profile (quantized values
+    are int8 codes)."""
+    if node is not None and node.meta.get("arm_quantized"):
+        return None
     dtype = values.meta["val"].dtype
     if dtype.is_floating_point and spec.support_float():
         return None
@@ -101,10 +104,11 @@ def gather_dim(ctx: LoweringContext, x: Value, dim: int, index: Value, wrap_nega
 
 # -- embedding ----------------------------------------------------------------------------------
 def _embedding_support(node: Node, spec) -> str | None:
-    return _values_support(node.args[0], spec) or _index_support(node.args[1])
+    return _values_support(node.args[0], spec, node) or _index_support(node.args[1])
 
 
-@register_op("embedding", [aten.embedding.default], support=_embedding_support, profiles=("FP",))
+@register_op("embedding", [aten.embedding.default], support=_embedding_support,
+             quant=Quant.SHARED)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_embedding(ctx: LoweringContext, node: Node) -> Value:
     weight, index = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, _ = ctx.out_meta(node)
@@ -114,10 +118,11 @@ def lower_embedding(ctx: LoweringContext, node: Node) -> Value:
 
 # -- index_select -------------------------------------------------------------------------------
 def _index_select_support(node: Node, spec) -> str | None:
-    return _values_support(node.args[0], spec) or _index_support(node.args[2])
+    return _values_support(node.args[0], spec, node) or _index_support(node.args[2])
 
 
-@register_op("index_select", [aten.index_select.default], support=_index_select_support, profiles=("FP",))
+@register_op("index_select", [aten.index_select.default], support=_index_select_support,
+             quant=Quant.SHARED)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_index_select(ctx: LoweringContext, node: Node) -> Value:
     x, index = ctx.val(node.args[0]), ctx.val(node.args[2])
     shape, _ = ctx.out_meta(node)
@@ -156,10 +161,11 @@ def _index_tensor_support(node: Node, spec) -> str | None:
     if not is_compile_time(index):
         return ("indexing with a runtime index tensor is not lowered (negative indices would need wrapping); "
                 "use torch.index_select")
-    return _values_support(node.args[0], spec) or _index_support(index)
+    return _values_support(node.args[0], spec, node) or _index_support(index)
 
 
-@register_op("index_tensor", [aten.index.Tensor], support=_index_tensor_support, profiles=("FP",))
+@register_op("index_tensor", [aten.index.Tensor], support=_index_tensor_support,
+             quant=Quant.SHARED)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_index_tensor(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dim = next(i for i, idx in enumerate(node.args[1]) if idx is not None)

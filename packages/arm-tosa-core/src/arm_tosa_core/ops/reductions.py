@@ -240,8 +240,10 @@ _EXTREMA = {
 
 def _extrema_support(node: Node, spec) -> str | None:
     target = aten_target(node.target)
-    if target in (aten.max.dim, aten.min.dim):
-        reason = values_only(node)
+    if target in (aten.max.dim, aten.min.dim) and values_only(node) and not node.meta.get("arm_quantized"):
+        from .argmax import argmax_reason  # the indices are an ARGMAX
+
+        reason = argmax_reason(node.args[0].meta["val"].dtype, spec)
         if reason:
             return reason
     dtype = node.args[0].meta["val"].dtype
@@ -263,7 +265,11 @@ def lower_extrema(ctx: LoweringContext, node: Node):
     y = reduce(ctx, x, op, dims, nan_propagate())
     y = y if keepdim else drop_dims(ctx, y, dims)
     if target in (aten.max.dim, aten.min.dim):
-        return (y, None)  # the indices are refused by the support rule
+        if not values_only(node):
+            return (y, None)  # the indices are not used
+        from .argmax import arg_extreme
+
+        return (y, arg_extreme(ctx, x, dims[0], keepdim, minimum=target is aten.min.dim))
     return y
 
 

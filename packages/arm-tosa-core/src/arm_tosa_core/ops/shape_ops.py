@@ -135,12 +135,13 @@ def _slice(ctx: LoweringContext, x: Value, starts: list[int], sizes: list[int], 
 
 def _slice_support(node: Node, spec) -> str | None:
     step = arg(node, 4, "step", 1)
-    if step != 1:
-        return f"slice with step {step} is not lowered (only step 1)"
+    if not isinstance(step, int) or step < 1:
+        return f"slice with step {step} is not lowered"
     return None
 
 
-@register_op("slice", [aten.slice_copy.Tensor, aten.slice.Tensor], support=_slice_support, quant=Quant.SHARED)
+@register_op("slice", [aten.slice_copy.Tensor, aten.slice.Tensor], support=_slice_support, quant=Quant.SHARED,
+             quant_aliases=[aten.narrow.default])
 def lower_slice(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
@@ -149,7 +150,40 @@ def lower_slice(ctx: LoweringContext, node: Node) -> Value:
     start = max(0, min(start + x.shape[dim] if start < 0 else start, x.shape[dim]))
     starts = [0] * x.rank
     starts[dim] = start
+    step = arg(node, 4, "step", 1)
+    if step != 1:
+        return _strided_slice(ctx, x, dim, start, step, shape[dim], dtype)
     return _slice(ctx, x, starts, list(shape), dtype)
+
+
+def _strided_slice(ctx: LoweringContext, x: Value, dim: int, start: int, step: int, count: int, dtype) -> Value:
+    """x[start::step][:count] along `dim` (TOSA SLICE has no step): the `count * step` elements from
+    `start` RESHAPEd to [count, step] keep column 0; when the last window runs past the end, it is
+    taken on its own and CONCATenated."""
+    if x.is_const:
+        index = [slice(None)] * x.rank
+        index[dim] = slice(start, start + count * step, step)
+        return ctx.constant(x.const[tuple(index)])
+    whole = count if start + count * step <= x.shape[dim] else count - 1
+    parts = []
+
+    def cut(value: Value, axis: int, begin: int, size: int) -> Value:
+        starts, sizes = [0] * value.rank, list(value.shape)
+        starts[axis], sizes[axis] = begin, size
+        return _slice(ctx, value, starts, sizes, dtype)
+
+    outer, inner = x.shape[:dim], x.shape[dim + 1:]
+    if whole:
+        windows = ctx.reshape(cut(x, dim, start, whole * step), (*outer, whole, step, *inner))
+        parts.append(ctx.reshape(cut(windows, dim + 1, 0, 1), (*outer, whole, *inner)))
+    if whole < count:
+        parts.append(cut(x, dim, start + whole * step, 1))
+    if len(parts) == 1:
+        return parts[0]
+    identity = tuple(range(x.rank))
+    out = ctx.emit(Op.CONCAT, [ctx.tensor(p, identity) for p in parts], (*outer, count, *inner), dtype, identity, dim)
+    out.qparams = x.qparams
+    return out
 
 
 @register_op("select", [aten.select_copy.int, aten.select.int], quant=Quant.SHARED)
