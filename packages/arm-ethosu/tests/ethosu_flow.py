@@ -5,9 +5,19 @@ from __future__ import annotations
 import torch
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from tosa.DType import DType
+from tosa.TosaGraph import TosaGraph
 
-from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
-from arm_tosa_core import partition_report
+from arm_ethosu import (
+    EthosUCompileSpec,
+    EthosUPartitioner,
+    EthosUQuantizer,
+    ethosu_payloads,
+    ethosu_report,
+)
+from arm_ethosu.backend import tosa_graph_of
+from arm_quantizer import get_symmetric_a16w8_quantization_config, run_exactly
+from arm_tosa_core import partition_report, run_on_reference_model
 
 BOUNDARY = "at the float boundary of the program"
 
@@ -42,3 +52,48 @@ def output_lsb(quantized) -> float:
     if "dequantize" not in str(node.target):
         raise AssertionError(f"the output comes from {node.target}, not a dequantize")
     return float(node.args[1])
+
+
+def quantize_mixed(model: torch.nn.Module, inputs: tuple, spec: EthosUCompileSpec, a16w8: tuple[str, ...] | None):
+    """PT2E with EthosUQuantizer: a16w8 everywhere (None) or only for the modules named."""
+    quantizer = EthosUQuantizer(spec)
+    if a16w8 is None:
+        quantizer.set_global(get_symmetric_a16w8_quantization_config())
+    for name in a16w8 or ():
+        quantizer.set_module_name(name, get_symmetric_a16w8_quantization_config())
+    prepared = prepare_pt2e(torch.export.export(model.eval(), inputs).module(), quantizer)
+    prepared(*inputs)
+    return convert_pt2e(prepared)
+
+
+def tensor_dtypes(tosa: bytes) -> set[int]:
+    """The DType of every tensor in a TOSA flatbuffer."""
+    graph = TosaGraph.GetRootAs(tosa, 0)
+    dtypes = set()
+    for r in range(graph.RegionsLength()):
+        region = graph.Regions(r)
+        for b in range(region.BlocksLength()):
+            block = region.Blocks(b)
+            dtypes |= {block.Tensors(t).Type() for t in range(block.TensorsLength())}
+    return dtypes
+
+
+def _lsb(out: torch.Tensor, expected: torch.Tensor, converted) -> float:
+    # rounded: a float32 output of ~32767 codes carries ~0.002 LSB of its own rounding
+    return round(((out - expected).abs().max() / output_lsb(converted)).item(), 2)
+
+
+def check_one_partition(model: torch.nn.Module, inputs: tuple, target: str, a16w8=None):
+    """Quantize, compile, and check: one Ethos-U partition, int16 in its TOSA graph, vela's cycles.
+    Returns (max LSB vs run_exactly, cycles, converted, edge)."""
+    spec = EthosUCompileSpec(target)
+    converted = quantize_mixed(model, inputs, spec, a16w8)
+    edge = lower(converted, inputs, spec)
+    report = partition_report(edge)
+    assert len(report.delegates) == 1 and not cpu_compute(edge), report
+    (payload,) = ethosu_payloads(edge)
+    assert DType.INT16 in tensor_dtypes(tosa_graph_of(payload))
+    cycles = ethosu_report(edge).cycles_total
+    assert cycles > 0
+    out = run_on_reference_model(edge, *inputs)
+    return _lsb(out, run_exactly(converted, *inputs), converted), cycles, converted, edge

@@ -77,8 +77,10 @@ def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> Quantizat
         # over seeds and the other example models it is within -0.4..+0.4 dB of MinMax
         ctr = _Histogram.with_args(eps=2**-12)
     else:
-        # int16: rounding noise is 256x smaller than int8's, so clipping rarely pays: min/max is enough
-        ctr = _MinMax.with_args(eps=2**-12)
+        # int16: rounding noise is 256x smaller than int8's, so clipping rarely pays: min/max is enough.
+        # The smallest scale is 2^-24, not int8's 2^-12: 2^-12 x 32767 is +-8, so every int16 tensor
+        # with a smaller range (most activations) would lose bits to that floor (sigmoid: 12 of 16).
+        ctr = _MinMax.with_args(eps=2**-24)
     qscheme = torch.per_tensor_affine if dtype == torch.int8 else torch.per_tensor_symmetric
     return QuantizationSpec(dtype=dtype, quant_min=info.min, quant_max=info.max, qscheme=qscheme,
                             is_dynamic=is_dynamic, observer_or_fake_quant_ctr=ctr)
