@@ -127,6 +127,31 @@ def _scatter():
             ("select_scatter", _Fn(lambda s, x, src: torch.select_scatter(x, src, 0, 1)), (_r(3, 4), _r(4)))]
 
 
+def _gather():
+    return [("gather const index", _Fn(lambda s, x: torch.gather(x, 1, s.i), i=torch.tensor([[2, 0], [1, 1]])),
+             (_r(2, 3),)),
+            ("gather runtime index, dim -1", _Fn(lambda s, x, i: torch.gather(x, -1, i)),
+             (_r(2, 3, 4), torch.tensor([[[3, 0]] * 3] * 2)))]
+
+
+def _pixel_shuffle():
+    return [("pixel_shuffle", torch.nn.PixelShuffle(2), (_r(1, 8, 3, 4),)),
+            ("pixel_unshuffle", torch.nn.PixelUnshuffle(2), (_r(1, 2, 4, 6),)),
+            ("pixel_shuffle rank 5", torch.nn.PixelShuffle(2), (_r(2, 1, 4, 2, 3),))]
+
+
+def _rfft():  # the sweep's specs lack "+fft": these stay on the CPU naming it (op_tables' fft family lowers them)
+    return [("rfft", _Fn(lambda s, x: torch.view_as_real(torch.fft.rfft(x))), (_r(2, 16),)),
+            ("rfft2", _Fn(lambda s, x: torch.view_as_real(torch.fft.rfft2(x))), (_r(1, 8, 16),))]
+
+
+def _shift():  # integer tensors: INT-profile families (the FP sweep keeps them on the CPU with the reason)
+    x = torch.randint(-50, 50, (2, 3), dtype=torch.int32)
+    return [("lshift scalar", _Fn(lambda s, a: a << 2), (x,)),
+            ("rshift tensor", _Fn(lambda s, a, b: torch.bitwise_right_shift(a, b)),
+             (x, torch.randint(0, 4, (3,), dtype=torch.int32)))]
+
+
 _RECIPES = {"clamp": _clamp, "unfold": _unfold, "unfold_copy": _unfold, "slice_scatter": _scatter,
             "select_scatter": _scatter, "convolution": _conv, "conv2d": _conv, "conv1d": _conv, "conv_transpose2d": _conv,
             "mm": _matmul, "bmm": _matmul, "matmul": _matmul, "linear": _matmul, "addmm": _matmul,
@@ -136,7 +161,10 @@ _RECIPES = {"clamp": _clamp, "unfold": _unfold, "unfold_copy": _unfold, "slice_s
             "index": _indexing, "where": _where, "arange": _factories, "full": _factories,
             "full_like": _factories, "ones": _factories, "ones_like": _factories, "zeros": _factories,
             "zeros_like": _factories, "scalar_tensor": _factories, "_upsample_nearest_exact2d": _resize,
-            "upsample_bilinear2d": _resize, "upsample_nearest2d": _resize}
+            "upsample_bilinear2d": _resize, "upsample_nearest2d": _resize, "gather": _gather,
+            "pixel_shuffle": _pixel_shuffle, "pixel_unshuffle": _pixel_shuffle, "_fft_r2c": _rfft,
+            "view_as_real": _rfft, "view_as_real_copy": _rfft, "__lshift__": _shift, "__rshift__": _shift,
+            "bitwise_left_shift": _shift, "bitwise_right_shift": _shift}
 
 
 def recipe_cases(family: str, target, done: set) -> list | None:

@@ -126,7 +126,6 @@ def test_layout_propagation(name, module, max_transposes):
 
 
 UNSUPPORTED = [
-    ("slice_step", lambda s, a: a[:, ::2] + 1, "step 2"),
     ("negative_pad", lambda s, a: F.pad(a, (-1, 0)) * 2, "negative padding"),
     # floor division now lowers (div_rounding family, test_ops_math.py); int32 floor division under FP
     # stays on the CPU: test_integer_floor_division_needs_the_int_profile
@@ -139,6 +138,13 @@ def test_unsupported_variant_stays_on_cpu(name, fn, reason):
     reasons = [c.reason for c in result.report.cpu_nodes]
     assert any(reason in r for r in reasons), reasons
     assert result.report.delegates, "the supported ops around it should still be delegated"
+
+
+def test_strided_slices_lower():
+    """Slices with a step (SLICE + RESHAPE, keeping column 0; a short last window is CONCATenated) match eager."""
+    fn = Fn(lambda s, a: (a[:, ::2] + 1, a[..., 1::3], a[1::2, 1:5:2]))
+    result = check_lowering(fn, (torch.randn(3, 6),), case="slice_step")
+    assert not result.report.cpu_nodes, result.report
 
 
 class WithCumprod(nn.Module):

@@ -7,6 +7,7 @@ gather indices): other int32 operators stay on the CPU under "TOSA-1.0+FP", with
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -58,8 +59,13 @@ def test_validator_flags_float_ops_without_the_fp_profile(tmp_path):
 
 
 def test_extensions_come_from_the_spec():
-    graph = _one_op(Op.CONCAT, [DType.INT16, DType.INT16], DType.INT16, 0)
-    assert any("int16" in p for p in validate_tosa(graph, INT))
+    # int16 data movement is PRO-INT; an int16 TABLE (513 entries, int32 out) is EXT-INT16
+    assert validate_tosa(_one_op(Op.CONCAT, [DType.INT16, DType.INT16], DType.INT16, 0), INT) == []
+    b = TosaGraphBuilder()
+    table = b.const(np.zeros(513, np.int16), DType.INT16)
+    b.output(b.op(Op.TABLE, [b.input((2, 3), DType.INT16, "in0"), table], (2, 3), DType.INT32))
+    graph = b.serialize()
+    assert any("tosa.table" in p and "int16" in p for p in validate_tosa(graph, INT))
     assert validate_tosa(graph, "TOSA-1.0+INT+int16") == []
     assert target_env("TOSA-1.0+INT+int16+u55") == \
         "specification_version=1.0 profiles=pro_int extensions=int16 level=8k"
