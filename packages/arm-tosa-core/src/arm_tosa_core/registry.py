@@ -181,8 +181,8 @@ def legal_dtypes(spec: TosaSpecification) -> set[torch.dtype]:
     dtypes = {torch.bool}
     if spec.support_float():
         dtypes |= _FLOAT | ({torch.bfloat16} if spec.support_extension("bf16") else set())
-    if spec.support_integer():
-        dtypes |= _INTEGER | ({torch.int16} if spec.support_extension("int16") else set())
+    if spec.support_integer():  # plain int16 tensors are PRO-INT (int16 *activations* need EXT-INT16)
+        dtypes |= _INTEGER | {torch.int16}
     return dtypes
 
 
@@ -247,7 +247,8 @@ def _fp_integer_reason(node: Node, entry: OpEntry, spec: TosaSpecification) -> s
             "runs on the CPU")
 
 
-def _tensor_metas(node: Node) -> list[tuple[str, Any]]:
+def tensor_metas(node: Node) -> list[tuple[str, Any]]:
+    """Every tensor `node` reads or writes, named for a reason ("input 0 (x)", "output 1")."""
     metas = []
     for i, arg in enumerate(node.all_input_nodes):
         metas.append((f"input {i} ({arg.name})", arg.meta.get("val")))
@@ -300,6 +301,8 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     entry = lookup(node.target)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
+    if node.target in CONTROL_FLOW_OPS:  # its own rule checks its operands and every sub-graph node
+        return entry.support(node, spec)
     if not (entry.profiles & spec.profiles):
         return (f"{entry.name} is lowered only for the {'/'.join(sorted(entry.profiles))} profile(s), "
                 f"not {str(spec)}")
@@ -322,7 +325,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
     fp_only = not spec.support_integer()
-    for where, meta in _tensor_metas(node):
+    for where, meta in tensor_metas(node):
         if meta.dtype.is_complex and entry.extra.get("complex_values"):
             pass  # carried inside the graph as its real view (the family's rule keeps it off the boundary)
         elif meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
