@@ -107,18 +107,21 @@ def _upstream(case, profile: str) -> dict[str, Any]:
     if profile == "INT":
         quantizer = TOSAQuantizer(TosaCompileSpec(spec))
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
-        module = _quantize(module, inputs, quantizer)
+        module = _quantize(module, inputs, quantizer, check_guards=False)
     edge = to_edge_transform_and_lower(torch.export.export(module, inputs),
                                        partitioner=[TOSAPartitioner(TosaCompileSpec(spec))])
     left = cpu_compute_nodes(edge)
     return {"state": "cpu", "left": left} if left else {"state": "lowered"}
 
 
-def _quantize(module, inputs, quantizer):
+def _quantize(module, inputs, quantizer, check_guards: bool = True):
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    prepared = prepare_pt2e(torch.export.export(module, inputs).module(), quantizer)
+    # upstream's quantizer passes die on torch 2.13's `_guards_fn` call_module ("call_module is not
+    # supported"): its side exports with check_guards=False, as upstream_flows.py does
+    graph_module = torch.export.export(module, inputs).module(check_guards=check_guards)
+    prepared = prepare_pt2e(graph_module, quantizer)
     prepared(*inputs)
     return convert_pt2e(prepared)
 
@@ -233,6 +236,30 @@ def _cell(c: Counter) -> str:
     return text + (f"+{c['wrong']}w" if c["wrong"] else "")
 
 
+def markdown_report(rows: list[dict[str, Any]]) -> str:
+    """The table, then every case not lowered, per side: ours with the partition report's reason,
+    upstream with the ops it left on the CPU or the error it raised."""
+    lines = ["```", coverage_table(rows), "```", ""]
+    for side in ("ours", "upstream"):
+        left = [r for r in rows if r["side"] == side and r["state"] != "lowered"]
+        if not left:
+            continue
+        lines += [f"### {side}: not lowered ({len(left)})", "", "| case | profile | state | why |", "|---|---|---|---|"]
+        for r in left:
+            if r["state"] == "crashed":
+                why = r.get("error", "")
+            elif side == "ours":
+                why = r.get("reason", "") or f"error {r.get('err')} > {r.get('tol')}"
+            else:
+                ops = dict.fromkeys(str(op).split(":")[0].replace("<EdgeOpOverload: ", "").rstrip(">")
+                                    for op in r.get("left", []))
+                why = "left on the CPU: " + ", ".join(ops)
+            why = why.replace("|", "\\|").replace("\n", " ")[:300]
+            lines.append(f"| {r['case']} | {r['profile']} | {r['state']} | {why} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def run_coverage(sides: list[str], families: list[str] | None = None, log_dir: Path | None = None,
                  echo: bool = True) -> list[dict[str, Any]]:
     """Run every (side, profile) and return all rows."""
@@ -260,11 +287,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", nargs="*", default=None)
     ap.add_argument("--sides", nargs="+", default=["ours", "upstream"], choices=["ours", "upstream"])
     ap.add_argument("--json", type=Path, default=None, help="write every row here")
+    ap.add_argument("--from-json", type=Path, default=None, help="print the table of rows written by --json")
+    ap.add_argument("--markdown", type=Path, default=None, help="write the table and every case not lowered here")
     args = ap.parse_args(argv)
-    rows = run_coverage(args.sides, args.families)
+    rows = json.loads(args.from_json.read_text()) if args.from_json else run_coverage(args.sides, args.families)
     print(coverage_table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str))
+    if args.markdown:
+        args.markdown.write_text(markdown_report(rows))
     return 0
 
 
