@@ -21,6 +21,7 @@ import argparse
 import importlib.util
 import json
 import operator
+import re
 import subprocess
 import sys
 import tempfile
@@ -236,6 +237,12 @@ def _cell(c: Counter) -> str:
     return text + (f"+{c['wrong']}w" if c["wrong"] else "")
 
 
+def op_name(text: str) -> str:
+    """"aten.abs.default" out of "<EdgeOpOverload: aten.abs.default>: schema = ..." (names pass through)."""
+    found = re.search(r"EdgeOpOverload: ([^>]+)>", str(text))
+    return found.group(1) if found else str(text)
+
+
 def markdown_report(rows: list[dict[str, Any]]) -> str:
     """The table, then every case not lowered, per side: ours with the partition report's reason,
     upstream with the ops it left on the CPU or the error it raised."""
@@ -251,8 +258,7 @@ def markdown_report(rows: list[dict[str, Any]]) -> str:
             elif side == "ours":
                 why = r.get("reason", "") or f"error {r.get('err')} > {r.get('tol')}"
             else:
-                ops = dict.fromkeys(str(op).split(":")[0].replace("<EdgeOpOverload: ", "").rstrip(">")
-                                    for op in r.get("left", []))
+                ops = dict.fromkeys(op_name(op) for op in r.get("left", []))
                 why = "left on the CPU: " + ", ".join(ops)
             why = why.replace("|", "\\|").replace("\n", " ")[:300]
             lines.append(f"| {r['case']} | {r['profile']} | {r['state']} | {why} |")
