@@ -107,7 +107,9 @@ def _table_operand(ctx: LoweringContext, node: Node):
     index = next(i for i, a in enumerate(node.args) if isinstance(a, Node) and not ctx.val(a).is_const)
     args = [ctx.val(a).const if isinstance(a, Node) and i != index else a for i, a in enumerate(node.args)]
     target = aten_target(node.target)
-    return ctx.val(node.args[index]), lambda real: target(*args[:index], real, *args[index + 1:], **node.kwargs)
+    fn = lambda real: target(*args[:index], real, *args[index + 1:], **node.kwargs)  # noqa: E731
+    fn.args = (index, *args[:index], *args[index + 1:])  # what it computes, for table16's cache key
+    return ctx.val(node.args[index]), fn
 
 
 def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
@@ -138,7 +140,8 @@ def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> V
     from ..quantized import rescale
     from .table16 import MAX_LSB, int16_table
 
-    table, error = int16_table(node, x.qparams, qout)
+    _, fn = _table_operand(ctx, node)
+    table, error = int16_table(node, x.qparams, qout, fn, fn.args)
     if error > MAX_LSB:
         raise ValueError(f"the int16 TABLE would be {error:.0f} LSB off fake-quant")
     t_table = ctx.b.const(table.numpy(), DType.INT16)
