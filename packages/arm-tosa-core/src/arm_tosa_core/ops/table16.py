@@ -120,7 +120,8 @@ def int16_table(node: Node, qin: QParams, qout: QParams, fn=None, args=()) -> tu
     """(513 int16 entries, worst error in output LSBs over every int16 code) for a TABLE node: `fn` of
     the quantized operand when given (the lowering's, with graph constants resolved to `args`), else
     the node's target on its first argument."""
-    key = _key(node) if fn is None else (fn, str(aten_target(node.target)), repr(args), repr(sorted(node.kwargs.items())))
+    key = _key(node) if fn is None else (fn, str(aten_target(node.target)), f"resolved {args!r}",
+                                         repr(sorted(node.kwargs.items())))
     return _build(_FnKey(key), qin, qout)
 
 
