@@ -8,7 +8,7 @@ from quant_harness import check_int
 from arm_tosa_core.op_tables import TABLES, FamilyModule, family_inputs
 
 # Cases that stay on the CPU in INT (their reasons are checked by the FP table test or listed here).
-NOT_LOWERED = {"slice_select_scatter-slice_scatter_step", "constant_pad-negative_crop"}
+NOT_LOWERED = {"slice_select_scatter-slice_scatter_step"}
 
 
 @pytest.mark.parametrize("family", ["flip", "slice_select_scatter", "stack", "constant_pad", "repeat", "views",

@@ -13,7 +13,6 @@ from arm_tosa_core.testing import check_lowering, lower
 # Cases that stay on the CPU, with the words their reason must contain (a TOSA or toolkit limit).
 ON_THE_CPU = {
     "slice_select_scatter-slice_scatter_step": "TOSA 1.0 has no strided write",
-    "constant_pad-negative_crop": "negative padding",
 }
 LOWERED_FAMILIES = ["flip", "slice_select_scatter", "stack", "constant_pad", "repeat", "views", "cumsum"]
 KNOWN_FAILURES: set[str] = set()  # none: the rank-0 `x.squeeze() + 1` case lowers since constants keep rank 0

@@ -33,6 +33,13 @@ def _is_float_tensor(node) -> bool:
     return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
 
 
+def _is_number_constant(arg) -> bool:
+    """A python number, or a one-element tensor constant (a number that export lifted)."""
+    if not isinstance(arg, Node):
+        return isinstance(arg, (int, float))
+    return arg.op == "get_attr" and _is_float_tensor(arg) and arg.meta["val"].numel() == 1
+
+
 def _annotated(node: Node) -> bool:
     ann = node.meta.get(ANNOTATION_KEY)
     return ann is not None and ann._annotated
@@ -148,6 +155,8 @@ def _annotate_binary(node: Node, config: QuantizationConfig, config_for: ConfigF
 
 def _annotate_io(node: Node, config: QuantizationConfig) -> None:
     x = node.args[0]
+    if _is_number_constant(x) and len(node.args) > 1:  # `2.0 // x`: floor_divide(2.0, x)
+        x = node.args[1]
     if not _is_float_tensor(x):
         return
     _set(node, {x: config.input_activation}, config.output_activation)

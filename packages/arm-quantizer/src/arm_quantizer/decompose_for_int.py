@@ -38,7 +38,8 @@ _SDPA = aten.scaled_dot_product_attention.default
 _TORCH_DECOMPOSED = {  # traced through torch's decomposition tables
     aten.softmax.int, aten._softmax.default, aten.log_softmax.int, aten._log_softmax.default,
     aten.layer_norm.default, aten.native_layer_norm.default, aten.group_norm.default,
-    aten.native_group_norm.default, aten.var.correction, aten.var_mean.correction,
+    aten.native_group_norm.default, aten.var.correction, aten.var_mean.correction, aten.var.dim,
+    aten.var.default,
     aten.div.Tensor, aten.div.Scalar, aten.glu.default, aten.prelu.default, aten.linalg_vector_norm.default,
     aten.addmm.default, aten.gru.input,
 }
@@ -74,6 +75,13 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
     return _var_mean(x, dim, correction=correction, keepdim=keepdim)[0]
 
 
+def _var_unbiased(x, dim=None, unbiased=True, keepdim=False):
+    """var.dim / var.default (`x.var(1)`, `torch.var(x, unbiased=False)`): Bessel's correction or none."""
+    if isinstance(dim, bool):  # var.default(x, unbiased)
+        dim, unbiased = None, dim
+    return _var(x, dim, correction=1 if unbiased else 0, keepdim=keepdim)
+
+
 def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """Norms as ops with INT rules: sum |x| (1), sqrt(sum x*x) (2), amax |x| (inf), amin |x| (-inf);
     torch's goes through pow with a tensor exponent."""
@@ -101,19 +109,21 @@ _TABLE = {
     **get_decompositions([aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
                           aten.glu, aten.prelu, aten._prelu_kernel, aten.gru.input]),
     aten.div.Tensor: _div, aten.div.Scalar: _div,
-    aten.var_mean.correction: _var_mean, aten.var.correction: _var,
+    aten.var_mean.correction: _var_mean, aten.var.correction: _var, aten.var.dim: _var_unbiased,
+    aten.var.default: _var_unbiased,
 }
 
 
 # -- scaled dot-product attention ----------------------------------------------------------------
 def _mask_plan(gm: GraphModule, mask) -> str:
     """How a float attn_mask is applied: "add" (as given), "keep" (0/-inf: a 0/1 keep mask) or
-    "keep+add" (masked entries plus finite biases). Only a constant mask can be inspected."""
+    "keep+add" (masked entries plus finite biases); a runtime bool mask is "select". Only a constant
+    mask can be inspected."""
     if not isinstance(mask, Node):
         return "none"
     value = attr_value(gm, mask.target) if mask.op == "get_attr" else None
     if mask.meta["val"].dtype == torch.bool:
-        return "keep"
+        return "keep" if isinstance(value, torch.Tensor) else "select"
     if not isinstance(value, torch.Tensor):
         return "add"  # a runtime mask: added as is (its observer must see finite values)
     masked = value <= torch.finfo(value.dtype).min / 2
@@ -148,7 +158,7 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None
     keep = None
     if is_causal:
         keep = torch.ones(length, s, dtype=torch.bool).tril()
-    elif plan == "keep" and attn_mask.dtype == torch.bool:
+    elif plan in ("keep", "select") and attn_mask.dtype == torch.bool:
         keep = attn_mask
     elif plan in ("keep", "keep+add"):
         keep = attn_mask > torch.finfo(attn_mask.dtype).min / 2
@@ -158,6 +168,10 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None
         scores = scores + _rows(attn_mask, hkv, groups, length, s)
     if keep is None:
         probs = torch.softmax(scores, -1)
+    elif plan == "select":  # a runtime bool mask cast to float would have no qparams: SELECT on the exps
+        exps = torch.exp(scores - torch.amax(scores, -1, keepdim=True))
+        exps = torch.where(_rows(keep, hkv, groups, length, s), exps, 0.0)
+        probs = exps * torch.reciprocal(torch.sum(exps, -1, keepdim=True))
     else:
         keep = _rows(keep.to(scores.dtype), hkv, groups, length, s)
         exps = torch.exp(scores - torch.amax(scores, -1, keepdim=True)) * keep

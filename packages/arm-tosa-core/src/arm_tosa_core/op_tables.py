@@ -317,5 +317,206 @@ ARGMAX_INT = _cases("argmax_quantized", [
     ("argmax_argmin", lambda s, a: (a.argmax(-1), a.argmin(0), a.argmax()), [(3, 4)]),
 ], profiles=("INT",))
 
+# -- issue 10, "Missing or FP-only today": one op (or a couple of close variants) per case ---------
+# Inputs are seeded randn; a function with a domain maps it in `fn` (those extra ops lower too).
+def _inside(x, bound=0.95):
+    """(-bound, bound) from randn: asin/acos/atanh/erfinv's domain."""
+    return torch.tanh(x) * bound
+
+
+def _above_one(x):
+    return x.abs() + 1.05
+
+
+def _unit(x):
+    """(0.05, 0.95): logit's domain."""
+    return torch.sigmoid(x) * 0.9 + 0.05
+
+
+ELEMENTWISE_MATH = _cases("elementwise_math", [
+    ("tan", lambda s, x: torch.tan(_inside(x, 1.4)), [(2, 7)]),
+    ("sinh_rank4", lambda s, x: torch.sinh(x), [(2, 3, 4, 5)]),
+    ("cosh_rank1", lambda s, x: torch.cosh(x), [(9,)]),
+    ("asin", lambda s, x: torch.asin(_inside(x)), [(3, 6)]),
+    ("acos_rank3", lambda s, x: torch.acos(_inside(x)), [(2, 3, 5)]),
+    ("atan", lambda s, x: torch.atan(x * 4), [(3, 1, 5)]),
+    ("asinh", lambda s, x: torch.asinh(x * 10), [(4, 6)]),
+    ("acosh_rank5", lambda s, x: torch.acosh(_above_one(x)), [(1, 2, 3, 2, 2)]),
+    ("atanh", lambda s, x: torch.atanh(_inside(x)), [(2, 8)]),
+    ("sign", lambda s, x: torch.sign(x), [(4, 5)]),
+    ("expm1", lambda s, x: torch.expm1(x), [(3, 6)]),
+    ("log1p", lambda s, x: torch.log1p(x.abs()), [(3, 6)]),
+    ("log10", lambda s, x: torch.log10(_above_one(x)), [(2, 3, 4)]),
+    ("round_trunc", lambda s, x: (torch.round(x * 3), torch.trunc(x * 3)), [(4, 5)]),
+    ("erfinv", lambda s, x: torch.erfinv(_inside(x, 0.99)), [(4, 8)]),
+    ("logit", lambda s, x: torch.logit(_unit(x)), [(4, 6)]),
+    ("logit_eps", lambda s, x: torch.logit(_unit(x), eps=0.2), [(2, 3, 4)]),
+])
+
+DIVISION = _cases("division", [
+    ("div_floor_tensor", lambda s, a, b: torch.div(a, b.abs() + 0.5, rounding_mode="floor"), [(3, 8), (8,)]),
+    ("div_trunc_tensor", lambda s, a, b: torch.div(a * 4, b, rounding_mode="trunc"), [(3, 8), (3, 8)]),
+    ("div_trunc_scalar", lambda s, a: torch.div(a * 4, -0.7, rounding_mode="trunc"), [(2, 3, 4)]),
+    ("floor_divide_scalar", lambda s, a: torch.floor_divide(a * 4, 3.0), [(3, 8)]),
+    ("floordiv_operator", lambda s, a, b: (a * 4) // (b.abs() + 0.5), [(2, 3, 4), (4,)]),
+    ("scalar_floordiv_tensor", lambda s, b: 2.0 // (b.abs() + 0.5), [(3, 5)]),
+    ("remainder_tensor", lambda s, a, b: torch.remainder(a * 4, b), [(3, 8), (8,)]),
+    ("remainder_scalar", lambda s, a: torch.remainder(a * 4, 1.75), [(3, 8)]),
+    ("mod_operator_neg", lambda s, a: (a * 4) % -3.0, [(2, 3, 4)]),
+    ("fmod", lambda s, a, b: torch.fmod(a * 4, b), [(3, 8), (3, 8)]),
+])
+
+ACTIVATIONS = _cases("activations", [
+    ("glu_last", lambda s, x: F.glu(x), [(4, 6)]),
+    ("glu_dim0", lambda s, x: F.glu(x, dim=0), [(4, 3, 2)]),
+    ("prelu_single", lambda s, x: s.act(x), [(2, 4, 5)], {"attrs": lambda: {"act": torch.nn.PReLU(init=0.25)}}),
+    ("prelu_per_channel", lambda s, x: s.act(x), [(1, 3, 4, 4)],
+     {"attrs": lambda: {"act": torch.nn.PReLU(3, init=0.1)}}),
+    ("leaky_relu", lambda s, x: F.leaky_relu(x, 0.2), [(3, 8)]),
+    ("leaky_relu_default_rank4", lambda s, x: F.leaky_relu(x), [(1, 2, 3, 4)]),
+    ("elu", lambda s, x: F.elu(x), [(3, 8)]),
+    ("elu_alpha", lambda s, x: F.elu(x, alpha=0.5), [(2, 3, 4)]),
+])
+
+COMPARE_SELECT = _cases("compare_select", [
+    ("gt_bcast", lambda s, a, b: a > b, [(2, 3, 8), (8,)]),
+    ("lt_scalar", lambda s, a: a < 0.2, [(3, 5)]),
+    ("ge_le", lambda s, a, b: (a >= b, a <= b), [(3, 5), (3, 5)]),
+    ("eq_ne", lambda s, a, b: (a.round() == b.round(), a.round() != 1.0), [(3, 5), (3, 5)]),
+    ("where", lambda s, a, b: torch.where(a > b, a, b), [(2, 3, 8), (8,)]),
+    ("where_scalar_either_side", lambda s, a: (torch.where(a > 0, a, 0.5), torch.where(a < 0.3, -1.0, a)), [(3, 5)]),
+    ("minimum_bcast", lambda s, a, b: torch.minimum(a, b), [(2, 3, 8), (8,)]),
+    ("maximum_bcast_swapped", lambda s, a, b: torch.maximum(b, a), [(2, 3, 8), (3, 1)]),
+    ("clamp_tensor_bounds", lambda s, a, b: torch.clamp(a, b, b + 1), [(2, 3, 8), (8,)]),
+    ("clamp_min_tensor", lambda s, a, b: torch.clamp(a, min=b), [(3, 8), (3, 8)]),
+    ("clamp_max_buffer", lambda s, a: torch.clamp(a, max=s.hi), [(2, 8)], {"attrs": lambda: {"hi": torch.full((8,), 0.3)}}),
+    ("amax_keepdim_neg", lambda s, a: a.amax(-1, keepdim=True), [(2, 3, 4)]),
+    ("amin_two_dims", lambda s, a: torch.amin(a, (0, 2)), [(2, 3, 4)]),
+    ("amax_all", lambda s, a: a.amax(), [(3, 5)]),
+])
+COMPARE_SELECT += _cases("compare_select", [  # integer tensors: nothing to quantize
+    ("amax_amin_int32", lambda s, a: (a.amax(1), a.amin(-1, keepdim=True)), [(2, 3, 8)]),
+    ("compare_where_int32", lambda s, a, b: (torch.where(a > b, a, b), a == b, a <= 3), [(2, 3, 8), (8,)]),
+    ("minimum_clamp_int32", lambda s, a, b: (torch.minimum(a, b), torch.clamp(a, b, b + 5)), [(2, 3, 8), (8,)]),
+], profiles=("INT",), dtype=torch.int32)
+
+REDUCE_NORM = _cases("reduce_norm", [
+    ("prod_all", lambda s, a: (a.abs() + 0.5).prod(), [(2, 3, 4)]),
+    ("prod_dim_keepdim", lambda s, a: (a.abs() + 0.5).prod(1, keepdim=True), [(2, 3, 4)]),
+    ("var_default", lambda s, a: a.var(1), [(3, 5, 4)]),
+    ("var_correction0_neg", lambda s, a: a.var(-1, correction=0), [(3, 5, 4)]),
+    ("var_correction2_dims", lambda s, a: a.var((0, 2), correction=2), [(3, 5, 4)]),
+    ("var_fractional_keepdim", lambda s, a: a.var(1, correction=1.5, keepdim=True), [(3, 5, 4)]),
+    ("vector_norm_2_all", lambda s, a: torch.linalg.vector_norm(a), [(2, 5, 6)]),
+    ("vector_norm_1", lambda s, a: torch.linalg.vector_norm(a, 1, dim=-1), [(2, 5, 6)]),
+    ("vector_norm_inf", lambda s, a: torch.linalg.vector_norm(a, float("inf"), dim=(0, 2)), [(2, 5, 6)]),
+    ("vector_norm_2_keepdim", lambda s, a: torch.linalg.vector_norm(a, 2, dim=1, keepdim=True), [(2, 5, 6)]),
+    ("addmm", lambda s, b, x, y: torch.addmm(b, x, y), [(3, 5), (3, 4), (4, 5)]),
+    ("addmm_beta_alpha", lambda s, b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2.0), [(5,), (3, 4), (4, 5)]),
+    ("addmm_const_weight", lambda s, x: torch.addmm(s.b, x, s.m, beta=3, alpha=-1), [(3, 4)],
+     {"attrs": lambda: {"b": torch.randn(5), "m": torch.randn(4, 5)}}),
+])
+
+
+def _conv(factory: Callable, *args: Any, **kwargs: Any) -> dict:
+    return {"attrs": lambda: {"conv": factory(*args, **kwargs)}}
+
+
+_C1, _C2, _C3, _T2 = torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose2d
+CONV = _cases("convolution", [
+    ("conv1d", lambda s, x: s.conv(x), [(2, 4, 16)], _conv(_C1, 4, 6, 3, padding=1)),
+    ("conv1d_stride_nobias", lambda s, x: s.conv(x), [(1, 4, 20)], _conv(_C1, 4, 6, 5, stride=2, bias=False)),
+    ("conv2d_stride_pad", lambda s, x: s.conv(x), [(2, 4, 10, 10)], _conv(_C2, 4, 6, 3, stride=2, padding=1)),
+    ("conv2d_dilation", lambda s, x: s.conv(x), [(1, 3, 12, 12)], _conv(_C2, 3, 4, 3, dilation=2, padding=2)),
+    ("conv2d_depthwise", lambda s, x: s.conv(x), [(1, 6, 8, 8)], _conv(_C2, 6, 6, 3, padding=1, groups=6)),
+    ("conv2d_grouped", lambda s, x: s.conv(x), [(1, 8, 7, 7)], _conv(_C2, 8, 6, 3, padding=1, groups=2)),
+    ("conv3d", lambda s, x: s.conv(x), [(1, 3, 4, 5, 5)], _conv(_C3, 3, 4, 3, padding=1)),
+    ("conv3d_stride_dilation", lambda s, x: s.conv(x), [(2, 2, 3, 9, 8)],
+     _conv(_C3, 2, 4, (1, 3, 3), stride=(1, 2, 2), dilation=(1, 2, 1))),
+    ("conv_transpose2d", lambda s, x: s.conv(x), [(1, 4, 5, 5)], _conv(_T2, 4, 3, 3, stride=2, padding=1,
+                                                                       output_padding=1)),
+    ("conv_transpose2d_grouped", lambda s, x: s.conv(x), [(1, 4, 5, 5)], _conv(_T2, 4, 6, 3, stride=2, padding=1,
+                                                                               groups=2)),
+    ("conv_transpose2d_depthwise", lambda s, x: s.conv(x), [(1, 3, 4, 4)], _conv(_T2, 3, 3, 2, stride=2, groups=3)),
+    ("conv1d_same", lambda s, x: s.conv(x), [(2, 3, 9)], _conv(_C1, 3, 4, 4, padding="same")),
+    ("conv2d_same_even_kernel", lambda s, x: s.conv(x), [(1, 3, 7, 6)], _conv(_C2, 3, 4, 4, padding="same")),
+    ("conv2d_same_dilated", lambda s, x: s.conv(x), [(1, 3, 8, 8)], _conv(_C2, 3, 4, 3, padding="same", dilation=2)),
+    ("conv3d_same", lambda s, x: s.conv(x), [(1, 2, 3, 4, 4)], _conv(_C3, 2, 3, 2, padding="same", bias=False)),
+    ("conv2d_valid", lambda s, x: s.conv(x), [(1, 3, 6, 6)], _conv(_C2, 3, 4, 3, padding="valid")),
+    ("conv2d_reflect", lambda s, x: s.conv(x), [(1, 3, 6, 5)], _conv(_C2, 3, 4, 3, padding=1, padding_mode="reflect")),
+    ("conv2d_replicate", lambda s, x: s.conv(x), [(1, 3, 5, 5)],
+     _conv(_C2, 3, 4, 3, padding=2, padding_mode="replicate")),
+    ("conv2d_circular", lambda s, x: s.conv(x), [(2, 3, 5, 6)], _conv(_C2, 3, 4, 3, padding=1, padding_mode="circular")),
+    ("conv1d_reflect", lambda s, x: s.conv(x), [(2, 3, 8)], _conv(_C1, 3, 4, 3, padding=1, padding_mode="reflect")),
+    ("conv1d_circular", lambda s, x: s.conv(x), [(1, 3, 8)], _conv(_C1, 3, 4, 3, padding=1, padding_mode="circular")),
+])
+
+
+def _resize(**kwargs: Any) -> Callable:
+    return lambda s, x: F.interpolate(x, **kwargs)
+
+
+RESIZE = _cases("resize", [
+    ("nearest_x2", _resize(scale_factor=2, mode="nearest"), [(1, 3, 4, 5)]),
+    ("nearest_size_up_down", _resize(size=(7, 3), mode="nearest"), [(2, 2, 4, 5)]),
+    ("nearest_fractional_scales", _resize(scale_factor=(1.5, 3.0), mode="nearest"), [(1, 2, 4, 3)]),
+    ("nearest_downscale", _resize(scale_factor=0.5, mode="nearest"), [(1, 2, 8, 6)]),
+    ("nearest_exact_size", _resize(size=(9, 4), mode="nearest-exact"), [(1, 2, 5, 6)]),
+    ("bilinear_x2", _resize(scale_factor=2, mode="bilinear"), [(1, 3, 4, 5)]),
+    ("bilinear_size", _resize(size=(9, 7), mode="bilinear"), [(1, 2, 5, 3)]),
+    ("bilinear_downscale", _resize(scale_factor=0.5, mode="bilinear"), [(1, 2, 8, 6)]),
+    ("bilinear_mixed_scales", _resize(scale_factor=(0.6, 2.5), mode="bilinear"), [(1, 2, 5, 6)]),
+    ("bilinear_align_corners_x2", _resize(scale_factor=2, mode="bilinear", align_corners=True), [(2, 1, 3, 4)]),
+    ("bilinear_align_corners_size", _resize(size=(7, 9), mode="bilinear", align_corners=True), [(1, 2, 4, 5)]),
+    ("upsample_module_after_conv", lambda s, x: s.up(s.conv(x)), [(1, 3, 5, 4)],
+     {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 4, 3, padding=1),
+                        "up": torch.nn.Upsample(scale_factor=2, mode="bilinear")}}),
+])
+
+
+def _sdpa(**kwargs: Any) -> Callable:
+    return lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+_QKV = [(1, 2, 4, 8)] * 3
+
+
+def _neg_inf_mask() -> dict:
+    keep = torch.rand(4, 6, generator=torch.Generator().manual_seed(1)) > 0.3
+    keep[:, 0] = True  # every query row attends to something (else torch returns NaN)
+    return {"m": torch.where(keep, 0.0, float("-inf"))}
+
+
+ATTENTION = _cases("attention", [
+    ("sdpa", _sdpa(), _QKV),
+    ("sdpa_cross_lengths_value_dim", _sdpa(), [(2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6)]),
+    ("sdpa_causal", _sdpa(is_causal=True), [(1, 2, 6, 8)] * 3),
+    ("sdpa_scale", _sdpa(scale=0.3), [(1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8)]),
+    ("sdpa_additive_neg_inf_mask", lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=s.m),
+     [(1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8)], {"attrs": _neg_inf_mask}),
+    ("sdpa_float_mask_runtime", lambda s, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+     [(2, 2, 4, 8), (2, 2, 5, 8), (2, 2, 5, 8), (2, 1, 4, 5)]),
+    # a runtime bool mask (m > -1: about one in six keys masked; no row of this seed is fully masked)
+    ("sdpa_bool_mask_runtime", lambda s, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > -1),
+     [(1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8), (1, 2, 4, 6)]),
+    ("sdpa_const_bool_mask", lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=s.m),
+     [(1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8)],
+     {"attrs": lambda: {"m": torch.tril(torch.ones(4, 6, dtype=torch.bool), diagonal=2)}}),
+])
+
+POOLS = _cases("pools", [
+    ("max_pool1d", lambda s, x: F.max_pool1d(x, 2), [(2, 3, 10)]),
+    ("max_pool1d_dilated", lambda s, x: F.max_pool1d(x, 3, 1, dilation=2), [(1, 4, 12)]),
+    ("max_pool2d_dilated", lambda s, x: F.max_pool2d(x, 3, 1, dilation=2), [(1, 3, 9, 9)]),
+    ("max_pool2d_dilated_stride_pad", lambda s, x: F.max_pool2d(x, 3, 2, 1, dilation=2), [(1, 3, 11, 10)]),
+    ("max_pool2d_dilated_ceil", lambda s, x: F.max_pool2d(x, 2, 2, dilation=2, ceil_mode=True), [(2, 2, 9, 8)]),
+    ("max_pool2d_dilated_after_conv", lambda s, x: s.pool(s.conv(x)), [(1, 3, 9, 9)],
+     {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 4, 1), "pool": torch.nn.MaxPool2d(3, 1, dilation=2)}}),
+])
+
+TABLES.update({"elementwise_math": ELEMENTWISE_MATH, "division": DIVISION, "activations": ACTIVATIONS,
+               "compare_select": COMPARE_SELECT, "reduce_norm": REDUCE_NORM, "convolution": CONV,
+               "resize": RESIZE, "attention": ATTENTION, "pools": POOLS})
+
 TABLES.update({"dtype_int8": DTYPE_INT8, "dtype_int16": DTYPE_INT16, "dtype_int32": DTYPE_INT32,
                "dtype_fp16": DTYPE_FP16, "forms_quantized": FORMS_INT, "argmax_quantized": ARGMAX_INT})

@@ -34,11 +34,18 @@ def _rounding(node: Node) -> str:
     return "trunc" if target in (aten.fmod.Tensor, aten.fmod.Scalar) else "floor"
 
 
+def _runtime_operands(node: Node) -> list[Node]:
+    """The operands that are not numbers: tensors other than single-element compile-time constants
+    (exir lifts the 3.0 of x // 3.0 into a tensor constant: still a number to the INT rule's TABLE)."""
+    return [a for a in node.args[:2] if isinstance(a, Node) and not (
+        is_compile_time_constant(a) and a.meta["val"].numel() == 1)]
+
+
 def _support(node: Node, spec) -> str | None:
     target = aten_target(node.target)
     if target in _MODES and _rounding(node) not in ("floor", "trunc"):
         return "division without a rounding mode is lowered by the div family"
-    if node.meta.get("arm_quantized") and isinstance(node.args[1], Node):
+    if node.meta.get("arm_quantized") and len(_runtime_operands(node)) > 1:
         return ("quantized division/remainder by a tensor is not lowered: TOSA INT has no division, and "
                 "only a function of one quantized input becomes a TABLE (divide by a number instead)")
     # a compile-time divisor is converted to the result's dtype while lowering (x // 7 divides by int64 7)
@@ -94,8 +101,9 @@ def _float_quotient(f: Fn, a: Value, b: Value, floor: bool) -> Value:
 
 
 # floor_divide is kept whole (preserve): exir would decompose it after the INT region is marked
+# float_params: a lifted constant divisor joins the quantized region unquantized (the TABLE folds it)
 @register_op("div_rounding", [*_MODES, *_REMAINDERS, aten.floor_divide.default], support=_support,
-             quant=Quant.TABLE, preserve=True)
+             quant=Quant.TABLE, preserve=True, float_params=True)
 def lower_div_rounding(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, dtype = ctx.out_meta(node)

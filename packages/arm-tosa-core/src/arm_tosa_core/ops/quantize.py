@@ -100,10 +100,22 @@ def lower_shared(ctx: LoweringContext, node: Node, fp_rule) -> Value:
     return result
 
 
+def _table_operand(ctx: LoweringContext, node: Node):
+    """(the one quantized operand's Value, `real -> the node's op on it`). The other arguments are
+    numbers or compile-time constants: exir lifts the number of `x // 3.0` or `2.0 // x` into a
+    tensor constant, whose value is passed as is (so the operand need not come first)."""
+    index = next(i for i, a in enumerate(node.args) if isinstance(a, Node) and not ctx.val(a).is_const)
+    args = [ctx.val(a).const if isinstance(a, Node) and i != index else a for i, a in enumerate(node.args)]
+    target = aten_target(node.target)
+    fn = lambda real: target(*args[:index], real, *args[index + 1:], **node.kwargs)  # noqa: E731
+    fn.args = (index, *args[:index], *args[index + 1:])  # what it computes, for table16's cache key
+    return ctx.val(node.args[index]), fn
+
+
 def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
     """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes (int16: see
     `_table_int16`)."""
-    x = ctx.val(node.args[0])
+    x, fn = _table_operand(ctx, node)
     qin, qout = x.qparams, output_qparams(node)
     if qin.dtype == torch.int16 and qout.dtype == torch.int16:
         return _table_int16(ctx, node, x, qout)
@@ -111,8 +123,7 @@ def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
         raise ValueError(f"TABLE lowering takes int8 -> int8 or int16 -> int16, not {qin.dtype} -> {qout.dtype}")
     codes = torch.arange(-128, 128, dtype=torch.float32)
     real = (codes - qin.zero_point) * float(qin.scale)
-    fn = aten_target(node.target)
-    y = fn(real, *node.args[1:], **node.kwargs).float()
+    y = fn(real).float()
     table = torch.clamp(torch.round(y / float(qout.scale)) + qout.zero_point, qout.qmin, qout.qmax)
     t_table = ctx.b.const(table.to(torch.int8).numpy(), DType.INT8)
     shape, dtype = ctx.out_meta(node)
@@ -129,7 +140,8 @@ def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> V
     from ..quantized import rescale
     from .table16 import MAX_LSB, int16_table
 
-    table, error = int16_table(node, x.qparams, qout)
+    _, fn = _table_operand(ctx, node)
+    table, error = int16_table(node, x.qparams, qout, fn, fn.args)
     if error > MAX_LSB:
         raise ValueError(f"the int16 TABLE would be {error:.0f} LSB off fake-quant")
     t_table = ctx.b.const(table.numpy(), DType.INT16)

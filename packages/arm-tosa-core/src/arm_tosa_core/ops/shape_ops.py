@@ -226,15 +226,9 @@ def lower_unbind(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     return tuple(outs)
 
 
-def _pad_support(node: Node, spec) -> str | None:
-    pads = node.args[1]
-    if any(p < 0 for p in pads):
-        return "negative padding (cropping) is not lowered"
-    return None
-
-
-@register_op("constant_pad", [aten.constant_pad_nd.default], support=_pad_support, quant=Quant.SHARED, quant_aliases=[aten.pad.default])
+@register_op("constant_pad", [aten.constant_pad_nd.default], quant=Quant.SHARED, quant_aliases=[aten.pad.default])
 def lower_constant_pad(ctx: LoweringContext, node: Node) -> Value:
+    """PAD; negative pads crop, so those come first as one SLICE (TOSA PAD takes no negative pads)."""
     x = ctx.val(node.args[0])
     pads, value = node.args[1], arg(node, 2, "value", 0)
     shape, dtype = ctx.out_meta(node)
@@ -243,8 +237,14 @@ def lower_constant_pad(ctx: LoweringContext, node: Node) -> Value:
         logical[x.rank - 1 - i] = [pads[2 * i], pads[2 * i + 1]]
     if x.is_const:
         return ctx.constant(torch.nn.functional.pad(x.const, pads, value=value))
+    t = x.tensor
+    if any(p < 0 for p in pads):
+        begin = [max(-logical[d][0], 0) for d in x.perm]
+        size = [x.shape[d] - max(-logical[d][0], 0) - max(-logical[d][1], 0) for d in x.perm]
+        t = ctx.b.op(Op.SLICE, [t, ctx.b.shape_const(begin), ctx.b.shape_const(size)], size, t.dtype)
+        logical = [[max(lo, 0), max(hi, 0)] for lo, hi in logical]
     physical = [p for d in x.perm for p in logical[d]]
     if x.qparams is not None:  # the pad value in the integer domain
         value = int(round(value / float(x.qparams.scale))) + x.qparams.zero_point
     pad_const = ctx.scalar(value, x.tensor.dtype, 1)
-    return ctx.emit(Op.PAD, [x.tensor, ctx.b.shape_const(physical), pad_const], shape, dtype, x.perm)
+    return ctx.emit(Op.PAD, [t, ctx.b.shape_const(physical), pad_const], shape, dtype, x.perm)

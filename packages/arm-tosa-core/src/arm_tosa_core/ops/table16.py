@@ -116,17 +116,21 @@ class _FnKey(tuple):
         return isinstance(other, tuple) and self[1:] == other[1:]
 
 
-def int16_table(node: Node, qin: QParams, qout: QParams) -> tuple[torch.Tensor, float]:
-    """(513 int16 entries, worst error in output LSBs over every int16 code) for a TABLE node."""
-    return _build(_FnKey(_key(node)), qin, qout)
+def int16_table(node: Node, qin: QParams, qout: QParams, fn=None, args=()) -> tuple[torch.Tensor, float]:
+    """(513 int16 entries, worst error in output LSBs over every int16 code) for a TABLE node: `fn` of
+    the quantized operand when given (the lowering's, with graph constants resolved to `args`), else
+    the node's target on its first argument."""
+    key = _key(node) if fn is None else (fn, str(aten_target(node.target)), f"resolved {args!r}",
+                                         repr(sorted(node.kwargs.items())))
+    return _build(_FnKey(key), qin, qout)
 
 
 def int16_table_reason(node: Node) -> str | None:
     """Why `node`'s int16 TABLE would not be within `MAX_LSB` of fake-quant (None when it is)."""
     source = node.args[0]
     users = [u for u in node.users if is_quantize(u)]
-    if not (is_dequantize(source) and users):
-        return None  # qparams are not known here; the lowering checks again
+    if not (is_dequantize(source) and users) or any(isinstance(a, Node) for a in node.args[1:]):
+        return None  # qparams or a graph constant's value are not known here; the lowering checks again
     table_error = int16_table(node, qparams_of(source), qparams_of(users[0]))[1]
     if table_error > MAX_LSB:
         return (f"an int16 TABLE (513 entries, linear between them) would be {table_error:.0f} LSB off for these "
