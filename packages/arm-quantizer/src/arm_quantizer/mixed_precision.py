@@ -1,16 +1,20 @@
 """Mixed precision driven by a target SQNR: move the fewest layers' activations from int8 to int16.
 
 Start from the all-int8 model. Candidates are non-overlapping units of layers, each moved by one
-``set_module_name`` (``precision_units.py``), costed once. For each unit, simulate its activation
-quantizers at int16 over the same range (one float pass each, no re-calibration) and measure how
-much output noise power that removes. Quantization noise from different layers adds up roughly
-independently at the output, so the cheapest set that removes enough noise is close to the greedy
-one: units ranked by noise removed per extra NPU cycle. Take that ranking's shortest prefix whose
-simulation meets the target, drop the units the simulation shows it can do without (costliest per
-gain first), then quantize for real (``set_module_name(owner, a16w8)``). While the real SQNR misses,
-raise the simulated goal by the shortfall and extend the prefix. Every round adds units, so the
-search ends after at most one pass over the candidates; when even all of them miss, the result
-says so with the best SQNR reached.
+``set_module_name`` (``precision_units.py``), costed once. The simulation runs the int8 model with
+chosen activation quantizers at int16 over the same range (one float pass, no re-calibration). An
+activation only gains int16 precision when the layer producing it *and* every layer reading it are
+moved: where an int16 layer feeds an int8 one, the real model requantizes to int8 at the reader's
+input. So each unit is scored together with the units reading its results (its *closure*): the
+output noise power that moving the closure removes, per extra NPU cycle of the closure. Quantization
+noise from different activations adds up roughly independently at the output, so the cheapest set
+that removes enough noise is close to the greedy one. Take the ranking's shortest prefix whose
+(union of closures') simulation meets the target, drop the units the simulation shows it can do
+without (costliest per gain first), then quantize for real (``set_module_name(owner, a16w8)``).
+While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; when
+the whole ranking's pruned set still misses, the last try is every unit. Every round adds units, so
+the search ends after at most one pass over the candidates (plus that last try); when even all of
+them miss, the result says so with the best SQNR reached.
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ from dataclasses import dataclass, field
 
 from torch import fx
 
-from .accuracy import float_output, output_power, quantized_layers, sqnr_db
+from .accuracy import (
+    _is_activation,
+    float_output,
+    output_power,
+    power_with_int16,
+    quantized_layers,
+    sqnr_db,
+)
 from .config import QuantizationConfig, get_symmetric_a16w8_quantization_config
 from .precision_units import Unit, movable_units, overrides_for, resolve_costs
 
@@ -44,7 +55,8 @@ class MixedPrecisionResult:
     sqnr_after_db: float
     extra_cycles: float  # summed cost of the moved units
     kept_int8: list[str] = field(default_factory=list)  # modules inside moved ones set back to int8
-    ranking: list[tuple[str, float, float]] = field(default_factory=list)  # owner, gain dB, cost
+    # owner, simulated gain (dB) and cost of moving it with the units reading its results
+    ranking: list[tuple[str, float, float]] = field(default_factory=list)
     search_seconds: float = 0.0
     real_quantizations: int = 0
     cycles_note: str = ""  # what the cycle numbers are ("est." for an estimate)
@@ -73,21 +85,49 @@ class MixedPrecisionResult:
 
 
 class _Simulator:
-    """Output (signal, noise) of the int8 model with chosen units' activations at int16."""
+    """Output (signal, noise) of the int8 model with chosen units' activations at int16.
+
+    An activation quantizer of a moved layer is simulated at int16 only when every layer reading its
+    dequantized value is moved too: the real model requantizes an int16 value to int8 at an int8
+    reader's input (a reader behind a requantize the int8 graph already has is that requantize's
+    business, and a model output or an unquantized op reads the int16 value)."""
 
     def __init__(self, base: fx.GraphModule, samples: Sequence[tuple], units: Sequence[Unit]) -> None:
         self.base, self.samples = base, samples
         self.layers = quantized_layers(base)
+        nodes = {n.name: n for n in base.graph.nodes}
+        owning: dict[str, set[str]] = {}  # compute node -> the layers holding it
+        for layer in self.layers:
+            for name in layer.nodes:
+                owning.setdefault(name, set()).add(layer.name)
+        # layer -> [(activation quantizer, the layers reading it)]
+        self.quantizers = {layer.name: [(q, _readers(nodes[q], owning)) for q in layer.quantizers
+                                        if _is_activation(nodes[q])] for layer in self.layers}
         self.refs = [float_output(base, s) for s in samples]  # the float pass, computed once
         self.by_owner = {u.owner: u for u in units}
-        self.signal, self.noise = output_power(base, samples, (), self.refs, self.layers)
+        self.unit_of = {name: u.owner for u in units for name in u.layers}
+        self.signal, self.noise = power_with_int16(base, samples, (), self.refs)
+
+    def int16_quantizers(self, owners: Sequence[str]) -> set[str]:
+        moved = {n for o in owners for n in self.by_owner[o].layers}
+        return {q for name in moved for q, readers in self.quantizers[name] if readers <= moved}
+
+    def closure(self, owner: str) -> list[str]:
+        """``owner`` and the units reading its layers' activations (what moving it needs to gain)."""
+        readers = {r for name in self.by_owner[owner].layers for _, rs in self.quantizers[name] for r in rs}
+        return [owner, *sorted({self.unit_of[r] for r in readers} - {owner})]
 
     def noise_with(self, owners: Sequence[str]) -> float:
-        names = [n for o in owners for n in self.by_owner[o].layers]
-        return output_power(self.base, self.samples, names, self.refs, self.layers)[1]
+        return power_with_int16(self.base, self.samples, self.int16_quantizers(owners), self.refs)[1]
 
     def db(self, noise: float) -> float:
         return sqnr_db(self.signal, noise)
+
+
+def _readers(q: fx.Node, owning: Mapping[str, set[str]]) -> set[str]:
+    """The layers whose compute nodes read ``q``'s dequantized value directly."""
+    return {layer for dq in q.users if "dequantize" in str(dq.target)
+            for user in dq.users for layer in owning.get(user.name, ())}
 
 
 def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_db: float,
@@ -129,20 +169,23 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             result.quantized = model if real > before else base
             result.search_seconds = time.perf_counter() - started
             return result
-    removed = {u.owner: sim.noise - sim.noise_with([u.owner]) for u in units}
-    ranking = sorted(costs, key=lambda o: (-removed[o] / costs[o], o))
+    closure = {u.owner: sim.closure(u.owner) for u in units}
+    removed = {o: sim.noise - sim.noise_with(c) for o, c in closure.items()}
+    closure_cost = {o: sum(costs[m] for m in c) for o, c in closure.items()}
+    ranking = sorted(costs, key=lambda o: (-removed[o] / closure_cost[o], o))
     log(f"int8 {before:.2f} dB; {len(units)} units simulated at int16 ({time.perf_counter() - started:.1f} s)")
     result.ranking = [(o, sim.db(sim.noise - removed[o]) - before if sim.noise > removed[o] else math.inf,
-                       costs[o]) for o in ranking]
+                       closure_cost[o]) for o in ranking]
 
     def overrides(owners: Sequence[str]) -> dict:
         return overrides_for_all(owners, units, a16w8)
 
-    goal, k = target_db, 0
+    goal, k, prune = target_db, 0, True
     best = (before, [], base)
     while True:
-        k = _prefix_meeting(sim, ranking, removed, k, goal)
-        chosen = _prune(sim, ranking[:k], costs, removed, goal)
+        k = _prefix_meeting(sim, ranking, removed, closure, k, goal)
+        chosen = _union(ranking[:k], closure)
+        chosen = _prune(sim, chosen, costs, removed, goal) if prune else chosen
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
@@ -150,8 +193,10 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             f"({time.perf_counter() - started:.1f} s)")
         if real > best[0]:
             best = (real, chosen, model)
-        if real >= target_db or k >= len(ranking):
+        if real >= target_db or (k >= len(ranking) and len(chosen) == len(units)):
             break
+        if k >= len(ranking):  # the whole ranking, pruned, missed for real: last, every unit unpruned
+            prune = False
         goal += target_db - real  # the simulation was optimistic by this much: ask it for more
         k += 1
     met = real >= target_db
@@ -171,11 +216,17 @@ def overrides_for_all(owners: Sequence[str], units: Sequence[Unit], a16w8: Quant
     return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
 
 
-def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float], start: int,
-                    goal: float) -> int:
-    """The shortest prefix length >= ``start`` (at least 1) whose simulation meets ``goal`` dB, or
-    the whole ranking. Lengths come from the single-unit noise reductions (to first order they add
-    up); each guess is then simulated, and a miss continues from the measured noise."""
+def _union(owners: Sequence[str], closure: Mapping[str, list[str]]) -> list[str]:
+    """The units of ``owners``' closures, each once, in order."""
+    return list(dict.fromkeys(m for o in owners for m in closure[o]))
+
+
+def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float],
+                    closure: Mapping[str, list[str]], start: int, goal: float) -> int:
+    """The shortest prefix length >= ``start`` (at least 1) whose closures' simulation meets
+    ``goal`` dB, or the whole ranking. Lengths come from the single-closure noise reductions (to
+    first order they add up); each guess is then simulated, and a miss continues from the measured
+    noise."""
     wanted = sim.signal / 10 ** (goal / 10)
     k = min(max(start, 1), len(ranking))
     noise = sim.noise - sum(removed[o] for o in ranking[:k])
@@ -183,7 +234,7 @@ def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, f
         while k < len(ranking) and noise > wanted:
             noise -= removed[ranking[k]]
             k += 1
-        measured = sim.noise_with(ranking[:k])
+        measured = sim.noise_with(_union(ranking[:k], closure))
         if measured <= wanted or k >= len(ranking):
             return k
         noise = measured - removed[ranking[k]]
