@@ -11,10 +11,10 @@ noise from different activations adds up roughly independently at the output, so
 that removes enough noise is close to the greedy one. Take the ranking's shortest prefix whose
 (union of closures') simulation meets the target, drop the units the simulation shows it can do
 without (costliest per gain first), then quantize for real (``set_module_name(owner, a16w8)``).
-While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; when
-the whole ranking's pruned set still misses, the last try is every unit. Every round adds units, so
-the search ends after at most one pass over the candidates (plus that last try); when even all of
-them miss, the result says so with the best SQNR reached.
+While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; once the
+prefix is the whole ranking, prune it again for the raised goal (``FULL_RANKING_PRUNES`` times),
+then try every unit. So the search ends after at most one pass over the candidates plus those few
+rounds; when even all of them miss, the result says so with the best SQNR reached.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ from .precision_units import Unit, movable_units, overrides_for, resolve_costs
 
 KEEP_INT8 = "keep-int8"
 """An override value: set the module back to the int8 configuration the user's quantizer gives it."""
+
+FULL_RANKING_PRUNES = 3
+"""How often the whole ranking is pruned (each time for a goal raised by the last real shortfall)
+before every unit is tried unpruned."""
 
 Quantize = Callable[[Mapping[str, "QuantizationConfig | str"]], fx.GraphModule]
 Costs = Mapping[str, float] | Callable[[list[Unit]], Mapping[str, float]]
@@ -180,12 +184,12 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     def overrides(owners: Sequence[str]) -> dict:
         return overrides_for_all(owners, units, a16w8)
 
-    goal, k, prune = target_db, 0, True
+    goal, k, full_prunes = target_db, 0, 0
     best = (before, [], base)
     while True:
         k = _prefix_meeting(sim, ranking, removed, closure, k, goal)
         chosen = _union(ranking[:k], closure)
-        chosen = _prune(sim, chosen, costs, removed, goal) if prune else chosen
+        chosen = _prune(sim, chosen, costs, removed, goal) if full_prunes < FULL_RANKING_PRUNES else chosen
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
@@ -193,10 +197,9 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             f"({time.perf_counter() - started:.1f} s)")
         if real > best[0]:
             best = (real, chosen, model)
-        if real >= target_db or (k >= len(ranking) and len(chosen) == len(units)):
+        if real >= target_db or len(chosen) == len(units):
             break
-        if k >= len(ranking):  # the whole ranking, pruned, missed for real: last, every unit unpruned
-            prune = False
+        full_prunes += k >= len(ranking)  # the whole ranking, pruned, missed for real
         goal += target_db - real  # the simulation was optimistic by this much: ask it for more
         k += 1
     met = real >= target_db
