@@ -13,8 +13,9 @@ counted once (`unit_cycles`). The extra cycles of moving a unit to int16:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -69,6 +70,7 @@ class Compiled:
 
     report: EthosUReport
     cpu_nodes: int
+    cpu_ops: dict[str, int] = field(default_factory=dict)  # compute ops on the CPU (no Q/DQ), counted
 
     @property
     def npu_cycles(self) -> int:
@@ -91,9 +93,10 @@ def compile_report(quantized, example_inputs: tuple, spec) -> Compiled:
     edge = to_edge_transform_and_lower(torch.export.export(quantized, example_inputs),
                                        partitioner=[EthosUPartitioner(spec)],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    cpu_nodes = len(partition_report(edge).cpu_nodes)
+    cpu = partition_report(edge).cpu_nodes
+    ops = Counter(c.target for c in cpu if "quantize_per" not in c.target)
     pte = edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
-    return Compiled(ethosu_report(pte), cpu_nodes)
+    return Compiled(ethosu_report(pte), len(cpu), dict(ops))
 
 
 def estimated_extra_cycles(report: EthosUReport, units: Sequence[Unit]) -> dict[str, float]:
