@@ -80,3 +80,21 @@ def test_an_int16_output_read_by_an_int8_layer_gains_nothing_in_simulation_as_fo
     assert sim.closure("a") == ["a", "b"]
     result = search_mixed_precision(quantize, samples, sim.db(sim.noise) + 6.0, {"a": 10.0, "b": 10.0, "c": 10.0})
     assert result.met and sorted(result.moved) == ["a", "b"]
+
+
+def test_boundary_cost_fills_the_hole_to_the_output():
+    # {a, b} meets the target, but b's int16 output would be requantized for the int8 c: at a cycle
+    # per element (512) that boundary costs more than moving c (10), so c moves too; without a
+    # boundary cost it stays int8
+    torch.manual_seed(0)
+    model = _WideEdge().eval()
+    gen = torch.Generator().manual_seed(0)
+    samples = [(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(4)]
+    quantize = quantize_with_overrides(model, samples[0], samples, lambda: TOSAQuantizer(
+        TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
+    costs = {"a": 10.0, "b": 10.0, "c": 10.0}
+    target = search_mixed_precision(quantize, samples, 1000.0, costs).sqnr_before_db + 6.0
+    free = search_mixed_precision(quantize, samples, target, costs)
+    charged = search_mixed_precision(quantize, samples, target, costs, boundary_cycles_per_element=1.0)
+    assert free.met and sorted(free.moved) == ["a", "b"] and free.extra_cycles == 20.0
+    assert charged.met and sorted(charged.moved) == ["a", "b", "c"] and charged.extra_cycles == 30.0

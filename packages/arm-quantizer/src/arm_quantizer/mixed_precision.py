@@ -10,7 +10,9 @@ output noise power that moving the closure removes, per extra NPU cycle of the c
 noise from different activations adds up roughly independently at the output, so the cheapest set
 that removes enough noise is close to the greedy one. Take the ranking's shortest prefix whose
 (union of closures') simulation meets the target, drop the units the simulation shows it can do
-without (costliest per gain first), then quantize for real (``set_module_name(owner, a16w8)``).
+without (costliest per gain first), add the units whose move costs less than the int8 <-> int16
+boundaries it removes (a set costs its units plus, optionally, its boundaries: a requantization
+pass per boundary element), then quantize for real (``set_module_name(owner, a16w8)``).
 While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; once the
 prefix is the whole ranking, prune it again for the raised goal (``FULL_RANKING_PRUNES`` times),
 then try every unit. So the search ends after at most one pass over the candidates plus those few
@@ -104,9 +106,11 @@ class _Simulator:
         for layer in self.layers:
             for name in layer.nodes:
                 owning.setdefault(name, set()).add(layer.name)
-        # layer -> [(activation quantizer, the layers reading it)]
-        self.quantizers = {layer.name: [(q, _readers(nodes[q], owning)) for q in layer.quantizers
-                                        if _is_activation(nodes[q])] for layer in self.layers}
+        # layer -> [(activation quantizer, the layers reading it, its elements; 0 for the model's
+        # input, which the CPU quantizes to whichever type its readers take)]
+        self.quantizers = {layer.name: [(q, _readers(nodes[q], owning), _elements(nodes[q]))
+                                        for q in layer.quantizers if _is_activation(nodes[q])]
+                           for layer in self.layers}
         self.refs = [float_output(base, s) for s in samples]  # the float pass, computed once
         self.by_owner = {u.owner: u for u in units}
         self.unit_of = {name: u.owner for u in units for name in u.layers}
@@ -114,18 +118,31 @@ class _Simulator:
 
     def int16_quantizers(self, owners: Sequence[str]) -> set[str]:
         moved = {n for o in owners for n in self.by_owner[o].layers}
-        return {q for name in moved for q, readers in self.quantizers[name] if readers <= moved}
+        return {q for name in moved for q, readers, _ in self.quantizers[name] if readers <= moved}
 
     def closure(self, owner: str) -> list[str]:
         """``owner`` and the units reading its layers' activations (what moving it needs to gain)."""
-        readers = {r for name in self.by_owner[owner].layers for _, rs in self.quantizers[name] for r in rs}
+        readers = {r for name in self.by_owner[owner].layers for _, rs, _ in self.quantizers[name] for r in rs}
         return [owner, *sorted({self.unit_of[r] for r in readers} - {owner})]
+
+    def boundary_elements(self, owners: Sequence[str]) -> int:
+        """Elements of the activations where a moved layer meets one that stays int8: each such
+        edge is an int8 <-> int16 requantization of its own on the target."""
+        moved = {n for o in owners for n in self.by_owner[o].layers}
+        return sum(elements for name, qs in self.quantizers.items() for _, readers, elements in qs
+                   if (readers - moved if name in moved else readers & moved))
 
     def noise_with(self, owners: Sequence[str]) -> float:
         return power_with_int16(self.base, self.samples, self.int16_quantizers(owners), self.refs)[1]
 
     def db(self, noise: float) -> float:
         return sqnr_db(self.signal, noise)
+
+
+def _elements(q: fx.Node) -> int:
+    src = q.args[0]
+    val = src.meta.get("val") if isinstance(src, fx.Node) and src.op != "placeholder" else None
+    return int(val.numel()) if hasattr(val, "numel") else 0
 
 
 def _readers(q: fx.Node, owning: Mapping[str, set[str]]) -> set[str]:
@@ -137,7 +154,8 @@ def _readers(q: fx.Node, owning: Mapping[str, set[str]]) -> set[str]:
 def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_db: float,
                            extra_cycles: Costs | None = None,
                            a16w8: QuantizationConfig | None = None,
-                           log: Callable[[str], None] | None = None) -> MixedPrecisionResult:
+                           log: Callable[[str], None] | None = None,
+                           boundary_cycles_per_element: float = 0.0) -> MixedPrecisionResult:
     """Choose the modules to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
     ``quantize(overrides)`` returns a ``convert_pt2e`` model quantized with the user's quantizer
@@ -146,6 +164,10 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     ``extra_cycles``: ``{owner module: extra NPU cycles of moving its unit}`` or a function of the
     units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
     ``samples`` are the evaluation inputs; ``log`` receives a line per step (progress).
+    ``boundary_cycles_per_element``: what an int8 <-> int16 requantization between a moved and an
+    int8 layer costs per element (a pass of its own on Ethos-U); a set's cost is its units' costs
+    plus its boundaries', so pruning keeps a unit whose removal would cost more in boundaries, and
+    a unit whose move removes more boundary cost than it adds is added.
     """
     started = time.perf_counter()
     log = log or (lambda _: None)
@@ -173,9 +195,12 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             result.quantized = model if real > before else base
             result.search_seconds = time.perf_counter() - started
             return result
+    def set_cost(owners: Sequence[str]) -> float:
+        return sum(costs[o] for o in set(owners)) + boundary_cycles_per_element * sim.boundary_elements(owners)
+
     closure = {u.owner: sim.closure(u.owner) for u in units}
     removed = {o: sim.noise - sim.noise_with(c) for o, c in closure.items()}
-    closure_cost = {o: sum(costs[m] for m in c) for o, c in closure.items()}
+    closure_cost = {o: set_cost(c) for o, c in closure.items()}
     ranking = sorted(costs, key=lambda o: (-removed[o] / closure_cost[o], o))
     log(f"int8 {before:.2f} dB; {len(units)} units simulated at int16 ({time.perf_counter() - started:.1f} s)")
     result.ranking = [(o, sim.db(sim.noise - removed[o]) - before if sim.noise > removed[o] else math.inf,
@@ -189,7 +214,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     while True:
         k = _prefix_meeting(sim, ranking, removed, closure, k, goal)
         chosen = _union(ranking[:k], closure)
-        chosen = _prune(sim, chosen, costs, removed, goal) if full_prunes < FULL_RANKING_PRUNES else chosen
+        if full_prunes < FULL_RANKING_PRUNES:
+            chosen = _fill(_prune(sim, chosen, set_cost, removed, goal), everything, set_cost)
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
@@ -208,7 +234,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     result.met, result.sqnr_after_db, result.quantized = met, sqnr, model
     result.moved = [o for o in ranking if o in set(moved)]
     result.kept_int8 = resets
-    result.extra_cycles = sum(costs[o] for o in moved)
+    result.extra_cycles = set_cost(moved)
     result.search_seconds = time.perf_counter() - started
     return result
 
@@ -244,18 +270,32 @@ def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, f
         k += 1
 
 
-def _prune(sim: _Simulator, chosen: list[str], costs: Mapping[str, float], removed: Mapping[str, float],
-           goal: float) -> list[str]:
-    """``chosen`` without the units the simulation shows it meets ``goal`` without, trying the
-    costliest per unit of noise removed first."""
+def _prune(sim: _Simulator, chosen: list[str], set_cost: Callable[[Sequence[str]], float],
+           removed: Mapping[str, float], goal: float) -> list[str]:
+    """``chosen`` without the units the simulation shows it meets ``goal`` without and whose
+    removal lowers the set's cost, trying the costliest per unit of noise removed first."""
     wanted = sim.signal / 10 ** (goal / 10)
     keep = list(chosen)
     if sim.noise_with(keep) > wanted:
         return keep
-    for owner in sorted(chosen, key=lambda o: -costs[o] / max(removed[o], 1e-30)):
+    for owner in sorted(chosen, key=lambda o: -set_cost([o]) / max(removed[o], 1e-30)):
         trial = [o for o in keep if o != owner]
-        if trial and sim.noise_with(trial) <= wanted:
+        if trial and set_cost(trial) < set_cost(keep) and sim.noise_with(trial) <= wanted:
             keep = trial
+    return keep
+
+
+def _fill(chosen: list[str], candidates: Sequence[str], set_cost: Callable[[Sequence[str]], float]) -> list[str]:
+    """``chosen`` plus each candidate whose move costs less than the boundaries it removes (a hole
+    between moved units); more int16 only removes rounding, so the target stays met."""
+    keep = list(chosen)
+    added = True
+    while added:
+        added = False
+        for owner in candidates:
+            if owner not in keep and set_cost([*keep, owner]) < set_cost(keep):
+                keep.append(owner)
+                added = True
     return keep
 
 
