@@ -15,8 +15,10 @@ boundaries it removes (a set costs its units plus, optionally, its boundaries: a
 pass per boundary element), then quantize for real (``set_module_name(owner, a16w8)``).
 While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; once the
 prefix is the whole ranking, prune it again for the raised goal (``FULL_RANKING_PRUNES`` times),
-then try every unit. So the search ends after at most one pass over the candidates plus those few
-rounds; when even all of them miss, the result says so with the best SQNR reached.
+then try every unit. When the real SQNR beats the target by a margin, prune again for a goal lowered
+by it (``SLACK_PRUNES`` times, kept only while the target is still met for real). So the search
+ends after at most one pass over the candidates plus those few rounds; when even all of them miss,
+the result says so with the best SQNR reached.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ from .precision_units import Unit, movable_units, overrides_for, resolve_costs
 
 KEEP_INT8 = "keep-int8"
 """An override value: set the module back to the int8 configuration the user's quantizer gives it."""
+
+SLACK_PRUNES = 2
+"""How often a met choice is pruned again when the real SQNR beats the target (the simulation's
+pessimism, by the real surplus, taken off its goal), kept only if it still meets the target."""
 
 FULL_RANKING_PRUNES = 3
 """How often the whole ranking is pruned (each time for a goal raised by the last real shortfall)
@@ -229,6 +235,20 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         goal += target_db - real  # the simulation was optimistic by this much: ask it for more
         k += 1
     met = real >= target_db
+    for _ in range(SLACK_PRUNES if met else 0):  # the simulation was pessimistic: ask it for less
+        slack = real - target_db
+        trial = _fill(_prune(sim, chosen, set_cost, removed, sim.db(sim.noise_with(chosen)) - slack),
+                      everything, set_cost)
+        if slack < 0.25 or set_cost(trial) >= set_cost(chosen):
+            break
+        trial_model = quantize(overrides(trial))
+        result.real_quantizations += 1
+        trial_real = sim.db(output_power(trial_model, samples, (), sim.refs)[1])
+        log(f"{len(trial)} units to a16w8 (pruned for {slack:.2f} dB of slack): real {trial_real:.2f} dB "
+            f"({time.perf_counter() - started:.1f} s)")
+        if trial_real < target_db:
+            break
+        chosen, model, real = trial, trial_model, trial_real
     sqnr, chosen, model = (real, chosen, model) if met else best
     moved, resets = overrides_for(chosen, units)
     result.met, result.sqnr_after_db, result.quantized = met, sqnr, model
