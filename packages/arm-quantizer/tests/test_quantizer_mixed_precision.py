@@ -1,8 +1,23 @@
-"""Mixed precision by target SQNR: the planted layer moves first and meets a target int8 misses."""
+"""Mixed precision by target SQNR: the planted layer moves first and meets a target int8 misses; the
+simulation agrees with the real model where an int16 layer feeds an int8 one."""
 
 import planted_model as pm
+import torch
 
-from arm_quantizer.mixed_precision import quantize_with_overrides, search_mixed_precision
+from arm_quantizer import (
+    TOSAQuantizer,
+    get_symmetric_a16w8_quantization_config,
+    get_symmetric_quantization_config,
+)
+from arm_quantizer.accuracy import output_power, quantized_layers
+from arm_quantizer.mixed_precision import (
+    _Simulator,
+    overrides_for_all,
+    quantize_with_overrides,
+    search_mixed_precision,
+)
+from arm_quantizer.precision_units import movable_units
+from arm_tosa_core import TosaCompileSpec
 
 
 def _search(target_db, costs=None):
@@ -27,3 +42,59 @@ def test_unreachable_target_says_so():
     result = _search(200.0)
     assert not result.met and len(result.moved) == len(result.ranking)  # every candidate tried once
     assert result.sqnr_after_db < 200.0 and "NOT met" in result.summary()
+
+
+class _WideEdge(torch.nn.Module):
+    """a -> b -> c, 1x1 convs: channel 0 of a's output is 100x the others and b ignores it, so the
+    a -> b activation is read on a coarse int8 grid (the model's dominant noise)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Conv2d(3, 8, 1), torch.nn.Conv2d(8, 8, 1), torch.nn.Conv2d(8, 4, 1)
+        with torch.no_grad():
+            self.a.weight[0] *= 100.0
+            self.b.weight[:, 0] = 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(self.b(self.a(x)))
+
+
+def test_an_int16_output_read_by_an_int8_layer_gains_nothing_in_simulation_as_for_real():
+    # where an int16 layer feeds an int8 one, the real model requantizes to int8 at the reader's
+    # input: moving `a` alone leaves the a -> b edge at int8, and the simulation must say so
+    torch.manual_seed(0)
+    model = _WideEdge().eval()
+    gen = torch.Generator().manual_seed(0)
+    samples = [(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(4)]
+    quantize = quantize_with_overrides(model, samples[0], samples, lambda: TOSAQuantizer(
+        TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
+    base = quantize({})
+    units = movable_units(quantized_layers(base))
+    sim = _Simulator(base, samples, units)
+    a16w8 = get_symmetric_a16w8_quantization_config()
+    for owners, gains in ((["a"], False), (["a", "b"], True)):
+        real = sim.db(output_power(quantize(overrides_for_all(owners, units, a16w8)), samples, (), sim.refs)[1])
+        simulated = sim.db(sim.noise_with(owners))
+        assert abs(simulated - real) < 1.0, (owners, simulated, real)
+        assert (real > sim.db(sim.noise) + 20.0) == gains, (owners, real)
+    assert sim.closure("a") == ["a", "b"]
+    result = search_mixed_precision(quantize, samples, sim.db(sim.noise) + 6.0, {"a": 10.0, "b": 10.0, "c": 10.0})
+    assert result.met and sorted(result.moved) == ["a", "b"]
+
+
+def test_boundary_cost_fills_the_hole_to_the_output():
+    # {a, b} meets the target, but b's int16 output would be requantized for the int8 c: at a cycle
+    # per element (512) that boundary costs more than moving c (10), so c moves too; without a
+    # boundary cost it stays int8
+    torch.manual_seed(0)
+    model = _WideEdge().eval()
+    gen = torch.Generator().manual_seed(0)
+    samples = [(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(4)]
+    quantize = quantize_with_overrides(model, samples[0], samples, lambda: TOSAQuantizer(
+        TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
+    costs = {"a": 10.0, "b": 10.0, "c": 10.0}
+    target = search_mixed_precision(quantize, samples, 1000.0, costs).sqnr_before_db + 6.0
+    free = search_mixed_precision(quantize, samples, target, costs)
+    charged = search_mixed_precision(quantize, samples, target, costs, boundary_cycles_per_element=1.0)
+    assert free.met and sorted(free.moved) == ["a", "b"] and free.extra_cycles == 20.0
+    assert charged.met and sorted(charged.moved) == ["a", "b", "c"] and charged.extra_cycles == 30.0

@@ -210,7 +210,8 @@ def _target_sqnr(args, spec, model: LoadedModel, samples, pte: bytes, out) -> st
               "cycles are estimates (a moved layer's int8 cycles again)", file=out)
     else:
         print("note: this .pte is all-int8; quantize with the configuration above for the mixed one "
-              "(extra cycles: vela's all-a16w8 compile minus its all-int8 compile, per unit)", file=out)
+              "(extra cycles: vela's all-a16w8 compile minus its all-int8 compile, per unit, plus "
+              "the int8<->int16 boundaries' RESCALE passes)", file=out)
     return f"{'met' if result.met else 'not met'}, {len(result.moved)} module(s) moved"
 
 

@@ -109,6 +109,7 @@ class Layer:
     quantizers: list[str]  # the quantize nodes that are this layer's (inputs, weights, output)
     owner: str = ""  # the innermost module holding all its nodes: what set_module_name moves
     modules: list[str] = field(default_factory=list)  # module paths of its nodes ("" top level)
+    nodes: list[str] = field(default_factory=list)  # its compute nodes (``name`` and the fused ones)
 
     @property
     def label(self) -> str:
@@ -149,7 +150,7 @@ def quantized_layers(gm: fx.GraphModule) -> list[Layer]:
                 owner.append(parts[0])
         layers.append(Layer(node.name, main.name, module_path(main), torch_op_name(main),
                             sorted({q.name for q in quantizers}), ".".join(owner),
-                            sorted({module_path(n) for n in owned})))
+                            sorted({module_path(n) for n in owned}), [n.name for n in owned]))
     return layers
 
 
@@ -198,8 +199,17 @@ def output_power(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[s
     graph's ``quantized_layers`` when already computed."""
     nodes = {n.name: n for n in gm.graph.nodes}
     names = set(int16)
-    sim = {nodes[q] for layer in (layers if layers is not None else quantized_layers(gm))
+    sim = {q for layer in (layers if layers is not None else quantized_layers(gm))
            if layer.name in names for q in layer.quantizers if _is_activation(nodes[q])}
+    return power_with_int16(gm, samples, sim, reference)
+
+
+def power_with_int16(gm: fx.GraphModule, samples: Sequence[tuple], quantizers: Iterable[str],
+                     reference: Sequence[torch.Tensor] | None = None) -> tuple[float, float]:
+    """(signal, noise) power summed over ``samples`` with the activation quantize nodes named in
+    ``quantizers`` simulated as int16 over their int8 range."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    sim = {nodes[q] for q in quantizers}
     sig = noise = 0.0
     for i, sample in enumerate(samples):
         ref = reference[i] if reference is not None else float_output(gm, sample)

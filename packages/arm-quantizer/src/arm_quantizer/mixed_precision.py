@@ -1,16 +1,24 @@
 """Mixed precision driven by a target SQNR: move the fewest layers' activations from int8 to int16.
 
 Start from the all-int8 model. Candidates are non-overlapping units of layers, each moved by one
-``set_module_name`` (``precision_units.py``), costed once. For each unit, simulate its activation
-quantizers at int16 over the same range (one float pass each, no re-calibration) and measure how
-much output noise power that removes. Quantization noise from different layers adds up roughly
-independently at the output, so the cheapest set that removes enough noise is close to the greedy
-one: units ranked by noise removed per extra NPU cycle. Take that ranking's shortest prefix whose
-simulation meets the target, drop the units the simulation shows it can do without (costliest per
-gain first), then quantize for real (``set_module_name(owner, a16w8)``). While the real SQNR misses,
-raise the simulated goal by the shortfall and extend the prefix. Every round adds units, so the
-search ends after at most one pass over the candidates; when even all of them miss, the result
-says so with the best SQNR reached.
+``set_module_name`` (``precision_units.py``), costed once. The simulation runs the int8 model with
+chosen activation quantizers at int16 over the same range (one float pass, no re-calibration). An
+activation only gains int16 precision when the layer producing it *and* every layer reading it are
+moved: where an int16 layer feeds an int8 one, the real model requantizes to int8 at the reader's
+input. So each unit is scored together with the units reading its results (its *closure*): the
+output noise power that moving the closure removes, per extra NPU cycle of the closure. Quantization
+noise from different activations adds up roughly independently at the output, so the cheapest set
+that removes enough noise is close to the greedy one. Take the ranking's shortest prefix whose
+(union of closures') simulation meets the target, drop the units the simulation shows it can do
+without (costliest per gain first), add the units whose move costs less than the int8 <-> int16
+boundaries it removes (a set costs its units plus, optionally, its boundaries: a requantization
+pass per boundary element), then quantize for real (``set_module_name(owner, a16w8)``).
+While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; once the
+prefix is the whole ranking, prune it again for the raised goal (``FULL_RANKING_PRUNES`` times),
+then try every unit. When the real SQNR beats the target by a margin, prune again for a goal lowered
+by it (``SLACK_PRUNES`` times, kept only while the target is still met for real). So the search
+ends after at most one pass over the candidates plus those few rounds; when even all of them miss,
+the result says so with the best SQNR reached.
 """
 
 from __future__ import annotations
@@ -22,12 +30,27 @@ from dataclasses import dataclass, field
 
 from torch import fx
 
-from .accuracy import float_output, output_power, quantized_layers, sqnr_db
+from .accuracy import (
+    _is_activation,
+    float_output,
+    output_power,
+    power_with_int16,
+    quantized_layers,
+    sqnr_db,
+)
 from .config import QuantizationConfig, get_symmetric_a16w8_quantization_config
 from .precision_units import Unit, movable_units, overrides_for, resolve_costs
 
 KEEP_INT8 = "keep-int8"
 """An override value: set the module back to the int8 configuration the user's quantizer gives it."""
+
+SLACK_PRUNES = 2
+"""How often a met choice is pruned again when the real SQNR beats the target (the simulation's
+pessimism, by the real surplus, taken off its goal), kept only if it still meets the target."""
+
+FULL_RANKING_PRUNES = 3
+"""How often the whole ranking is pruned (each time for a goal raised by the last real shortfall)
+before every unit is tried unpruned."""
 
 Quantize = Callable[[Mapping[str, "QuantizationConfig | str"]], fx.GraphModule]
 Costs = Mapping[str, float] | Callable[[list[Unit]], Mapping[str, float]]
@@ -44,7 +67,8 @@ class MixedPrecisionResult:
     sqnr_after_db: float
     extra_cycles: float  # summed cost of the moved units
     kept_int8: list[str] = field(default_factory=list)  # modules inside moved ones set back to int8
-    ranking: list[tuple[str, float, float]] = field(default_factory=list)  # owner, gain dB, cost
+    # owner, simulated gain (dB) and cost of moving it with the units reading its results
+    ranking: list[tuple[str, float, float]] = field(default_factory=list)
     search_seconds: float = 0.0
     real_quantizations: int = 0
     cycles_note: str = ""  # what the cycle numbers are ("est." for an estimate)
@@ -73,27 +97,71 @@ class MixedPrecisionResult:
 
 
 class _Simulator:
-    """Output (signal, noise) of the int8 model with chosen units' activations at int16."""
+    """Output (signal, noise) of the int8 model with chosen units' activations at int16.
+
+    An activation quantizer of a moved layer is simulated at int16 only when every layer reading its
+    dequantized value is moved too: the real model requantizes an int16 value to int8 at an int8
+    reader's input (a reader behind a requantize the int8 graph already has is that requantize's
+    business, and a model output or an unquantized op reads the int16 value)."""
 
     def __init__(self, base: fx.GraphModule, samples: Sequence[tuple], units: Sequence[Unit]) -> None:
         self.base, self.samples = base, samples
         self.layers = quantized_layers(base)
+        nodes = {n.name: n for n in base.graph.nodes}
+        owning: dict[str, set[str]] = {}  # compute node -> the layers holding it
+        for layer in self.layers:
+            for name in layer.nodes:
+                owning.setdefault(name, set()).add(layer.name)
+        # layer -> [(activation quantizer, the layers reading it, its elements; 0 for the model's
+        # input, which the CPU quantizes to whichever type its readers take)]
+        self.quantizers = {layer.name: [(q, _readers(nodes[q], owning), _elements(nodes[q]))
+                                        for q in layer.quantizers if _is_activation(nodes[q])]
+                           for layer in self.layers}
         self.refs = [float_output(base, s) for s in samples]  # the float pass, computed once
         self.by_owner = {u.owner: u for u in units}
-        self.signal, self.noise = output_power(base, samples, (), self.refs, self.layers)
+        self.unit_of = {name: u.owner for u in units for name in u.layers}
+        self.signal, self.noise = power_with_int16(base, samples, (), self.refs)
+
+    def int16_quantizers(self, owners: Sequence[str]) -> set[str]:
+        moved = {n for o in owners for n in self.by_owner[o].layers}
+        return {q for name in moved for q, readers, _ in self.quantizers[name] if readers <= moved}
+
+    def closure(self, owner: str) -> list[str]:
+        """``owner`` and the units reading its layers' activations (what moving it needs to gain)."""
+        readers = {r for name in self.by_owner[owner].layers for _, rs, _ in self.quantizers[name] for r in rs}
+        return [owner, *sorted({self.unit_of[r] for r in readers} - {owner})]
+
+    def boundary_elements(self, owners: Sequence[str]) -> int:
+        """Elements of the activations where a moved layer meets one that stays int8: each such
+        edge is an int8 <-> int16 requantization of its own on the target."""
+        moved = {n for o in owners for n in self.by_owner[o].layers}
+        return sum(elements for name, qs in self.quantizers.items() for _, readers, elements in qs
+                   if (readers - moved if name in moved else readers & moved))
 
     def noise_with(self, owners: Sequence[str]) -> float:
-        names = [n for o in owners for n in self.by_owner[o].layers]
-        return output_power(self.base, self.samples, names, self.refs, self.layers)[1]
+        return power_with_int16(self.base, self.samples, self.int16_quantizers(owners), self.refs)[1]
 
     def db(self, noise: float) -> float:
         return sqnr_db(self.signal, noise)
 
 
+def _elements(q: fx.Node) -> int:
+    src = q.args[0]
+    val = src.meta.get("val") if isinstance(src, fx.Node) and src.op != "placeholder" else None
+    return int(val.numel()) if hasattr(val, "numel") else 0
+
+
+def _readers(q: fx.Node, owning: Mapping[str, set[str]]) -> set[str]:
+    """The layers whose compute nodes read ``q``'s dequantized value directly."""
+    return {layer for dq in q.users if "dequantize" in str(dq.target)
+            for user in dq.users for layer in owning.get(user.name, ())}
+
+
 def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_db: float,
                            extra_cycles: Costs | None = None,
                            a16w8: QuantizationConfig | None = None,
-                           log: Callable[[str], None] | None = None) -> MixedPrecisionResult:
+                           log: Callable[[str], None] | None = None,
+                           boundary_cycles_per_element: float = 0.0) -> MixedPrecisionResult:
     """Choose the modules to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
     ``quantize(overrides)`` returns a ``convert_pt2e`` model quantized with the user's quantizer
@@ -102,6 +170,10 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     ``extra_cycles``: ``{owner module: extra NPU cycles of moving its unit}`` or a function of the
     units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
     ``samples`` are the evaluation inputs; ``log`` receives a line per step (progress).
+    ``boundary_cycles_per_element``: what an int8 <-> int16 requantization between a moved and an
+    int8 layer costs per element (a pass of its own on Ethos-U); a set's cost is its units' costs
+    plus its boundaries', so pruning keeps a unit whose removal would cost more in boundaries, and
+    a unit whose move removes more boundary cost than it adds is added.
     """
     started = time.perf_counter()
     log = log or (lambda _: None)
@@ -129,20 +201,27 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             result.quantized = model if real > before else base
             result.search_seconds = time.perf_counter() - started
             return result
-    removed = {u.owner: sim.noise - sim.noise_with([u.owner]) for u in units}
-    ranking = sorted(costs, key=lambda o: (-removed[o] / costs[o], o))
+    def set_cost(owners: Sequence[str]) -> float:
+        return sum(costs[o] for o in set(owners)) + boundary_cycles_per_element * sim.boundary_elements(owners)
+
+    closure = {u.owner: sim.closure(u.owner) for u in units}
+    removed = {o: sim.noise - sim.noise_with(c) for o, c in closure.items()}
+    closure_cost = {o: set_cost(c) for o, c in closure.items()}
+    ranking = sorted(costs, key=lambda o: (-removed[o] / closure_cost[o], o))
     log(f"int8 {before:.2f} dB; {len(units)} units simulated at int16 ({time.perf_counter() - started:.1f} s)")
     result.ranking = [(o, sim.db(sim.noise - removed[o]) - before if sim.noise > removed[o] else math.inf,
-                       costs[o]) for o in ranking]
+                       closure_cost[o]) for o in ranking]
 
     def overrides(owners: Sequence[str]) -> dict:
         return overrides_for_all(owners, units, a16w8)
 
-    goal, k = target_db, 0
+    goal, k, full_prunes = target_db, 0, 0
     best = (before, [], base)
     while True:
-        k = _prefix_meeting(sim, ranking, removed, k, goal)
-        chosen = _prune(sim, ranking[:k], costs, removed, goal)
+        k = _prefix_meeting(sim, ranking, removed, closure, k, goal)
+        chosen = _union(ranking[:k], closure)
+        if full_prunes < FULL_RANKING_PRUNES:
+            chosen = _fill(_prune(sim, chosen, set_cost, removed, goal), everything, set_cost)
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
@@ -150,17 +229,32 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             f"({time.perf_counter() - started:.1f} s)")
         if real > best[0]:
             best = (real, chosen, model)
-        if real >= target_db or k >= len(ranking):
+        if real >= target_db or len(chosen) == len(units):
             break
+        full_prunes += k >= len(ranking)  # the whole ranking, pruned, missed for real
         goal += target_db - real  # the simulation was optimistic by this much: ask it for more
         k += 1
     met = real >= target_db
+    for _ in range(SLACK_PRUNES if met else 0):  # the simulation was pessimistic: ask it for less
+        slack = real - target_db
+        trial = _fill(_prune(sim, chosen, set_cost, removed, sim.db(sim.noise_with(chosen)) - slack),
+                      everything, set_cost)
+        if slack < 0.25 or set_cost(trial) >= set_cost(chosen):
+            break
+        trial_model = quantize(overrides(trial))
+        result.real_quantizations += 1
+        trial_real = sim.db(output_power(trial_model, samples, (), sim.refs)[1])
+        log(f"{len(trial)} units to a16w8 (pruned for {slack:.2f} dB of slack): real {trial_real:.2f} dB "
+            f"({time.perf_counter() - started:.1f} s)")
+        if trial_real < target_db:
+            break
+        chosen, model, real = trial, trial_model, trial_real
     sqnr, chosen, model = (real, chosen, model) if met else best
     moved, resets = overrides_for(chosen, units)
     result.met, result.sqnr_after_db, result.quantized = met, sqnr, model
     result.moved = [o for o in ranking if o in set(moved)]
     result.kept_int8 = resets
-    result.extra_cycles = sum(costs[o] for o in moved)
+    result.extra_cycles = set_cost(moved)
     result.search_seconds = time.perf_counter() - started
     return result
 
@@ -171,11 +265,17 @@ def overrides_for_all(owners: Sequence[str], units: Sequence[Unit], a16w8: Quant
     return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
 
 
-def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float], start: int,
-                    goal: float) -> int:
-    """The shortest prefix length >= ``start`` (at least 1) whose simulation meets ``goal`` dB, or
-    the whole ranking. Lengths come from the single-unit noise reductions (to first order they add
-    up); each guess is then simulated, and a miss continues from the measured noise."""
+def _union(owners: Sequence[str], closure: Mapping[str, list[str]]) -> list[str]:
+    """The units of ``owners``' closures, each once, in order."""
+    return list(dict.fromkeys(m for o in owners for m in closure[o]))
+
+
+def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float],
+                    closure: Mapping[str, list[str]], start: int, goal: float) -> int:
+    """The shortest prefix length >= ``start`` (at least 1) whose closures' simulation meets
+    ``goal`` dB, or the whole ranking. Lengths come from the single-closure noise reductions (to
+    first order they add up); each guess is then simulated, and a miss continues from the measured
+    noise."""
     wanted = sim.signal / 10 ** (goal / 10)
     k = min(max(start, 1), len(ranking))
     noise = sim.noise - sum(removed[o] for o in ranking[:k])
@@ -183,25 +283,39 @@ def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, f
         while k < len(ranking) and noise > wanted:
             noise -= removed[ranking[k]]
             k += 1
-        measured = sim.noise_with(ranking[:k])
+        measured = sim.noise_with(_union(ranking[:k], closure))
         if measured <= wanted or k >= len(ranking):
             return k
         noise = measured - removed[ranking[k]]
         k += 1
 
 
-def _prune(sim: _Simulator, chosen: list[str], costs: Mapping[str, float], removed: Mapping[str, float],
-           goal: float) -> list[str]:
-    """``chosen`` without the units the simulation shows it meets ``goal`` without, trying the
-    costliest per unit of noise removed first."""
+def _prune(sim: _Simulator, chosen: list[str], set_cost: Callable[[Sequence[str]], float],
+           removed: Mapping[str, float], goal: float) -> list[str]:
+    """``chosen`` without the units the simulation shows it meets ``goal`` without and whose
+    removal lowers the set's cost, trying the costliest per unit of noise removed first."""
     wanted = sim.signal / 10 ** (goal / 10)
     keep = list(chosen)
     if sim.noise_with(keep) > wanted:
         return keep
-    for owner in sorted(chosen, key=lambda o: -costs[o] / max(removed[o], 1e-30)):
+    for owner in sorted(chosen, key=lambda o: -set_cost([o]) / max(removed[o], 1e-30)):
         trial = [o for o in keep if o != owner]
-        if trial and sim.noise_with(trial) <= wanted:
+        if trial and set_cost(trial) < set_cost(keep) and sim.noise_with(trial) <= wanted:
             keep = trial
+    return keep
+
+
+def _fill(chosen: list[str], candidates: Sequence[str], set_cost: Callable[[Sequence[str]], float]) -> list[str]:
+    """``chosen`` plus each candidate whose move costs less than the boundaries it removes (a hole
+    between moved units); more int16 only removes rounding, so the target stays met."""
+    keep = list(chosen)
+    added = True
+    while added:
+        added = False
+        for owner in candidates:
+            if owner not in keep and set_cost([*keep, owner]) < set_cost(keep):
+                keep.append(owner)
+                added = True
     return keep
 
 
