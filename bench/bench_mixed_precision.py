@@ -37,12 +37,14 @@ from calibration_images import model_samples
 from arm_ethosu import EthosUCompileSpec, EthosUQuantizer
 from arm_ethosu.mixed_precision_cli import (
     compile_report,
+    ethosu_quantize,
     int16_compiles,
     layer_rows,
     quantize_model,
     run_target_sqnr,
 )
 from arm_quantizer import TOSAQuantizer, get_symmetric_a16w8_quantization_config, output_sqnr
+from arm_quantizer.int16_fallback import KEPT_INT8_META
 from arm_tosa_core import TosaCompileSpec
 from arm_tosa_core.example_models import get_example
 
@@ -64,8 +66,11 @@ def bench_one(name: str, target: str, size: int, n_calib: int, n_eval: int) -> d
     sqnr8 = output_sqnr(q8, evals)
     _log(f"all-int8: {sqnr8:.2f} dB, {cycles8} cycles", t0)
     a16w8 = get_symmetric_a16w8_quantization_config()
-    quantizer16 = (EthosUQuantizer(spec) if real else TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT+int16")))
-    q16 = quantize_model(model, inputs, calib, quantizer16.set_global(a16w8))
+    if real:  # int16 only where it lowers: ops whose int16 form stays on the CPU keep int8
+        q16 = ethosu_quantize(model, inputs, calib, spec)({"": a16w8})
+    else:
+        q16 = quantize_model(model, inputs, calib,
+                             TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(a16w8))
     sqnr16 = output_sqnr(q16, evals)
     c16 = compile_report(q16, inputs, spec) if real else c8
     report16 = c16.report if real else None
@@ -92,7 +97,8 @@ def bench_one(name: str, target: str, size: int, n_calib: int, n_eval: int) -> d
                      "partitions": len(report8.partitions)},
             "mixed": {"target_db": sqnr8 + 3.0, "met": result.met, "sqnr_db": result.sqnr_after_db,
                       "search_base_db": result.sqnr_before_db, "moved": result.moved,
-                      "kept_int8": result.kept_int8, "units": len(result.ranking),
+                      "kept_int8": result.kept_int8, "int8_nodes": result.int8_nodes,
+                      "units": len(result.ranking),
                       "extra_cycles": mixed_extra, "extra_cycles_by_unit": result.extra_cycles,
                       "total_cycles": cm.total_cycles if cm else None,
                       "cpu_nodes": cpu_mixed, "cpu_ops": cm.cpu_ops if cm else None,
@@ -100,6 +106,7 @@ def bench_one(name: str, target: str, size: int, n_calib: int, n_eval: int) -> d
                       "real_quantizations": result.real_quantizations, "search_seconds": seconds,
                       "ranking": [{"unit": o, "gain_db": g, "cost": c} for o, g, c in result.ranking]},
             "a16w8": {"sqnr_db": sqnr16, "extra_cycles": extra16, "cpu_nodes": cpu16,
+                      "int8_nodes": dict(q16.meta.get(KEPT_INT8_META, {})),
                       "total_cycles": c16.total_cycles if real else None,
                       "cpu_ops": c16.cpu_ops if real else None,
                       "partitions": len(report16.partitions) if real else None},

@@ -13,6 +13,11 @@ counted once (`unit_cycles`). The extra cycles of moving a unit to int16:
 Where a moved layer meets an int8 one, vela runs the int8 <-> int16 RESCALE as a pass of its own
 (about a cycle per element on U85-256), which the all-a16w8 compile never shows; with vela's numbers
 the search charges it per boundary element, at the rate vela gives a probe (`rescale_cycles_per_element`).
+
+int16 goes only where it lowers (`ethosu_quantize`): an op whose int16 form `EthosUPartitioner`
+leaves on the CPU (an int16 TABLE off by more than 1 LSB, an int16 MATMUL on U55/U65) stays int8
+inside an a16w8 module, so the all-a16w8 compile and every mix keep the all-int8 model's CPU nodes
+(`arm_quantizer.int16_fallback`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from arm_quantizer import (
 )
 from arm_quantizer.mixed_precision import (
     MixedPrecisionResult,
+    Quantize,
     quantize_with_overrides,
     search_mixed_precision,
 )
@@ -51,6 +57,16 @@ def layer_rows(report: EthosUReport) -> list[tuple[str, float]]:
 
 def _cycles(row: dict) -> float:
     return float(row.get(CYCLES_COLUMN, 0) or 0)
+
+
+def ethosu_quantize(model, example_inputs: tuple, samples: Sequence[tuple], spec) -> Quantize:
+    """``quantize(overrides)`` with `EthosUQuantizer(spec)`, int16 only where `EthosUPartitioner(spec)`
+    lowers it (see the module doc); ``{"": a16w8}`` is the all-a16w8 model."""
+    from .partitioner import EthosUPartitioner
+    from .quantizer import EthosUQuantizer
+
+    return quantize_with_overrides(model, example_inputs, samples, lambda: EthosUQuantizer(spec),
+                                   EthosUPartitioner(spec))
 
 
 def int16_compiles(spec) -> bool:
@@ -150,15 +166,10 @@ def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], repo
     compile's report when already made); ``log``: progress lines."""
     real = spec is not None and int16_compiles(spec)
     if real:
-        from .quantizer import EthosUQuantizer
-
+        quantize = ethosu_quantize(model, example_inputs, samples, spec)
         if report16 is None:
-            q16 = quantize_model(model, example_inputs, samples,
-                                 EthosUQuantizer(spec).set_global(get_symmetric_a16w8_quantization_config()))
+            q16 = quantize({"": get_symmetric_a16w8_quantization_config()})
             report16 = compile_report(q16, example_inputs, spec).report
-
-        def make_quantizer() -> TOSAQuantizer:
-            return EthosUQuantizer(spec)
 
         def costs(units: Sequence[Unit]) -> dict[str, float]:
             return vela_extra_cycles(report, report16, units)
@@ -171,7 +182,7 @@ def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], repo
 
         def costs(units: Sequence[Unit]) -> dict[str, float]:
             return estimated_extra_cycles(report, units)
-    quantize = quantize_with_overrides(model, example_inputs, samples, make_quantizer)
+        quantize = quantize_with_overrides(model, example_inputs, samples, make_quantizer)
     result = search_mixed_precision(quantize, eval_samples or samples, target_db, costs, log=log,
                                     boundary_cycles_per_element=boundary)
     result.cycles_note = "vela" if real else "est."

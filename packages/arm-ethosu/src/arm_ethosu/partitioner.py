@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 from torch.fx import Node
@@ -10,7 +9,6 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from arm_tosa_core import TOSAPartitioner
 from arm_tosa_core.quantized import is_dequantize, is_quantize
-from arm_tosa_core.registry import unsupported_reason
 
 from .compile_spec import EthosUCompileSpec
 from .constraints import ethosu_reason
@@ -35,10 +33,11 @@ class EthosUPartitioner(TOSAPartitioner):
         super().__init__(compile_spec, additional_checks)
 
     def target_check(self, node: Node) -> str | None:
+        return self.constraint_reason(node) or self._boundary_reason(node)
+
+    def constraint_reason(self, node: Node) -> str | None:
         reason = ethosu_reason(node, self.compile_spec.family)
-        if reason is not None:
-            return f"{self.compile_spec.target}: {reason}"
-        return self._boundary_reason(node)
+        return None if reason is None else f"{self.compile_spec.target}: {reason}"
 
     # The INT lowering needs each quantized island whole: the compute nodes that work on one set
     # of integer values between their dequantize inputs and quantize outputs (e.g. conv + relu).
@@ -55,19 +54,9 @@ class EthosUPartitioner(TOSAPartitioner):
         else:
             members, verb = _island(node) - {node}, "it shares quantized values with"
         for member in sorted(members, key=lambda n: n.name):
-            if self._rejected(member):
+            if self.own_reason(member) is not None:
                 return f"{verb} {member.name}, which stays on the CPU"
         return None
-
-    def _rejected(self, node: Node) -> bool:
-        """Whether `node` stays on the CPU by its own rules (neighbours not considered)."""
-        if node.op != "call_function" or node.target is operator.getitem:
-            return False
-        if unsupported_reason(node, self.compile_spec.tosa_spec) is not None:
-            return True
-        if ethosu_reason(node, self.compile_spec.family) is not None:
-            return True
-        return any(not check.is_node_supported({}, node) for check in self.additional_checks)
 
 
 def _island(start) -> set[Node]:

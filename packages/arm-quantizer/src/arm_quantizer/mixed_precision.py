@@ -38,7 +38,12 @@ from .accuracy import (
     quantized_layers,
     sqnr_db,
 )
-from .config import QuantizationConfig, get_symmetric_a16w8_quantization_config
+from .config import (
+    QuantizationConfig,
+    get_symmetric_a16w8_quantization_config,
+    get_symmetric_quantization_config,
+)
+from .int16_fallback import KEPT_INT8_META, keep_int8_where_int16_stays_on_cpu, own_cpu_reasons
 from .precision_units import Unit, movable_units, overrides_for, resolve_costs
 
 KEEP_INT8 = "keep-int8"
@@ -67,6 +72,8 @@ class MixedPrecisionResult:
     sqnr_after_db: float
     extra_cycles: float  # summed cost of the moved units
     kept_int8: list[str] = field(default_factory=list)  # modules inside moved ones set back to int8
+    # single ops of moved modules kept int8 because their int16 form stays on the CPU: {node: reason}
+    int8_nodes: dict[str, str] = field(default_factory=dict)
     # owner, simulated gain (dB) and cost of moving it with the units reading its results
     ranking: list[tuple[str, float, float]] = field(default_factory=list)
     search_seconds: float = 0.0
@@ -84,6 +91,11 @@ class MixedPrecisionResult:
             lines += ["# inside the above, these stay int8 (your int8 configuration):"]
             lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_quantization_config())"
                       for m in self.kept_int8]
+        if self.int8_nodes:
+            lines += ["# ops whose int16 form the target leaves on the CPU stay int8 (node names of this model):"]
+            lines += [f"{quantizer_expr}.set_node_name({n!r}, get_symmetric_quantization_config())"
+                      for n in self.int8_nodes]
+        if self.kept_int8 or self.int8_nodes:
             lines[0] += ", get_symmetric_quantization_config"
         return "\n".join(lines)
 
@@ -93,6 +105,7 @@ class MixedPrecisionResult:
                 f"{self.sqnr_after_db:.2f} dB, {len(self.moved)} module(s) to a16w8 "
                 f"({', '.join(m or '(top level)' for m in self.moved) or 'none'}), +{self.extra_cycles:.0f} cycles"
                 f"{f' ({self.cycles_note})' if self.cycles_note else ''}, "
+                f"{f'{len(self.int8_nodes)} op(s) kept int8 (int16 form not lowered), ' if self.int8_nodes else ''}"
                 f"{self.real_quantizations} real quantization(s), search {self.search_seconds:.1f} s")
 
 
@@ -199,6 +212,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             result.moved, result.extra_cycles = everything, sum(costs.values())
             result.sqnr_after_db, result.real_quantizations = max(real, before), 2
             result.quantized = model if real > before else base
+            result.int8_nodes = dict(result.quantized.meta.get(KEPT_INT8_META, {}))
             result.search_seconds = time.perf_counter() - started
             return result
     def set_cost(owners: Sequence[str]) -> float:
@@ -252,6 +266,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     sqnr, chosen, model = (real, chosen, model) if met else best
     moved, resets = overrides_for(chosen, units)
     result.met, result.sqnr_after_db, result.quantized = met, sqnr, model
+    result.int8_nodes = dict(model.meta.get(KEPT_INT8_META, {}))
     result.moved = [o for o in ranking if o in set(moved)]
     result.kept_int8 = resets
     result.extra_cycles = set_cost(moved)
@@ -320,10 +335,15 @@ def _fill(chosen: list[str], candidates: Sequence[str], set_cost: Callable[[Sequ
 
 
 def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tuple],
-                            make_quantizer: Callable[[], object]) -> Quantize:
+                            make_quantizer: Callable[[], object], partitioner=None) -> Quantize:
     """A ``quantize(overrides)`` for ``search_mixed_precision``: export, ``make_quantizer()`` plus
     ``set_module_name`` per override (``KEEP_INT8``: the config the user's quantizer gives that
-    module; name ``""``: ``set_global``), prepare_pt2e, calibrate on ``samples``, convert_pt2e."""
+    module; name ``""``: ``set_global``), prepare_pt2e, calibrate on ``samples``, convert_pt2e.
+
+    With the target's ``partitioner`` (a ``TOSAPartitioner``), int16 goes only where it lowers: the
+    single ops whose int16 form it leaves on the CPU, and the user's int8 model does not, are set
+    back to int8 (``int16_fallback``; the model's ``meta[KEPT_INT8_META]`` lists them, with the
+    partitioner's reasons)."""
     import copy
 
     import torch
@@ -331,8 +351,10 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
 
     exported = torch.export.export(model, example_inputs).module()
 
-    def quantize(overrides: Mapping[str, QuantizationConfig | str]) -> fx.GraphModule:
+    def once(overrides: Mapping[str, QuantizationConfig | str], kept: Mapping[str, str]) -> fx.GraphModule:
         quantizer = make_quantizer()
+        for name in kept:
+            quantizer.set_node_name(name, get_symmetric_quantization_config())
         user = dict(getattr(quantizer, "module_name_config", {}))
         user_global = getattr(quantizer, "global_config", None)
         for name, config in overrides.items():
@@ -349,5 +371,18 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
             for sample in samples:
                 prepared(*sample)
         return convert_pt2e(prepared)
+
+    if partitioner is None:
+        return lambda overrides: once(overrides, {})
+    cpu_reasons = own_cpu_reasons(partitioner, example_inputs)
+    reference: dict[str, Mapping[str, str]] = {}
+
+    def int8_reasons() -> Mapping[str, str]:  # the user's (all-int8) model's, asked for once
+        if "int8" not in reference:
+            reference["int8"] = cpu_reasons(once({}, {}))
+        return reference["int8"]
+
+    def quantize(overrides: Mapping[str, QuantizationConfig | str]) -> fx.GraphModule:
+        return keep_int8_where_int16_stays_on_cpu(lambda kept: once(overrides, kept), cpu_reasons, int8_reasons)
 
     return quantize

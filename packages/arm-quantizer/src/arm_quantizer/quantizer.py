@@ -19,9 +19,9 @@ _UNSET = object()
 class TOSAQuantizer(Quantizer):
     """A torchao PT2E quantizer for TOSA targets; what it annotates comes from the op registry.
 
-    Configs resolve per node in this order: module name, module type, global. A module name (or type)
-    set to None leaves that submodule in float. `set_io` quantizes the model's inputs/outputs
-    directly with its config.
+    Configs resolve per node in this order: node name, module name, module type, global. A module
+    name (or type) set to None leaves that submodule in float. `set_io` quantizes the model's
+    inputs/outputs directly with its config.
     """
 
     def __init__(self, compile_spec: TosaCompileSpec | None = None) -> None:
@@ -34,6 +34,7 @@ class TOSAQuantizer(Quantizer):
         self.io_config: QuantizationConfig | None = None
         self.module_name_config: dict[str, QuantizationConfig | None] = {}
         self.module_type_config: dict[type, QuantizationConfig | None] = {}
+        self.node_name_config: dict[str, QuantizationConfig | None] = {}
 
     # -- configuration -----------------------------------------------------------------------
     def set_global(self, config: QuantizationConfig | None) -> TOSAQuantizer:
@@ -58,6 +59,17 @@ class TOSAQuantizer(Quantizer):
             raise TypeError(f"set_module_type needs a class such as torch.nn.Linear, got {module_type!r}")
         self._check(config)
         self.module_type_config[module_type] = config
+        return self
+
+    def set_node_name(self, name: str, config: QuantizationConfig | None) -> TOSAQuantizer:
+        """Config for one node of the graph this quantizer annotates (after `transform_for_annotation`;
+        a converted model's compute nodes keep those names). Wins over module name/type and global.
+        Mixed precision uses it to keep single ops whose int16 form the target cannot lower at int8
+        (`arm_quantizer.int16_fallback`); the names are only stable for one model and toolkit version."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("set_node_name needs a node name of the annotated graph, e.g. 'rsqrt_default'")
+        self._check(config)
+        self.node_name_config[name] = config
         return self
 
     def _check(self, config: QuantizationConfig | None) -> None:
@@ -133,6 +145,8 @@ class TOSAQuantizer(Quantizer):
 
     # -- internals ---------------------------------------------------------------------------
     def _config_for(self, node: Node) -> QuantizationConfig | None:
+        if node.name in self.node_name_config:
+            return self.node_name_config[node.name]
         stack = node.meta.get("nn_module_stack") or {}
         entries = list(stack.values())
         for path, _ in reversed(entries):
@@ -159,6 +173,10 @@ class TOSAQuantizer(Quantizer):
             sample = sorted(s for s in seen if s)[:12]
             raise ValueError(f"set_module_name: no submodule named {missing} in the model; names "
                              f"include {sample}")
+        names = {n.name for n in model.graph.nodes}
+        missing = [n for n in self.node_name_config if n not in names]
+        if missing:
+            raise ValueError(f"set_node_name: no node named {missing} in the graph being annotated")
 
     def _annotate_io(self, model: GraphModule) -> None:
         from torchao.quantization.pt2e.quantizer import QuantizationAnnotation

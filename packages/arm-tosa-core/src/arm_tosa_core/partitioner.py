@@ -106,6 +106,29 @@ class TOSAPartitioner(Partitioner):
         """Extra per-target constraints (subclasses override); None when the node is fine."""
         return None
 
+    def own_reason(self, node: Node) -> str | None:
+        """Why `node` stays on the CPU by its own rules (the registry's, the target's constraints,
+        the user's checks), its neighbours not considered; None when those take it. Call it on a
+        partitioned program (the quantized region is marked). Mixed precision uses it to tell an
+        int16 node the target cannot take from one that only follows a neighbour to the CPU."""
+        if node.op != "call_function" or node.target is operator.getitem:
+            return None
+        try:
+            reason = registry.unsupported_reason(node, self.compile_spec.tosa_spec)
+        except Exception as exc:  # noqa: BLE001 - as RegistrySupport.reason
+            reason = f"its support check failed: {exc}"
+        reason = reason or self.constraint_reason(node)
+        for check in self.additional_checks if reason is None else ():
+            if not check.is_node_supported({}, node):
+                reason = f"excluded by {type(check).__name__}"
+                break
+        return reason
+
+    def constraint_reason(self, node: Node) -> str | None:
+        """The target's constraints on `node` alone: `target_check`, unless a subclass whose
+        `target_check` also looks at neighbours overrides this."""
+        return self.target_check(node)
+
     def support(self) -> RegistrySupport:
         return RegistrySupport(self.compile_spec, self.additional_checks, self.target_check)
 
