@@ -115,6 +115,18 @@ def test_unknown_module_name_is_a_clear_error():
         prepare_pt2e(torch.export.export(Net().eval(), _inputs()).module(), quantizer)
 
 
+def test_set_node_name_wins_over_the_global_config_and_unknown_names_are_an_error():
+    # mixed precision keeps single ops int8 inside a16w8 modules this way (arm_quantizer.int16_fallback)
+    quantizer = TOSAQuantizer(INT).set_global(None).set_node_name("conv2d", get_symmetric_quantization_config())
+    converted = quantize(Net(), _inputs(), quantizer=quantizer)
+    report = partition_report(lower(converted, _inputs(), TOSAPartitioner(INT)))
+    assert any("conv2d" in n for d in report.delegates for n in d.nodes), report
+    assert any("addmm" in t or "linear" in t for t in _cpu_compute(report)), report
+    quantizer = TOSAQuantizer(INT).set_node_name("nope", None)
+    with pytest.raises(ValueError, match="no node named.*nope"):
+        prepare_pt2e(torch.export.export(Net().eval(), _inputs()).module(), quantizer)
+
+
 def test_convert_without_calibration_is_a_clear_error():
     quantizer = TOSAQuantizer(INT).set_global(get_symmetric_quantization_config())
     prepared = prepare_pt2e(torch.export.export(Net().eval(), _inputs()).module(), quantizer)
