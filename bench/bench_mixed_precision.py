@@ -78,7 +78,7 @@ def bench_one(name: str, target: str, size: int, n_calib: int, n_eval: int) -> d
     _log(f"all-a16w8: {sqnr16:.2f} dB, +{extra16:.0f} cycles", t0)
     started = time.perf_counter()
     result = run_target_sqnr(model, inputs, calib, report8, sqnr8 + 3.0, evals, spec, report16,
-                             log=lambda m: _log(m, t0))
+                             log=lambda m: _log(m, t0), int8_ops=q16.meta.get(KEPT_INT8_META, {}))
     seconds = time.perf_counter() - started
     _log(result.summary(), t0)
     mixed_extra, cpu_mixed, cm = result.extra_cycles, c8.cpu_nodes, None

@@ -91,8 +91,9 @@ def test_a16w8_keeps_int8_where_its_int16_table_stays_on_the_cpu(target):
     print(f"{target}: int8 {db8:.2f} dB, a16w8 {db_wide:.2f} dB (CPU: {sorted(cpu_wide)}), "
           f"a16w8 where it lowers {db_fitted:.2f} dB (int8: {sorted(kept)})")
     assert db_fitted >= db8 + 3.0, (db8, db_fitted)
-    # the lowered program computes what the converted model does: int16 ops within 1 LSB each
-    lsb = max(((run_on_reference_model(edge, *s) - run_exactly(fitted, *s)).abs().max()
-               / flow.output_lsb(fitted)).item() for s in evaluation)
+    # the lowered program computes what the converted model does
+    # rounded: a float32 output of ~32767 codes carries ~0.002 LSB of its own rounding
+    lsb = round(max(((run_on_reference_model(edge, *s) - run_exactly(fitted, *s)).abs().max()
+                     / flow.output_lsb(fitted)).item() for s in evaluation), 2)
     print(f"{target}: lowered vs run_exactly {lsb:.2f} LSB")
-    assert lsb <= 2.0, lsb
+    assert lsb <= 1.0, lsb  # measured 1.00 on both targets

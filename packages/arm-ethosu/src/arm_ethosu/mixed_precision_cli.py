@@ -23,7 +23,7 @@ inside an a16w8 module, so the all-a16w8 compile and every mix keep the all-int8
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -33,6 +33,7 @@ from arm_quantizer import (
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
+from arm_quantizer.int16_fallback import KEPT_INT8_META
 from arm_quantizer.mixed_precision import (
     MixedPrecisionResult,
     Quantize,
@@ -159,17 +160,20 @@ def rescale_cycles_per_element(spec) -> float:
 
 def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], report: EthosUReport,
                     target_db: float, eval_samples: Sequence[tuple] | None = None, spec=None,
-                    report16: EthosUReport | None = None, log=None) -> MixedPrecisionResult:
+                    report16: EthosUReport | None = None, log=None,
+                    int8_ops: Mapping[str, str] | None = None) -> MixedPrecisionResult:
     """The search for the CLI and the bench. ``report``: vela's report of the all-int8 compile;
     ``samples`` calibrate, ``eval_samples`` (default: the same) measure SQNR; ``spec``: the
     EthosUCompileSpec (vela's int16 numbers where int16 compiles; ``report16``: the all-a16w8
-    compile's report when already made); ``log``: progress lines."""
+    compile's report when already made, with ``int8_ops``, the ops that model kept int8: its
+    ``meta[KEPT_INT8_META]``); ``log``: progress lines."""
     real = spec is not None and int16_compiles(spec)
     if real:
         quantize = ethosu_quantize(model, example_inputs, samples, spec)
         if report16 is None:
             q16 = quantize({"": get_symmetric_a16w8_quantization_config()})
             report16 = compile_report(q16, example_inputs, spec).report
+            int8_ops = q16.meta.get(KEPT_INT8_META, {})
 
         def costs(units: Sequence[Unit]) -> dict[str, float]:
             return vela_extra_cycles(report, report16, units)
@@ -184,6 +188,6 @@ def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], repo
             return estimated_extra_cycles(report, units)
         quantize = quantize_with_overrides(model, example_inputs, samples, make_quantizer)
     result = search_mixed_precision(quantize, eval_samples or samples, target_db, costs, log=log,
-                                    boundary_cycles_per_element=boundary)
+                                    boundary_cycles_per_element=boundary, int8_ops=int8_ops or ())
     result.cycles_note = "vela" if real else "est."
     return result

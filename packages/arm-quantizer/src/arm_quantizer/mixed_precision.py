@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torch import fx
@@ -115,11 +115,16 @@ class _Simulator:
     An activation quantizer of a moved layer is simulated at int16 only when every layer reading its
     dequantized value is moved too: the real model requantizes an int16 value to int8 at an int8
     reader's input (a reader behind a requantize the int8 graph already has is that requantize's
-    business, and a model output or an unquantized op reads the int16 value)."""
+    business, and a model output or an unquantized op reads the int16 value). A layer holding one
+    of ``int8_ops`` (ops whose int16 form the target does not lower: ``int16_fallback``) never
+    moves: its output and the activations it reads stay int8 whichever unit holds it."""
 
-    def __init__(self, base: fx.GraphModule, samples: Sequence[tuple], units: Sequence[Unit]) -> None:
+    def __init__(self, base: fx.GraphModule, samples: Sequence[tuple], units: Sequence[Unit],
+                 int8_ops: Iterable[str] = ()) -> None:
         self.base, self.samples = base, samples
         self.layers = quantized_layers(base)
+        int8_ops = set(int8_ops)
+        self.never = {layer.name for layer in self.layers if int8_ops & set(layer.nodes)}
         nodes = {n.name: n for n in base.graph.nodes}
         owning: dict[str, set[str]] = {}  # compute node -> the layers holding it
         for layer in self.layers:
@@ -135,8 +140,11 @@ class _Simulator:
         self.unit_of = {name: u.owner for u in units for name in u.layers}
         self.signal, self.noise = power_with_int16(base, samples, (), self.refs)
 
+    def moved_layers(self, owners: Sequence[str]) -> set[str]:
+        return {n for o in owners for n in self.by_owner[o].layers} - self.never
+
     def int16_quantizers(self, owners: Sequence[str]) -> set[str]:
-        moved = {n for o in owners for n in self.by_owner[o].layers}
+        moved = self.moved_layers(owners)
         return {q for name in moved for q, readers, _ in self.quantizers[name] if readers <= moved}
 
     def closure(self, owner: str) -> list[str]:
@@ -147,7 +155,7 @@ class _Simulator:
     def boundary_elements(self, owners: Sequence[str]) -> int:
         """Elements of the activations where a moved layer meets one that stays int8: each such
         edge is an int8 <-> int16 requantization of its own on the target."""
-        moved = {n for o in owners for n in self.by_owner[o].layers}
+        moved = self.moved_layers(owners)
         return sum(elements for name, qs in self.quantizers.items() for _, readers, elements in qs
                    if (readers - moved if name in moved else readers & moved))
 
@@ -174,7 +182,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
                            extra_cycles: Costs | None = None,
                            a16w8: QuantizationConfig | None = None,
                            log: Callable[[str], None] | None = None,
-                           boundary_cycles_per_element: float = 0.0) -> MixedPrecisionResult:
+                           boundary_cycles_per_element: float = 0.0,
+                           int8_ops: Iterable[str] = ()) -> MixedPrecisionResult:
     """Choose the modules to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
     ``quantize(overrides)`` returns a ``convert_pt2e`` model quantized with the user's quantizer
@@ -187,13 +196,15 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     int8 layer costs per element (a pass of its own on Ethos-U); a set's cost is its units' costs
     plus its boundaries', so pruning keeps a unit whose removal would cost more in boundaries, and
     a unit whose move removes more boundary cost than it adds is added.
+    ``int8_ops``: compute nodes that stay int8 in any configuration (``quantize`` keeps them so:
+    their int16 form does not lower, see ``int16_fallback``); the simulation keeps them int8 too.
     """
     started = time.perf_counter()
     log = log or (lambda _: None)
     a16w8 = a16w8 or get_symmetric_a16w8_quantization_config()
     base = quantize({})
     units = movable_units(quantized_layers(base))
-    sim = _Simulator(base, samples, units)
+    sim = _Simulator(base, samples, units, int8_ops)
     before = sim.db(sim.noise)
     result = MixedPrecisionResult(target_db, before >= target_db, [], before, before, 0.0, quantized=base,
                                   real_quantizations=1)
