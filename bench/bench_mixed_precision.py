@@ -74,7 +74,7 @@ def bench_one(name: str, target: str, size: int, n_calib: int, n_eval: int) -> d
     sqnr16 = output_sqnr(q16, evals)
     c16 = compile_report(q16, inputs, spec) if real else c8
     report16 = c16.report if real else None
-    extra16 = c16.npu_cycles - cycles8 if real else sum(c for _, c in layer_rows(report8))
+    extra16 = c16.npu_cycles - cycles8 if real else sum(row[-1] for row in layer_rows(report8))
     _log(f"all-a16w8: {sqnr16:.2f} dB, +{extra16:.0f} cycles", t0)
     started = time.perf_counter()
     result = run_target_sqnr(model, inputs, calib, report8, sqnr8 + 3.0, evals, spec, report16,

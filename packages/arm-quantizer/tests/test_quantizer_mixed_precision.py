@@ -98,3 +98,47 @@ def test_boundary_cost_fills_the_hole_to_the_output():
     charged = search_mixed_precision(quantize, samples, target, costs, boundary_cycles_per_element=1.0)
     assert free.met and sorted(free.moved) == ["a", "b"] and free.extra_cycles == 20.0
     assert charged.met and sorted(charged.moved) == ["a", "b", "c"] and charged.extra_cycles == 30.0
+
+
+class _Attention(torch.nn.Module):
+    """Single-head attention whose scores, softmax and matmuls are the module's own forward (node
+    units); a planted additive bias (one key at -60) stretches the softmax input's int8 range, so the
+    other scores round coarsely: the model's dominant noise, in no module of its own."""
+
+    def __init__(self, dim: int = 16, tokens: int = 8) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.proj = (torch.nn.Linear(dim, dim) for _ in range(4))
+        bias = torch.zeros(tokens, tokens)
+        bias[:, 0] = -60.0
+        self.register_buffer("bias", bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.q(x) @ self.k(x).transpose(-1, -2) * 0.25 + self.bias
+        return self.proj(torch.softmax(scores, -1) @ self.v(x))
+
+
+def test_softmax_input_moves_as_node_units_alone():
+    # a module unit per Linear, a node unit per op of the forward; moving the whole forward
+    # (set_global, as before node units) would take every one of them: the search moves only the
+    # softmax input and the softmax ops reading it, by set_node_name, and meets +3 dB
+    torch.manual_seed(0)
+    model = _Attention().eval()
+    gen = torch.Generator().manual_seed(0)
+    samples = [(torch.randn(1, 8, 16, generator=gen),) for _ in range(4)]
+    quantize = quantize_with_overrides(model, samples[0], samples, lambda: TOSAQuantizer(
+        TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
+    units = movable_units(quantized_layers(quantize({})))
+    node_units = [u.owner for u in units if u.nodes]
+    assert sorted(u.owner for u in units if not u.nodes) == ["k", "proj", "q", "v"] and "@add" in node_units
+    sim = _Simulator(quantize({}), samples, units)
+    target = sim.db(sim.noise) + 3.0
+    result = search_mixed_precision(quantize, samples, target, lambda us: {u.owner: 10.0 for u in us})
+    assert result.met and result.sqnr_after_db >= target
+    assert "@add" in result.moved and set(result.moved) <= set(node_units)  # no Linear moves
+    assert len(result.moved) <= len(node_units) // 2 and result.extra_cycles == 10.0 * len(result.moved)
+    assert "set_node_name('add', get_symmetric_a16w8_quantization_config())" in result.config_python()
+    assert "set_module_name" not in result.config_python() and "set_global" not in result.config_python()
+    # the real model: the softmax input is int16, every Linear's output int8
+    wide = {n.args[0].name for n in result.quantized.graph.nodes if "quantize_per" in str(n.target)
+            and n.args[-1] == torch.int16 and isinstance(n.args[0], torch.fx.Node)}
+    assert "add" in wide and not wide & {"linear", "linear_1", "linear_2", "linear_3"}

@@ -1,5 +1,5 @@
-"""Mixed precision units: nested owners never overlap, moving one keeps nested units int8, and each
-vela row is costed once."""
+"""Mixed precision units: nested owners never overlap, moving one keeps nested units int8, an owner's
+own functional ops are node units of their own, and each vela row is costed once."""
 
 import torch
 from torch import nn
@@ -10,8 +10,8 @@ from arm_quantizer import (
     get_symmetric_quantization_config,
 )
 from arm_quantizer.accuracy import is_quantize, quantized_layers
-from arm_quantizer.mixed_precision import KEEP_INT8, quantize_with_overrides
-from arm_quantizer.precision_units import movable_units, overrides_for, unit_cycles
+from arm_quantizer.mixed_precision import KEEP_INT8, overrides_for_all, quantize_with_overrides
+from arm_quantizer.precision_units import Unit, movable_units, overrides_for, unit_cycles
 from arm_tosa_core import TosaCompileSpec
 
 
@@ -46,25 +46,42 @@ def _int16_layers(gm):
 def test_nested_units_move_alone_and_cost_once():
     quantize = _quantize()
     units = movable_units(quantized_layers(quantize({})))
-    assert [u.owner for u in units] == ["0", "1.conv", "1.proj", "1", "2"]
-    moved, resets = overrides_for(["1"], units)
-    assert moved == ["1"] and resets == ["1.conv", "1.proj"]
+    # the block's residual add is its own forward's op, around nested units: a node unit of its own
+    assert [u.owner for u in units] == ["0", "1.conv", "1.proj", "@add", "2"]
+    assert units[3].nodes == ["add"] and units[3].module == "1"
     a16w8 = get_symmetric_a16w8_quantization_config()
-    # set_module_name("1") alone reaches the nested convs too; the resets keep them int8
+    # set_module_name("1") alone reaches the nested convs too; set_node_name reaches the add alone
     assert _int16_layers(quantize({"1": a16w8})) == ["1", "1.conv", "1.proj"]
-    assert _int16_layers(quantize({"1": a16w8, **{m: KEEP_INT8 for m in resets}})) == ["1"]
-    rows = [("0", 100.0), ("1.conv.0", 50.0), ("1.proj", 30.0), ("1", 20.0), ("2", 10.0), ("", 5.0)]
+    assert overrides_for_all(["@add"], units, a16w8) == {"@add": a16w8}
+    assert _int16_layers(quantize(overrides_for_all(["@add"], units, a16w8))) == ["1"]
+    # a module unit moved keeps the nested units, node units included, int8
+    moved, resets = overrides_for(["1.conv", "1.proj"], units)
+    assert moved == ["1.conv", "1.proj"] and resets == []
+    rows = [("0", 100.0), ("1.conv.0", 50.0), ("1.proj", 30.0), ("1", "add", 20.0), ("2", 10.0), ("", 5.0)]
     cycles, loose = unit_cycles(units, rows)
-    assert cycles == {"0": 100.0, "1.conv": 50.0, "1.proj": 30.0, "1": 20.0, "2": 10.0} and loose == 5.0
-    assert sum(cycles.values()) + loose == sum(c for _, c in rows)  # nothing counted twice
+    assert cycles == {"0": 100.0, "1.conv": 50.0, "1.proj": 30.0, "@add": 20.0, "2": 10.0} and loose == 5.0
+    assert sum(cycles.values()) + loose == sum(row[-1] for row in rows)  # nothing counted twice
 
 
-def test_model_forward_is_the_root_unit():
-    """The block's own add has no module: it is the root unit, moved by set_global, the convs kept int8."""
+def test_model_forward_ops_are_node_units():
+    """The block's own add has no module: a node unit, moved by set_node_name, the convs kept int8."""
     quantize = _quantize(Block().eval(), channels=8)
     units = movable_units(quantized_layers(quantize({})))
-    assert sorted(u.owner for u in units) == ["", "conv", "proj"]
-    moved, resets = overrides_for([""], units)
-    assert moved == [""] and sorted(resets) == ["conv", "proj"]
-    overrides = {"": get_symmetric_a16w8_quantization_config(), **{m: KEEP_INT8 for m in resets}}
+    assert sorted(u.owner for u in units) == ["@add", "conv", "proj"]
+    moved, resets = overrides_for(["@add"], units)
+    assert moved == ["@add"] and resets == []
+    overrides = overrides_for_all(["@add"], units, get_symmetric_a16w8_quantization_config())
     assert _int16_layers(quantize(overrides)) == [""]
+
+
+def test_a_moved_owner_keeps_its_node_units_int8():
+    """set_module_name on an owner reaches its own ops too: a node unit left int8 is set back by name."""
+    quantize = _quantize()
+    units = movable_units(quantized_layers(quantize({})))
+    # "1" as a module unit (what stays of an owner whose layer reaches into a nested module): moving
+    # it must reset both nested module units and the node unit of its add
+    units = [*units, Unit("1", [], {"1"})]
+    moved, resets = overrides_for(["1"], units)
+    assert moved == ["1"] and resets == ["1.conv", "1.proj", "@add"]
+    overrides = overrides_for_all(["1"], units, get_symmetric_a16w8_quantization_config())
+    assert overrides["@add"] == KEEP_INT8 and overrides["1.conv"] == KEEP_INT8

@@ -1,8 +1,9 @@
-"""`arm-compile --target-sqnr DB`: choose the modules to move to a16w8 with vela's cycle numbers.
+"""`arm-compile --target-sqnr DB`: choose the units (modules, single ops of a module's own forward) to
+move to a16w8 with vela's cycle numbers.
 
 The search is `arm_quantizer.search_mixed_precision`; its candidates are non-overlapping units of
 layers (`arm_quantizer.precision_units`), and vela's per-layer rows are split over them, each row
-counted once (`unit_cycles`). The extra cycles of moving a unit to int16:
+counted once (`unit_cycles`; a row's torch op picks the node unit of its module). The extra cycles of moving a unit to int16:
 
 - where this toolkit compiles a16w8 for Ethos-U (`EthosUQuantizer` takes int16 activations), vela's
   own numbers: the all-a16w8 model is compiled once, and a unit's extra is its int16 rows' cycles
@@ -51,9 +52,10 @@ CYCLES_COLUMN = "NPU"
 U55-128 with weights in off-chip flash, 4.3x the NPU cycles of MobileNetV2)."""
 
 
-def layer_rows(report: EthosUReport) -> list[tuple[str, float]]:
-    """(module path, vela NPU cycles) of every NPU layer in the report."""
-    return [(str(r.get("Module") or ""), _cycles(r)) for p in report.partitions for r in p.layers]
+def layer_rows(report: EthosUReport) -> list[tuple[str, str, float]]:
+    """(module path, torch op, vela NPU cycles) of every NPU layer in the report (see ``layer_map``)."""
+    return [(str(r.get("Module") or ""), str(r.get("Torch Op") or ""), _cycles(r))
+            for p in report.partitions for r in p.layers]
 
 
 def _cycles(row: dict) -> float:

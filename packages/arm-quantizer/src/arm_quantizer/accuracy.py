@@ -110,6 +110,7 @@ class Layer:
     owner: str = ""  # the innermost module holding all its nodes: what set_module_name moves
     modules: list[str] = field(default_factory=list)  # module paths of its nodes ("" top level)
     nodes: list[str] = field(default_factory=list)  # its compute nodes (``name`` and the fused ones)
+    ops: list[str] = field(default_factory=list)  # their short op names, as ``nodes``
 
     @property
     def label(self) -> str:
@@ -150,7 +151,8 @@ def quantized_layers(gm: fx.GraphModule) -> list[Layer]:
                 owner.append(parts[0])
         layers.append(Layer(node.name, main.name, module_path(main), torch_op_name(main),
                             sorted({q.name for q in quantizers}), ".".join(owner),
-                            sorted({module_path(n) for n in owned}), [n.name for n in owned]))
+                            sorted({module_path(n) for n in owned}), [n.name for n in owned],
+                            [torch_op_name(n) for n in owned]))
     return layers
 
 

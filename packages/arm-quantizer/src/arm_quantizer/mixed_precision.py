@@ -1,7 +1,8 @@
 """Mixed precision driven by a target SQNR: move the fewest layers' activations from int8 to int16.
 
 Start from the all-int8 model. Candidates are non-overlapping units of layers, each moved by one
-``set_module_name`` (``precision_units.py``), costed once. The simulation runs the int8 model with
+``set_module_name`` or, for the functional ops of a module's own forward, by ``set_node_name`` on the
+nodes of one layer (``precision_units.py``), costed once. The simulation runs the int8 model with
 chosen activation quantizers at int16 over the same range (one float pass, no re-calibration). An
 activation only gains int16 precision when the layer producing it *and* every layer reading it are
 moved: where an int16 layer feeds an int8 one, the real model requantizes to int8 at the reader's
@@ -12,7 +13,7 @@ that removes enough noise is close to the greedy one. Take the ranking's shortes
 (union of closures') simulation meets the target, drop the units the simulation shows it can do
 without (costliest per gain first), add the units whose move costs less than the int8 <-> int16
 boundaries it removes (a set costs its units plus, optionally, its boundaries: a requantization
-pass per boundary element), then quantize for real (``set_module_name(owner, a16w8)``).
+pass per boundary element), then quantize for real (``set_module_name(owner, a16w8)`` / ``set_node_name(node, a16w8)``).
 While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; once the
 prefix is the whole ranking, prune it again for the raised goal (``FULL_RANKING_PRUNES`` times),
 then try every unit. When the real SQNR beats the target by a margin, prune again for a goal lowered
@@ -44,7 +45,15 @@ from .config import (
     get_symmetric_quantization_config,
 )
 from .int16_fallback import KEPT_INT8_META, keep_int8_where_int16_stays_on_cpu, own_cpu_reasons
-from .precision_units import Unit, movable_units, overrides_for, resolve_costs
+from .precision_units import (
+    NODE_UNIT,
+    Unit,
+    is_node_unit,
+    movable_units,
+    nodes_of,
+    overrides_for,
+    resolve_costs,
+)
 
 KEEP_INT8 = "keep-int8"
 """An override value: set the module back to the int8 configuration the user's quantizer gives it."""
@@ -67,11 +76,12 @@ class MixedPrecisionResult:
 
     target_db: float
     met: bool
-    moved: list[str]  # modules set to a16w8, in ranking order
+    moved: list[str]  # unit keys set to a16w8, in ranking order (module paths; ``@<layer>``: node units)
     sqnr_before_db: float
     sqnr_after_db: float
     extra_cycles: float  # summed cost of the moved units
-    kept_int8: list[str] = field(default_factory=list)  # modules inside moved ones set back to int8
+    kept_int8: list[str] = field(default_factory=list)  # unit keys inside moved ones set back to int8
+    unit_nodes: dict[str, list[str]] = field(default_factory=dict)  # node unit key -> its node names
     # single ops of moved modules kept int8 because their int16 form stays on the CPU: {node: reason}
     int8_nodes: dict[str, str] = field(default_factory=dict)
     # owner, simulated gain (dB) and cost of moving it with the units reading its results
@@ -84,13 +94,13 @@ class MixedPrecisionResult:
     def config_python(self, quantizer_expr: str = "quantizer") -> str:
         """The quantizer configuration as Python a user can paste and keep."""
         lines = ["from arm_quantizer import get_symmetric_a16w8_quantization_config", ""]
-        lines += [f"{quantizer_expr}.set_global(get_symmetric_a16w8_quantization_config())" if m == "" else
-                  f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_a16w8_quantization_config())"
-                  for m in self.moved]
+        if any(m in self.unit_nodes for m in [*self.moved, *self.kept_int8]):
+            lines += ["# set_node_name lines: node names of this model's annotated graph (stable for one model"
+                      " and toolkit version only)"]
+        lines += self._set_lines(quantizer_expr, self.moved, "get_symmetric_a16w8_quantization_config()")
         if self.kept_int8:
             lines += ["# inside the above, these stay int8 (your int8 configuration):"]
-            lines += [f"{quantizer_expr}.set_module_name({m!r}, get_symmetric_quantization_config())"
-                      for m in self.kept_int8]
+            lines += self._set_lines(quantizer_expr, self.kept_int8, "get_symmetric_quantization_config()")
         if self.int8_nodes:
             lines += ["# ops whose int16 form the target leaves on the CPU stay int8 (node names of this model):"]
             lines += [f"{quantizer_expr}.set_node_name({n!r}, get_symmetric_quantization_config())"
@@ -99,10 +109,16 @@ class MixedPrecisionResult:
             lines[0] += ", get_symmetric_quantization_config"
         return "\n".join(lines)
 
+    def _set_lines(self, quantizer_expr: str, keys: Sequence[str], config: str) -> list[str]:
+        return [line for m in keys for line in (
+            [f"{quantizer_expr}.set_node_name({n!r}, {config})" for n in self.unit_nodes[m]] if m in self.unit_nodes
+            else [f"{quantizer_expr}.set_global({config})" if m == "" else
+                  f"{quantizer_expr}.set_module_name({m!r}, {config})"])]
+
     def summary(self) -> str:
         verdict = "met" if self.met else f"NOT met (best reachable {self.sqnr_after_db:.2f} dB)"
         return (f"target {self.target_db:.2f} dB {verdict}: SQNR {self.sqnr_before_db:.2f} -> "
-                f"{self.sqnr_after_db:.2f} dB, {len(self.moved)} module(s) to a16w8 "
+                f"{self.sqnr_after_db:.2f} dB, {len(self.moved)} unit(s) to a16w8 "
                 f"({', '.join(m or '(top level)' for m in self.moved) or 'none'}), +{self.extra_cycles:.0f} cycles"
                 f"{f' ({self.cycles_note})' if self.cycles_note else ''}, "
                 f"{f'{len(self.int8_nodes)} op(s) kept int8 (int16 form not lowered), ' if self.int8_nodes else ''}"
@@ -184,12 +200,13 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
                            log: Callable[[str], None] | None = None,
                            boundary_cycles_per_element: float = 0.0,
                            int8_ops: Iterable[str] = ()) -> MixedPrecisionResult:
-    """Choose the modules to move to a16w8 so the output SQNR vs float reaches ``target_db``.
+    """Choose the units to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
     ``quantize(overrides)`` returns a ``convert_pt2e`` model quantized with the user's quantizer
-    plus ``set_module_name(name, config)`` for each override, ``KEEP_INT8`` meaning the int8
-    configuration the user's quantizer gives that module (see ``quantize_with_overrides``).
-    ``extra_cycles``: ``{owner module: extra NPU cycles of moving its unit}`` or a function of the
+    plus ``set_module_name(name, config)`` for each override (``set_node_name(node, config)`` for a
+    key ``@<node>``), ``KEEP_INT8`` meaning the int8 configuration the user's quantizer gives that
+    module (see ``quantize_with_overrides``).
+    ``extra_cycles``: ``{unit key: extra NPU cycles of moving the unit}`` or a function of the
     units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
     ``samples`` are the evaluation inputs; ``log`` receives a line per step (progress).
     ``boundary_cycles_per_element``: what an int8 <-> int16 requantization between a moved and an
@@ -205,9 +222,10 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     base = quantize({})
     units = movable_units(quantized_layers(base))
     sim = _Simulator(base, samples, units, int8_ops)
+    unit_nodes = {u.owner: list(u.nodes) for u in units if u.nodes}
     before = sim.db(sim.noise)
     result = MixedPrecisionResult(target_db, before >= target_db, [], before, before, 0.0, quantized=base,
-                                  real_quantizations=1)
+                                  real_quantizations=1, unit_nodes=unit_nodes)
     if result.met or not units:
         result.search_seconds = time.perf_counter() - started
         return result
@@ -286,9 +304,14 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
 
 
 def overrides_for_all(owners: Sequence[str], units: Sequence[Unit], a16w8: QuantizationConfig) -> dict:
-    """The ``quantize`` overrides moving ``owners``' units to a16w8 (nested units kept int8)."""
+    """The ``quantize`` overrides moving ``owners``' units to a16w8 (nested units kept int8): a
+    module unit by its path, a node unit by ``@<node>`` for each of its nodes."""
     moved, resets = overrides_for(owners, units)
-    return {**{m: a16w8 for m in moved}, **{m: KEEP_INT8 for m in resets}}
+
+    def keys(key: str) -> list[str]:
+        return [NODE_UNIT + n for n in nodes_of(key, units)] if is_node_unit(key) else [key]
+
+    return {**{k: a16w8 for m in moved for k in keys(m)}, **{k: KEEP_INT8 for m in resets for k in keys(m)}}
 
 
 def _union(owners: Sequence[str], closure: Mapping[str, list[str]]) -> list[str]:
@@ -349,7 +372,9 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
                             make_quantizer: Callable[[], object], partitioner=None) -> Quantize:
     """A ``quantize(overrides)`` for ``search_mixed_precision``: export, ``make_quantizer()`` plus
     ``set_module_name`` per override (``KEEP_INT8``: the config the user's quantizer gives that
-    module; name ``""``: ``set_global``), prepare_pt2e, calibrate on ``samples``, convert_pt2e.
+    module; name ``""``: ``set_global``; ``@<node>``: ``set_node_name``, ``KEEP_INT8`` there the
+    user's config for that node name, else the user's global one), prepare_pt2e, calibrate on
+    ``samples``, convert_pt2e.
 
     With the target's ``partitioner`` (a ``TOSAPartitioner``), int16 goes only where it lowers: the
     single ops whose int16 form it leaves on the CPU, and the user's int8 model does not, are set
@@ -364,11 +389,14 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
 
     def once(overrides: Mapping[str, QuantizationConfig | str], kept: Mapping[str, str]) -> fx.GraphModule:
         quantizer = make_quantizer()
-        for name in kept:
-            quantizer.set_node_name(name, get_symmetric_quantization_config())
         user = dict(getattr(quantizer, "module_name_config", {}))
+        user_nodes = dict(getattr(quantizer, "node_name_config", {}))
         user_global = getattr(quantizer, "global_config", None)
         for name, config in overrides.items():
+            if name.startswith(NODE_UNIT):
+                node = name[len(NODE_UNIT):]
+                quantizer.set_node_name(node, user_nodes.get(node, user_global) if config == KEEP_INT8 else config)
+                continue
             if config == KEEP_INT8:
                 parts = name.split(".")
                 above = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
@@ -377,6 +405,8 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
                 quantizer.set_global(config)
             else:
                 quantizer.set_module_name(name, config)
+        for name in kept:  # after the overrides: a node whose int16 form stays on the CPU stays int8
+            quantizer.set_node_name(name, get_symmetric_quantization_config())
         prepared = prepare_pt2e(copy.deepcopy(exported), quantizer)
         with torch.no_grad():
             for sample in samples:
