@@ -212,7 +212,7 @@ def _target_sqnr(args, spec, model: LoadedModel, samples, pte: bytes, out) -> st
         print("note: this .pte is all-int8; quantize with the configuration above for the mixed one "
               "(extra cycles: vela's all-a16w8 compile minus its all-int8 compile, per unit, plus "
               "the int8<->int16 boundaries' RESCALE passes)", file=out)
-    return f"{'met' if result.met else 'not met'}, {len(result.moved)} module(s) moved"
+    return f"{'met' if result.met else 'not met'}, {len(result.moved)} unit(s) moved"
 
 
 def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None = None) -> int:
