@@ -60,8 +60,8 @@ class Unit:
 
 
 def movable_units(layers: Sequence[Layer]) -> list[Unit]:
-    """The units of ``layers`` (owner ``""``: the root unit, layers of the model's own forward), in
-    graph order of their first layer."""
+    """The units of ``layers`` (module units, and node units for the own-forward layers of an owner
+    with units nested inside it), in graph order of their first layer."""
     units: dict[str, Unit] = {}
     for layer in layers:
         unit = units.setdefault(layer.owner, Unit(layer.owner))
