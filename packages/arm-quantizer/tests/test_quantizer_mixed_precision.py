@@ -59,15 +59,21 @@ class _WideEdge(torch.nn.Module):
         return self.c(self.b(self.a(x)))
 
 
-def test_an_int16_output_read_by_an_int8_layer_gains_nothing_in_simulation_as_for_real():
-    # where an int16 layer feeds an int8 one, the real model requantizes to int8 at the reader's
-    # input: moving `a` alone leaves the a -> b edge at int8, and the simulation must say so
+def _wide_edge_quantize():
+    """(quantize(overrides), samples) for `_WideEdge`: int8 everywhere by default, int16-capable spec."""
     torch.manual_seed(0)
     model = _WideEdge().eval()
     gen = torch.Generator().manual_seed(0)
     samples = [(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(4)]
     quantize = quantize_with_overrides(model, samples[0], samples, lambda: TOSAQuantizer(
         TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
+    return quantize, samples
+
+
+def test_an_int16_output_read_by_an_int8_layer_gains_nothing_in_simulation_as_for_real():
+    # where an int16 layer feeds an int8 one, the real model requantizes to int8 at the reader's
+    # input: moving `a` alone leaves the a -> b edge at int8, and the simulation must say so
+    quantize, samples = _wide_edge_quantize()
     base = quantize({})
     units = movable_units(quantized_layers(base))
     sim = _Simulator(base, samples, units)
@@ -86,12 +92,7 @@ def test_boundary_cost_fills_the_hole_to_the_output():
     # {a, b} meets the target, but b's int16 output would be requantized for the int8 c: at a cycle
     # per element (512) that boundary costs more than moving c (10), so c moves too; without a
     # boundary cost it stays int8
-    torch.manual_seed(0)
-    model = _WideEdge().eval()
-    gen = torch.Generator().manual_seed(0)
-    samples = [(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(4)]
-    quantize = quantize_with_overrides(model, samples[0], samples, lambda: TOSAQuantizer(
-        TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
+    quantize, samples = _wide_edge_quantize()
     costs = {"a": 10.0, "b": 10.0, "c": 10.0}
     target = search_mixed_precision(quantize, samples, 1000.0, costs).sqnr_before_db + 6.0
     free = search_mixed_precision(quantize, samples, target, costs)
