@@ -110,7 +110,8 @@ def keep_int8_where_int16_stays_on_cpu(quantize: Callable[[Mapping[str, str]], f
         wide = int16_nodes(model)
         if not wide:
             break
-        new = {n: r for n, r in cpu_reasons(model).items() if n in wide and n not in reference() and n not in kept}
+        int8_cpu = reference()
+        new = {n: r for n, r in cpu_reasons(model).items() if n in wide and n not in int8_cpu and n not in kept}
         if not new:
             break
         kept.update(new)

@@ -24,6 +24,7 @@ the result says so with the best SQNR reached.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -416,12 +417,10 @@ def quantize_with_overrides(model, example_inputs: tuple, samples: Sequence[tupl
     if partitioner is None:
         return lambda overrides: once(overrides, {})
     cpu_reasons = own_cpu_reasons(partitioner, example_inputs)
-    reference: dict[str, Mapping[str, str]] = {}
 
+    @functools.cache
     def int8_reasons() -> Mapping[str, str]:  # the user's (all-int8) model's, asked for once
-        if "int8" not in reference:
-            reference["int8"] = cpu_reasons(once({}, {}))
-        return reference["int8"]
+        return cpu_reasons(once({}, {}))
 
     def quantize(overrides: Mapping[str, QuantizationConfig | str]) -> fx.GraphModule:
         return keep_int8_where_int16_stays_on_cpu(lambda kept: once(overrides, kept), cpu_reasons, int8_reasons)

@@ -101,24 +101,24 @@ def lower_shared(ctx: LoweringContext, node: Node, fp_rule) -> Value:
 
 
 def _table_operand(ctx: LoweringContext, node: Node):
-    """(the one quantized operand's Value, `real -> the node's op on it`). The other arguments are
-    numbers or compile-time constants: exir lifts the number of `x // 3.0` or `2.0 // x` into a
-    tensor constant, whose value is passed as is (so the operand need not come first)."""
+    """(the one quantized operand's Value, `real -> the node's op on it`, what that function computes
+    besides the operand: its position and the other arguments, table16's cache key). The other
+    arguments are numbers or compile-time constants: exir lifts the number of `x // 3.0` or `2.0 // x`
+    into a tensor constant, whose value is passed as is (so the operand need not come first)."""
     index = next(i for i, a in enumerate(node.args) if isinstance(a, Node) and not ctx.val(a).is_const)
     args = [ctx.val(a).const if isinstance(a, Node) and i != index else a for i, a in enumerate(node.args)]
     target = aten_target(node.target)
     fn = lambda real: target(*args[:index], real, *args[index + 1:], **node.kwargs)  # noqa: E731
-    fn.args = (index, *args[:index], *args[index + 1:])  # what it computes, for table16's cache key
-    return ctx.val(node.args[index]), fn
+    return ctx.val(node.args[index]), fn, (index, *args[:index], *args[index + 1:])
 
 
 def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
     """A unary op as TOSA TABLE: out[q] = quantize(f(dequantize(q))) for all 256 int8 codes (int16: see
     `_table_int16`)."""
-    x, fn = _table_operand(ctx, node)
+    x, fn, fn_args = _table_operand(ctx, node)
     qin, qout = x.qparams, output_qparams(node)
     if qin.dtype == torch.int16 and qout.dtype == torch.int16:
-        return _table_int16(ctx, node, x, qout)
+        return _table_int16(ctx, node, x, qout, fn, fn_args)
     if qin.dtype != torch.int8 or qout.dtype != torch.int8:
         raise ValueError(f"TABLE lowering takes int8 -> int8 or int16 -> int16, not {qin.dtype} -> {qout.dtype}")
     codes = torch.arange(-128, 128, dtype=torch.float32)
@@ -132,7 +132,7 @@ def lower_table(ctx: LoweringContext, node: Node, fp_rule=None) -> Value:
     return out
 
 
-def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> Value:
+def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams, fn, fn_args: tuple) -> Value:
     """int16 TABLE (TOSA EXT-INT16): 513 int16 entries at every 128th input code; TOSA interpolates
     between neighbours into an int32 with 7 fractional bits, and a RESCALE (x 1/128) rounds that to the
     output's int16 codes. The entries are built and checked on every code by `table16` (the support
@@ -140,8 +140,7 @@ def _table_int16(ctx: LoweringContext, node: Node, x: Value, qout: QParams) -> V
     from ..quantized import rescale
     from .table16 import MAX_LSB, int16_table
 
-    _, fn = _table_operand(ctx, node)
-    table, error = int16_table(node, x.qparams, qout, fn, fn.args)
+    table, error = int16_table(node, x.qparams, qout, fn, fn_args)
     if error > MAX_LSB:
         raise ValueError(f"the int16 TABLE would be {error:.0f} LSB off fake-quant")
     t_table = ctx.b.const(table.numpy(), DType.INT16)
