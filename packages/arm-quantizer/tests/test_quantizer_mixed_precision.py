@@ -11,11 +11,11 @@ from arm_quantizer import (
 )
 from arm_quantizer.accuracy import output_power, quantized_layers
 from arm_quantizer.mixed_precision import (
-    _Simulator,
     overrides_for_all,
     quantize_with_overrides,
     search_mixed_precision,
 )
+from arm_quantizer.precision_sim import Simulator
 from arm_quantizer.precision_units import movable_units
 from arm_tosa_core import TosaCompileSpec
 
@@ -76,7 +76,7 @@ def test_an_int16_output_read_by_an_int8_layer_gains_nothing_in_simulation_as_fo
     quantize, samples = _wide_edge_quantize()
     base = quantize({})
     units = movable_units(quantized_layers(base))
-    sim = _Simulator(base, samples, units)
+    sim = Simulator(base, samples, units)
     a16w8 = get_symmetric_a16w8_quantization_config()
     for owners, gains in ((["a"], False), (["a", "b"], True)):
         real = sim.db(output_power(quantize(overrides_for_all(owners, units, a16w8)), samples, (), sim.refs)[1])
@@ -86,6 +86,49 @@ def test_an_int16_output_read_by_an_int8_layer_gains_nothing_in_simulation_as_fo
     assert sim.closure("a") == ["a", "b"]
     result = search_mixed_precision(quantize, samples, sim.db(sim.noise) + 6.0, {"a": 10.0, "b": 10.0, "c": 10.0})
     assert result.met and sorted(result.moved) == ["a", "b"]
+
+
+class _Fork(torch.nn.Module):
+    """a feeds b and c, added at the output: channel 0 of a's output is 100x the others and neither
+    reader uses it, so both read a on a coarse int8 grid; c's branch is scaled down (its noise is
+    small), so b's read is the model's dominant noise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Conv2d(3, 8, 1), torch.nn.Conv2d(8, 4, 1), torch.nn.Conv2d(8, 4, 1))
+        with torch.no_grad():
+            self.a.weight[0] *= 100.0
+            self.b.weight[:, 0] = 0.0
+            self.c.weight[:, 0] = 0.0
+            self.c.weight *= 0.01
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        return self.b(h) + self.c(h)
+
+
+def test_a_moved_reader_gains_though_another_reader_of_the_value_stays_int8():
+    # the real model requantizes a's int16 output to int8 for c only: b still reads int16, so
+    # moving a and b (not c) removes b's share of the noise, in simulation as for real
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    samples = [(torch.randn(1, 3, 8, 8, generator=gen),) for _ in range(4)]
+    quantize = quantize_with_overrides(_Fork().eval(), samples[0], samples, lambda: TOSAQuantizer(
+        TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(get_symmetric_quantization_config()))
+    base = quantize({})
+    units = movable_units(quantized_layers(base))
+    sim = Simulator(base, samples, units)
+    before = sim.db(sim.noise)
+    a16w8 = get_symmetric_a16w8_quantization_config()
+    for owners, gains in ((["a"], False), (["a", "b"], True)):
+        real = sim.db(output_power(quantize(overrides_for_all(owners, units, a16w8)), samples, (), sim.refs)[1])
+        simulated = sim.db(sim.noise_with(owners))
+        assert abs(simulated - real) < 1.0, (owners, simulated, real)
+        assert (real > before + 10.0) == gains, (owners, real, before)
+    # narrowed to int8: a's output for c (8x8x8), b's for the int8 add (4x8x8); nothing widened
+    assert sim.boundary_elements(["a", "b"]) == (0, 8 * 8 * 8 + 4 * 8 * 8)
+    result = search_mixed_precision(quantize, samples, before + 6.0, {"a": 10.0, "b": 10.0, "c": 10.0, "@add": 10.0})
+    assert result.met and "c" not in result.moved and {"a", "b"} <= set(result.moved)
 
 
 def test_boundary_cost_fills_the_hole_to_the_output():
@@ -131,7 +174,7 @@ def test_softmax_input_moves_as_node_units_alone():
     units = movable_units(quantized_layers(quantize({})))
     node_units = [u.owner for u in units if u.nodes]
     assert sorted(u.owner for u in units if not u.nodes) == ["k", "proj", "q", "v"] and "@add" in node_units
-    sim = _Simulator(quantize({}), samples, units)
+    sim = Simulator(quantize({}), samples, units)
     target = sim.db(sim.noise) + 3.0
     result = search_mixed_precision(quantize, samples, target, lambda us: {u.owner: 10.0 for u in us})
     assert result.met and result.sqnr_after_db >= target

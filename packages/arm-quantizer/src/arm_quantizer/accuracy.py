@@ -60,17 +60,24 @@ def _flat(value) -> torch.Tensor:
 class _QuantInterpreter(fx.Interpreter):
     """Runs a converted graph quantizing only the quantize nodes in ``active`` (None: all of them).
 
-    Quantize nodes in ``int16`` are simulated as symmetric int16 over the same range (a16w8).
+    Quantize nodes in ``int16`` are simulated as symmetric int16 over the same range (a16w8);
+    dequantize nodes in ``int16_reads`` read their quantize node's input at int16 that way while
+    the quantize node's other dequantize nodes read it at int8 (an int16 value requantized to int8
+    for the readers that stay int8).
     """
 
     def __init__(self, gm: fx.GraphModule, active: set[fx.Node] | None = None,
-                 int16: set[fx.Node] | None = None) -> None:
+                 int16: set[fx.Node] | None = None, int16_reads: set[fx.Node] | None = None) -> None:
         super().__init__(gm, garbage_collect_values=False)
         self.active = active
         self.int16 = int16 or set()
+        self.int16_reads = int16_reads or set()
         self.passthrough: set[fx.Node] = set()
 
     def run_node(self, n: fx.Node):
+        if n in self.int16_reads and isinstance(n.args[0], fx.Node) and n.args[0] not in self.passthrough:
+            q = n.args[0]
+            return _fake_int16(self.env[q.args[0]], q, self)
         if is_quantize(n) and ((self.active is not None and n not in self.active) or n in self.int16):
             self.passthrough.add(n)
             x = self.env[n.args[0]] if isinstance(n.args[0], fx.Node) else n.args[0]
@@ -156,8 +163,8 @@ def quantized_layers(gm: fx.GraphModule) -> list[Layer]:
     return layers
 
 
-def _run(gm: fx.GraphModule, sample: tuple, active=None, int16=None) -> tuple[dict, object]:
-    interp = _QuantInterpreter(gm, active, int16)
+def _run(gm: fx.GraphModule, sample: tuple, active=None, int16=None, int16_reads=None) -> tuple[dict, object]:
+    interp = _QuantInterpreter(gm, active, int16, int16_reads)
     with torch.no_grad():
         out = interp.run(*sample)
     return interp.env, out
@@ -207,15 +214,18 @@ def output_power(gm: fx.GraphModule, samples: Sequence[tuple], int16: Iterable[s
 
 
 def power_with_int16(gm: fx.GraphModule, samples: Sequence[tuple], quantizers: Iterable[str],
-                     reference: Sequence[torch.Tensor] | None = None) -> tuple[float, float]:
+                     reference: Sequence[torch.Tensor] | None = None,
+                     reads: Iterable[str] = ()) -> tuple[float, float]:
     """(signal, noise) power summed over ``samples`` with the activation quantize nodes named in
-    ``quantizers`` simulated as int16 over their int8 range."""
+    ``quantizers`` simulated as int16 over their int8 range, and the dequantize nodes named in
+    ``reads`` reading their quantize node's input that way (only those readers see int16)."""
     nodes = {n.name: n for n in gm.graph.nodes}
     sim = {nodes[q] for q in quantizers}
+    sim_reads = {nodes[d] for d in reads}
     sig = noise = 0.0
     for i, sample in enumerate(samples):
         ref = reference[i] if reference is not None else float_output(gm, sample)
-        got = _flat(_run(gm, sample, int16=sim)[1])
+        got = _flat(_run(gm, sample, int16=sim, int16_reads=sim_reads)[1])
         sig += float((ref ** 2).sum())
         noise += float(((ref - got) ** 2).sum())
     return sig, noise

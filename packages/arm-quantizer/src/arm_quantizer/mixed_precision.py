@@ -2,24 +2,27 @@
 
 Start from the all-int8 model. Candidates are non-overlapping units of layers, each moved by one
 ``set_module_name`` or, for the functional ops of a module's own forward, by ``set_node_name`` on the
-nodes of one layer (``precision_units.py``), costed once. The simulation runs the int8 model with
-chosen activation quantizers at int16 over the same range (one float pass, no re-calibration). An
-activation only gains int16 precision when the layer producing it *and* every layer reading it are
-moved: where an int16 layer feeds an int8 one, the real model requantizes to int8 at the reader's
-input. So each unit is scored together with the units reading its results (its *closure*): the
-output noise power that moving the closure removes, per extra NPU cycle of the closure. Quantization
-noise from different activations adds up roughly independently at the output, so the cheapest set
-that removes enough noise is close to the greedy one. Take the ranking's shortest prefix whose
-(union of closures') simulation meets the target, drop the units the simulation shows it can do
-without (costliest per gain first), add the units whose move costs less than the int8 <-> int16
-boundaries it removes (a set costs its units plus, optionally, its boundaries: a requantization
-pass per boundary element), then quantize for real (``set_module_name(owner, a16w8)`` / ``set_node_name(node, a16w8)``).
-While the real SQNR misses, raise the simulated goal by the shortfall and extend the prefix; once the
-prefix is the whole ranking, prune it again for the raised goal (``FULL_RANKING_PRUNES`` times),
-then try every unit. When the real SQNR beats the target by a margin, prune again for a goal lowered
-by it (``SLACK_PRUNES`` times, kept only while the target is still met for real). So the search
-ends after at most one pass over the candidates plus those few rounds; when even all of them miss,
-the result says so with the best SQNR reached.
+nodes of one layer (``precision_units.py``), costed once. The simulation (``precision_sim.py``) runs
+the int8 model with chosen reads of activations at int16 over the same range (one float pass, no
+re-calibration): a reader gains int16 precision only when it *and* the layer producing its input are
+moved (the real model requantizes to int8 at an int8 reader's input, for that reader only). So a
+unit alone mostly gains nothing: the search ranks *sets*, each unit with one unit reading its
+results (a pair gains that read), with all of them (its closure), or alone where that reads
+something at int16 (a model output), by the output noise power the set removes per extra NPU cycle
+of the set. Quantization noise from different reads adds up roughly independently at the output,
+so the cheapest collection that removes enough noise is close to the greedy one. Take the ranking's
+shortest prefix whose union's simulation meets the target, drop the units the simulation shows it
+can do without (those saving the most cycles per noise their removal adds first), add the units
+whose move costs less than the int8 <-> int16 boundaries it removes (a set costs its units plus,
+optionally, its boundaries: a requantization pass per boundary element, narrowing and widening
+each at its own rate), then quantize for real (``set_module_name(owner, a16w8)`` /
+``set_node_name(node, a16w8)``). While the real SQNR misses, raise the simulated goal by the
+shortfall and extend the prefix; once the prefix is the whole ranking, prune it again for the raised
+goal (``FULL_RANKING_PRUNES`` times), then try every unit. When the real SQNR beats the target by a
+margin, prune again for a goal lowered by it, halving the margin after a prune that misses for real
+(``SLACK_PRUNES`` real tries, kept only while the target is still met). So the search ends after at
+most one pass over the candidates plus those few rounds; when even all of them miss, the result
+says so with the best SQNR reached.
 """
 
 from __future__ import annotations
@@ -32,20 +35,14 @@ from dataclasses import dataclass, field
 
 from torch import fx
 
-from .accuracy import (
-    _is_activation,
-    float_output,
-    output_power,
-    power_with_int16,
-    quantized_layers,
-    sqnr_db,
-)
+from .accuracy import output_power, quantized_layers
 from .config import (
     QuantizationConfig,
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
 from .int16_fallback import KEPT_INT8_META, keep_int8_where_int16_stays_on_cpu, own_cpu_reasons
+from .precision_sim import Simulator, candidate_sets
 from .precision_units import (
     NODE_UNIT,
     Unit,
@@ -59,9 +56,13 @@ from .precision_units import (
 KEEP_INT8 = "keep-int8"
 """An override value: set the module back to the int8 configuration the user's quantizer gives it."""
 
-SLACK_PRUNES = 2
-"""How often a met choice is pruned again when the real SQNR beats the target (the simulation's
-pessimism, by the real surplus, taken off its goal), kept only if it still meets the target."""
+SLACK_PRUNES = 3
+"""How often a met choice is pruned again when the real SQNR beats the target: for the real surplus
+taken off the simulation's goal, halved after a prune that misses for real; a prune is kept only
+if it still meets the target."""
+
+MIN_SLACK_DB = 0.25
+"""Real surplus (dB) too small to prune for."""
 
 FULL_RANKING_PRUNES = 3
 """How often the whole ranking is pruned (each time for a goal raised by the last real shortfall)
@@ -126,80 +127,11 @@ class MixedPrecisionResult:
                 f"{self.real_quantizations} real quantization(s), search {self.search_seconds:.1f} s")
 
 
-class _Simulator:
-    """Output (signal, noise) of the int8 model with chosen units' activations at int16.
-
-    An activation quantizer of a moved layer is simulated at int16 only when every layer reading its
-    dequantized value is moved too: the real model requantizes an int16 value to int8 at an int8
-    reader's input (a reader behind a requantize the int8 graph already has is that requantize's
-    business, and a model output or an unquantized op reads the int16 value). A layer holding one
-    of ``int8_ops`` (ops whose int16 form the target does not lower: ``int16_fallback``) never
-    moves: its output and the activations it reads stay int8 whichever unit holds it."""
-
-    def __init__(self, base: fx.GraphModule, samples: Sequence[tuple], units: Sequence[Unit],
-                 int8_ops: Iterable[str] = ()) -> None:
-        self.base, self.samples = base, samples
-        self.layers = quantized_layers(base)
-        int8_ops = set(int8_ops)
-        self.never = {layer.name for layer in self.layers if int8_ops & set(layer.nodes)}
-        nodes = {n.name: n for n in base.graph.nodes}
-        owning: dict[str, set[str]] = {}  # compute node -> the layers holding it
-        for layer in self.layers:
-            for name in layer.nodes:
-                owning.setdefault(name, set()).add(layer.name)
-        # layer -> [(activation quantizer, the layers reading it, its elements; 0 for the model's
-        # input, which the CPU quantizes to whichever type its readers take)]
-        self.quantizers = {layer.name: [(q, _readers(nodes[q], owning), _elements(nodes[q]))
-                                        for q in layer.quantizers if _is_activation(nodes[q])]
-                           for layer in self.layers}
-        self.refs = [float_output(base, s) for s in samples]  # the float pass, computed once
-        self.by_owner = {u.owner: u for u in units}
-        self.unit_of = {name: u.owner for u in units for name in u.layers}
-        self.signal, self.noise = power_with_int16(base, samples, (), self.refs)
-
-    def moved_layers(self, owners: Sequence[str]) -> set[str]:
-        return {n for o in owners for n in self.by_owner[o].layers} - self.never
-
-    def int16_quantizers(self, owners: Sequence[str]) -> set[str]:
-        moved = self.moved_layers(owners)
-        return {q for name in moved for q, readers, _ in self.quantizers[name] if readers <= moved}
-
-    def closure(self, owner: str) -> list[str]:
-        """``owner`` and the units reading its layers' activations (what moving it needs to gain)."""
-        readers = {r for name in self.by_owner[owner].layers for _, rs, _ in self.quantizers[name] for r in rs}
-        return [owner, *sorted({self.unit_of[r] for r in readers} - {owner})]
-
-    def boundary_elements(self, owners: Sequence[str]) -> int:
-        """Elements of the activations where a moved layer meets one that stays int8: each such
-        edge is an int8 <-> int16 requantization of its own on the target."""
-        moved = self.moved_layers(owners)
-        return sum(elements for name, qs in self.quantizers.items() for _, readers, elements in qs
-                   if (readers - moved if name in moved else readers & moved))
-
-    def noise_with(self, owners: Sequence[str]) -> float:
-        return power_with_int16(self.base, self.samples, self.int16_quantizers(owners), self.refs)[1]
-
-    def db(self, noise: float) -> float:
-        return sqnr_db(self.signal, noise)
-
-
-def _elements(q: fx.Node) -> int:
-    src = q.args[0]
-    val = src.meta.get("val") if isinstance(src, fx.Node) and src.op != "placeholder" else None
-    return int(val.numel()) if hasattr(val, "numel") else 0
-
-
-def _readers(q: fx.Node, owning: Mapping[str, set[str]]) -> set[str]:
-    """The layers whose compute nodes read ``q``'s dequantized value directly."""
-    return {layer for dq in q.users if "dequantize" in str(dq.target)
-            for user in dq.users for layer in owning.get(user.name, ())}
-
-
 def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_db: float,
                            extra_cycles: Costs | None = None,
                            a16w8: QuantizationConfig | None = None,
                            log: Callable[[str], None] | None = None,
-                           boundary_cycles_per_element: float = 0.0,
+                           boundary_cycles_per_element: float | tuple[float, float] = 0.0,
                            int8_ops: Iterable[str] = ()) -> MixedPrecisionResult:
     """Choose the units to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
@@ -211,7 +143,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
     ``samples`` are the evaluation inputs; ``log`` receives a line per step (progress).
     ``boundary_cycles_per_element``: what an int8 <-> int16 requantization between a moved and an
-    int8 layer costs per element (a pass of its own on Ethos-U); a set's cost is its units' costs
+    int8 layer costs per element (a pass of its own on Ethos-U), one rate or (int8 -> int16,
+    int16 -> int8); a set's cost is its units' costs
     plus its boundaries', so pruning keeps a unit whose removal would cost more in boundaries, and
     a unit whose move removes more boundary cost than it adds is added.
     ``int8_ops``: compute nodes that stay int8 in any configuration (``quantize`` keeps them so:
@@ -222,7 +155,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     a16w8 = a16w8 or get_symmetric_a16w8_quantization_config()
     base = quantize({})
     units = movable_units(quantized_layers(base))
-    sim = _Simulator(base, samples, units, int8_ops)
+    sim = Simulator(base, samples, units, int8_ops)
     unit_nodes = {u.owner: list(u.nodes) for u in units if u.nodes}
     before = sim.db(sim.noise)
     result = MixedPrecisionResult(target_db, before >= target_db, [], before, before, 0.0, quantized=base,
@@ -245,16 +178,21 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             result.int8_nodes = dict(result.quantized.meta.get(KEPT_INT8_META, {}))
             result.search_seconds = time.perf_counter() - started
             return result
-    def set_cost(owners: Sequence[str]) -> float:
-        return sum(costs[o] for o in set(owners)) + boundary_cycles_per_element * sim.boundary_elements(owners)
+    widen, narrow = (boundary_cycles_per_element if isinstance(boundary_cycles_per_element, tuple)
+                     else (boundary_cycles_per_element,) * 2)
 
-    closure = {u.owner: sim.closure(u.owner) for u in units}
-    removed = {o: sim.noise - sim.noise_with(c) for o, c in closure.items()}
-    closure_cost = {o: set_cost(c) for o, c in closure.items()}
-    ranking = sorted(costs, key=lambda o: (-removed[o] / closure_cost[o], o))
-    log(f"int8 {before:.2f} dB; {len(units)} units simulated at int16 ({time.perf_counter() - started:.1f} s)")
-    result.ranking = [(o, sim.db(sim.noise - removed[o]) - before if sim.noise > removed[o] else math.inf,
-                       closure_cost[o]) for o in ranking]
+    def set_cost(owners: Sequence[str]) -> float:
+        up, down = sim.boundary_elements(owners)
+        return sum(costs[o] for o in set(owners)) + widen * up + narrow * down
+
+    closure = candidate_sets(sim, everything)
+    removed = {k: sim.noise - sim.noise_with(c) for k, c in closure.items()}
+    closure_cost = {k: set_cost(c) for k, c in closure.items()}
+    ranking = sorted(closure, key=lambda k: (-removed[k] / closure_cost[k], k))
+    log(f"int8 {before:.2f} dB; {len(closure)} sets of {len(units)} units simulated at int16 "
+        f"({time.perf_counter() - started:.1f} s)")
+    result.ranking = [(k, sim.db(sim.noise - removed[k]) - before if sim.noise > removed[k] else math.inf,
+                       closure_cost[k]) for k in ranking]
 
     def overrides(owners: Sequence[str]) -> dict:
         return overrides_for_all(owners, units, a16w8)
@@ -265,7 +203,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         k = _prefix_meeting(sim, ranking, removed, closure, k, goal)
         chosen = _union(ranking[:k], closure)
         if full_prunes < FULL_RANKING_PRUNES:
-            chosen = _fill(_prune(sim, chosen, set_cost, removed, goal), everything, set_cost)
+            chosen = _fill(_prune(sim, chosen, set_cost, goal), everything, set_cost)
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
@@ -279,25 +217,33 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         goal += target_db - real  # the simulation was optimistic by this much: ask it for more
         k += 1
     met = real >= target_db
-    for _ in range(SLACK_PRUNES if met else 0):  # the simulation was pessimistic: ask it for less
-        slack = real - target_db
-        trial = _fill(_prune(sim, chosen, set_cost, removed, sim.db(sim.noise_with(chosen)) - slack),
-                      everything, set_cost)
-        if slack < 0.25 or set_cost(trial) >= set_cost(chosen):
+    ask = real - target_db  # the simulation was pessimistic by up to this much: ask it for less
+    tried, prunes = {frozenset(chosen)}, 0
+    while met and prunes < SLACK_PRUNES and ask >= MIN_SLACK_DB:
+        trial = _fill(_prune(sim, chosen, set_cost, sim.db(sim.noise_with(chosen)) - ask), everything, set_cost)
+        if set_cost(trial) >= set_cost(chosen):
             break
+        if frozenset(trial) in tried:  # missed for real before: ask for less
+            ask /= 2
+            continue
+        tried.add(frozenset(trial))
+        prunes += 1
         trial_model = quantize(overrides(trial))
         result.real_quantizations += 1
         trial_real = sim.db(output_power(trial_model, samples, (), sim.refs)[1])
-        log(f"{len(trial)} units to a16w8 (pruned for {slack:.2f} dB of slack): real {trial_real:.2f} dB "
+        log(f"{len(trial)} units to a16w8 (pruned for {ask:.2f} dB of slack): real {trial_real:.2f} dB "
             f"({time.perf_counter() - started:.1f} s)")
         if trial_real < target_db:
-            break
+            ask /= 2  # too much: try half of it
+            continue
         chosen, model, real = trial, trial_model, trial_real
+        ask = real - target_db
     sqnr, chosen, model = (real, chosen, model) if met else best
     moved, resets = overrides_for(chosen, units)
     result.met, result.sqnr_after_db, result.quantized = met, sqnr, model
     result.int8_nodes = dict(model.meta.get(KEPT_INT8_META, {}))
-    result.moved = [o for o in ranking if o in set(moved)]
+    order = _union(ranking, closure)
+    result.moved = [o for o in order if o in set(moved)] + [o for o in moved if o not in order]
     result.kept_int8 = resets
     result.extra_cycles = set_cost(moved)
     result.search_seconds = time.perf_counter() - started
@@ -320,7 +266,7 @@ def _union(owners: Sequence[str], closure: Mapping[str, list[str]]) -> list[str]
     return list(dict.fromkeys(m for o in owners for m in closure[o]))
 
 
-def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, float],
+def _prefix_meeting(sim: Simulator, ranking: list[str], removed: Mapping[str, float],
                     closure: Mapping[str, list[str]], start: int, goal: float) -> int:
     """The shortest prefix length >= ``start`` (at least 1) whose closures' simulation meets
     ``goal`` dB, or the whole ranking. Lengths come from the single-closure noise reductions (to
@@ -340,15 +286,24 @@ def _prefix_meeting(sim: _Simulator, ranking: list[str], removed: Mapping[str, f
         k += 1
 
 
-def _prune(sim: _Simulator, chosen: list[str], set_cost: Callable[[Sequence[str]], float],
-           removed: Mapping[str, float], goal: float) -> list[str]:
-    """``chosen`` without the units the simulation shows it meets ``goal`` without and whose
-    removal lowers the set's cost, trying the costliest per unit of noise removed first."""
+def _prune(sim: Simulator, chosen: list[str], set_cost: Callable[[Sequence[str]], float],
+           goal: float) -> list[str]:
+    """``chosen`` without the units the simulation shows it meets ``goal`` dB without and whose
+    removal lowers the set's cost, trying first those that save the most cycles per unit of noise
+    their removal adds to ``chosen`` (removals that add none first)."""
     wanted = sim.signal / 10 ** (goal / 10)
     keep = list(chosen)
-    if sim.noise_with(keep) > wanted:
+    noise = sim.noise_with(keep)
+    if noise > wanted:
         return keep
-    for owner in sorted(chosen, key=lambda o: -set_cost([o]) / max(removed[o], 1e-30)):
+    cost = set_cost(keep)
+
+    def order(owner: str) -> tuple[bool, float]:
+        rest = [o for o in keep if o != owner]
+        saved, added = cost - set_cost(rest), sim.noise_with(rest) - noise
+        return (added > 0, -saved / added if added > 0 else -saved)
+
+    for owner in sorted(chosen, key=order):
         trial = [o for o in keep if o != owner]
         if trial and set_cost(trial) < set_cost(keep) and sim.noise_with(trial) <= wanted:
             keep = trial
