@@ -29,8 +29,9 @@ def test_add_factors_put_the_larger_scale_at_two_to_the_19():
     factors, _ = add_sub_factors([0.05, 0.05])
     assert factors[0] == 2.0**19 and factors[1] == _NEARLY_UNIT
     assert multiplier_shift(_NEARLY_UNIT) == ((1 << 31) - 1, 12)
-    # int16 operands keep 2^13 units per code (their sum must stay inside int32)
-    assert add_sub_factors([0.5, 0.25], wide=True)[0] == [2.0**13, 2.0**12]
+    # int16 operands: 2^14 units per code (symmetric), 2^13 with a zero point (codes minus it need 17 bits)
+    assert add_sub_factors([0.5, 0.25], wide=True)[0] == [2.0**14, 2.0**13]  # TFLite's int16 add: vela folds it
+    assert add_sub_factors([0.5, 0.25], wide=True, zero_points=True)[0] == [2.0**13, 2.0**12]  # 17-bit codes
 
 
 def test_nearly_unit_rescale_equals_two_to_the_19_for_every_int8_code():

@@ -301,7 +301,13 @@ def lower_where(ctx: LoweringContext, node: Node) -> Value:
 # shifted left by 20, divided by twice the larger scale), the form vela folds, together with the
 # RESCALE to int8 after the ADD, into one NPU elementwise op with input/output scaling.
 _ADD_UNIT_BITS = 19
-_WIDE_UNIT_BITS = 13  # int16 codes need 17 bits: keep the sum inside int32
+# int16 with zero points 0 (symmetric, the a16w8 form): 2^14 units per code of the larger scale, TFLite's
+# int16 add scaling (left shift 15, divided by twice the larger scale), which vela folds into one
+# elementwise op as for int8; on Ethos-U55 any other factor leaves each RESCALE a Mul/Add pass of its
+# own (an int16 residual add cost 5.3x its int8 form). |code| <= 2^15, so each operand stays within
+# 2^29 and the sum within int32. With a zero point a code minus it needs 17 bits: 2^13 units.
+_WIDE_UNIT_BITS = 14
+_WIDE_ZP_UNIT_BITS = 13
 # Equal scales would give both operands the factor 2^19, which vela does not fold (it needs exactly one
 # operand at 2^19). 2^19 - 2^-12 is multiplier 2^31 - 1, shift 12: for |x| < 2^11 (every int8 code minus
 # its zero point) round(x * that) is exactly x * 2^19, so the results do not change.
@@ -330,13 +336,15 @@ def _quantized_operands(node: Node, ctx: LoweringContext, operands=None) -> list
     return values
 
 
-def add_sub_factors(scales: list[float], wide: bool = False) -> tuple[list[float], float]:
+def add_sub_factors(scales: list[float], wide: bool = False, zero_points: bool = False) -> tuple[list[float], float]:
     """(RESCALE factor per operand, scale of one int32 unit) for a quantized add/sub.
 
-    The larger scale maps to exactly 2^19 units per code (2^13 for int16 operands); with equal int8
-    scales the second operand uses the equivalent factor `_NEARLY_UNIT` (see above).
+    The larger scale maps to exactly 2^19 units per code (int16 operands: 2^14, or 2^13 where a
+    zero point is not 0, ``zero_points``); with equal int8 scales the second operand uses the
+    equivalent factor `_NEARLY_UNIT` (see above).
     """
-    unit = max(scales) / 2.0 ** (_WIDE_UNIT_BITS if wide else _ADD_UNIT_BITS)
+    bits = (_WIDE_ZP_UNIT_BITS if zero_points else _WIDE_UNIT_BITS) if wide else _ADD_UNIT_BITS
+    unit = max(scales) / 2.0 ** bits
     factors = [s / unit for s in scales]
     if not wide and factors[0] == factors[1]:
         factors[1] = _NEARLY_UNIT
@@ -362,7 +370,7 @@ def lower_add_sub_int(ctx: LoweringContext, node: Node) -> Value:
     wide = any(v.qparams.dtype == torch.int16 for v in values)
     # alpha folds into the second operand's scale: alpha * s * (q - z) is (alpha * s) * (q - z)
     factors, unit = add_sub_factors([float(values[0].qparams.scale), float(values[1].qparams.scale) * alpha],
-                                    wide)
+                                    wide, any(int(v.qparams.zero_point) != 0 for v in values))
     (ta, tb), perm = _int32_operands(ctx, node, factors, operands)
     shape, _ = ctx.out_meta(node)
     op = Op.SUB if subtract else Op.ADD
