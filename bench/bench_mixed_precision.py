@@ -99,7 +99,7 @@ def bench_one(name: str, target: str, size: int, n_calib: int, n_eval: int) -> d
             "mixed": {"target_db": sqnr8 + 3.0, "met": result.met, "sqnr_db": result.sqnr_after_db,
                       "search_base_db": result.sqnr_before_db, "moved": result.moved,
                       "kept_int8": result.kept_int8, "int8_nodes": result.int8_nodes,
-                      "units": len(result.ranking),
+                      "units": result.unit_count, "candidate_sets": len(result.ranking),
                       "extra_cycles": mixed_extra, "extra_cycles_by_unit": result.extra_cycles,
                       "total_cycles": cm.total_cycles if cm else None,
                       "cpu_nodes": cpu_mixed, "cpu_ops": cm.cpu_ops if cm else None,

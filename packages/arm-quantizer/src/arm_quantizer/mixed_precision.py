@@ -86,8 +86,10 @@ class MixedPrecisionResult:
     unit_nodes: dict[str, list[str]] = field(default_factory=dict)  # node unit key -> its node names
     # single ops of moved modules kept int8 because their int16 form stays on the CPU: {node: reason}
     int8_nodes: dict[str, str] = field(default_factory=dict)
-    # owner, simulated gain (dB) and cost of moving it with the units reading its results
+    # candidate set (``a``: a unit with the units reading its results, ``a > b``: a unit and one
+    # reader, ``a !``: a unit alone), its simulated gain (dB) and its cost
     ranking: list[tuple[str, float, float]] = field(default_factory=list)
+    unit_count: int = 0  # units the model has (what ``moved`` is a part of)
     search_seconds: float = 0.0
     real_quantizations: int = 0
     cycles_note: str = ""  # what the cycle numbers are ("est." for an estimate)
@@ -159,7 +161,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     unit_nodes = {u.owner: list(u.nodes) for u in units if u.nodes}
     before = sim.db(sim.noise)
     result = MixedPrecisionResult(target_db, before >= target_db, [], before, before, 0.0, quantized=base,
-                                  real_quantizations=1, unit_nodes=unit_nodes)
+                                  real_quantizations=1, unit_nodes=unit_nodes, unit_count=len(units))
     if result.met or not units:
         result.search_seconds = time.perf_counter() - started
         return result
