@@ -206,6 +206,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
         chosen = _union(ranking[:k], closure)
         if full_prunes < FULL_RANKING_PRUNES:
             chosen = _fill(_prune(sim, chosen, set_cost, goal), everything, set_cost)
+        else:  # the whole ranking, pruned, missed for real each time: every unit (the sets may not hold all)
+            chosen = list(everything)
         model = quantize(overrides(chosen))
         result.real_quantizations += 1
         real = sim.db(output_power(model, samples, (), sim.refs)[1])
