@@ -193,7 +193,7 @@ def run_target_sqnr(model, example_inputs: tuple, samples: Sequence[tuple], repo
         # mixes closer to vela (bench/results/mixed_precision.md)
         boundary = rescale_cycles_per_element(spec)[0]
     else:
-        boundary = (0.0, 0.0)  # nothing compiled: no vela rate to charge
+        boundary = 0.0  # nothing compiled: no vela rate to charge
         def make_quantizer() -> TOSAQuantizer:
             return TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT+int16")).set_global(
                 get_symmetric_quantization_config())

@@ -14,8 +14,7 @@ so the cheapest collection that removes enough noise is close to the greedy one.
 shortest prefix whose union's simulation meets the target, drop the units the simulation shows it
 can do without (those saving the most cycles per noise their removal adds first), add the units
 whose move costs less than the int8 <-> int16 boundaries it removes (a set costs its units plus,
-optionally, its boundaries: a requantization pass per boundary element, narrowing and widening
-each at its own rate), then quantize for real (``set_module_name(owner, a16w8)`` /
+optionally, its boundaries: a requantization pass per boundary element), then quantize for real (``set_module_name(owner, a16w8)`` /
 ``set_node_name(node, a16w8)``). While the real SQNR misses, raise the simulated goal by the
 shortfall and extend the prefix; once the prefix is the whole ranking, prune it again for the raised
 goal (``FULL_RANKING_PRUNES`` times), then try every unit. When the real SQNR beats the target by a
@@ -133,7 +132,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
                            extra_cycles: Costs | None = None,
                            a16w8: QuantizationConfig | None = None,
                            log: Callable[[str], None] | None = None,
-                           boundary_cycles_per_element: float | tuple[float, float] = 0.0,
+                           boundary_cycles_per_element: float = 0.0,
                            int8_ops: Iterable[str] = ()) -> MixedPrecisionResult:
     """Choose the units to move to a16w8 so the output SQNR vs float reaches ``target_db``.
 
@@ -145,8 +144,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     units giving it (vela's numbers); missing units cost 1 (then the fewest layers win).
     ``samples`` are the evaluation inputs; ``log`` receives a line per step (progress).
     ``boundary_cycles_per_element``: what an int8 <-> int16 requantization between a moved and an
-    int8 layer costs per element (a pass of its own on Ethos-U), one rate or (int8 -> int16,
-    int16 -> int8); a set's cost is its units' costs
+    int8 layer costs per element (a pass of its own on Ethos-U), either way; a set's cost is its units' costs
     plus its boundaries', so pruning keeps a unit whose removal would cost more in boundaries, and
     a unit whose move removes more boundary cost than it adds is added.
     ``int8_ops``: compute nodes that stay int8 in any configuration (``quantize`` keeps them so:
@@ -180,21 +178,17 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
             result.int8_nodes = dict(result.quantized.meta.get(KEPT_INT8_META, {}))
             result.search_seconds = time.perf_counter() - started
             return result
-    widen, narrow = (boundary_cycles_per_element if isinstance(boundary_cycles_per_element, tuple)
-                     else (boundary_cycles_per_element,) * 2)
-
     def set_cost(owners: Sequence[str]) -> float:
-        up, down = sim.boundary_elements(owners)
-        return sum(costs[o] for o in set(owners)) + widen * up + narrow * down
+        return sum(costs[o] for o in set(owners)) + boundary_cycles_per_element * sum(sim.boundary_elements(owners))
 
-    closure = candidate_sets(sim, everything)
-    removed = {k: sim.noise - sim.noise_with(c) for k, c in closure.items()}
-    closure_cost = {k: set_cost(c) for k, c in closure.items()}
-    ranking = sorted(closure, key=lambda k: (-removed[k] / closure_cost[k], k))
-    log(f"int8 {before:.2f} dB; {len(closure)} sets of {len(units)} units simulated at int16 "
+    sets = candidate_sets(sim, everything)
+    removed = {k: sim.noise - sim.noise_with(c) for k, c in sets.items()}
+    sets_cost = {k: set_cost(c) for k, c in sets.items()}
+    ranking = sorted(sets, key=lambda k: (-removed[k] / sets_cost[k], k))
+    log(f"int8 {before:.2f} dB; {len(sets)} sets of {len(units)} units simulated at int16 "
         f"({time.perf_counter() - started:.1f} s)")
     result.ranking = [(k, sim.db(sim.noise - removed[k]) - before if sim.noise > removed[k] else math.inf,
-                       closure_cost[k]) for k in ranking]
+                       sets_cost[k]) for k in ranking]
 
     def overrides(owners: Sequence[str]) -> dict:
         return overrides_for_all(owners, units, a16w8)
@@ -202,8 +196,8 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     goal, k, full_prunes = target_db, 0, 0
     best = (before, [], base)
     while True:
-        k = _prefix_meeting(sim, ranking, removed, closure, k, goal)
-        chosen = _union(ranking[:k], closure)
+        k = _prefix_meeting(sim, ranking, removed, sets, k, goal)
+        chosen = _union(ranking[:k], sets)
         if full_prunes < FULL_RANKING_PRUNES:
             chosen = _fill(_prune(sim, chosen, set_cost, goal), everything, set_cost)
         else:  # the whole ranking, pruned, missed for real each time: every unit (the sets may not hold all)
@@ -246,7 +240,7 @@ def search_mixed_precision(quantize: Quantize, samples: Sequence[tuple], target_
     moved, resets = overrides_for(chosen, units)
     result.met, result.sqnr_after_db, result.quantized = met, sqnr, model
     result.int8_nodes = dict(model.meta.get(KEPT_INT8_META, {}))
-    order = _union(ranking, closure)
+    order = _union(ranking, sets)
     result.moved = [o for o in order if o in set(moved)] + [o for o in moved if o not in order]
     result.kept_int8 = resets
     result.extra_cycles = set_cost(moved)
@@ -265,15 +259,15 @@ def overrides_for_all(owners: Sequence[str], units: Sequence[Unit], a16w8: Quant
     return {**{k: a16w8 for m in moved for k in keys(m)}, **{k: KEEP_INT8 for m in resets for k in keys(m)}}
 
 
-def _union(owners: Sequence[str], closure: Mapping[str, list[str]]) -> list[str]:
-    """The units of ``owners``' closures, each once, in order."""
-    return list(dict.fromkeys(m for o in owners for m in closure[o]))
+def _union(keys: Sequence[str], sets: Mapping[str, list[str]]) -> list[str]:
+    """The units of the candidate sets named ``keys``, each once, in order."""
+    return list(dict.fromkeys(m for k in keys for m in sets[k]))
 
 
 def _prefix_meeting(sim: Simulator, ranking: list[str], removed: Mapping[str, float],
-                    closure: Mapping[str, list[str]], start: int, goal: float) -> int:
-    """The shortest prefix length >= ``start`` (at least 1) whose closures' simulation meets
-    ``goal`` dB, or the whole ranking. Lengths come from the single-closure noise reductions (to
+                    sets: Mapping[str, list[str]], start: int, goal: float) -> int:
+    """The shortest prefix length >= ``start`` (at least 1) whose sets' union's simulation meets
+    ``goal`` dB, or the whole ranking. Lengths come from the single-set noise reductions (to
     first order they add up); each guess is then simulated, and a miss continues from the measured
     noise."""
     wanted = sim.signal / 10 ** (goal / 10)
@@ -283,7 +277,7 @@ def _prefix_meeting(sim: Simulator, ranking: list[str], removed: Mapping[str, fl
         while k < len(ranking) and noise > wanted:
             noise -= removed[ranking[k]]
             k += 1
-        measured = sim.noise_with(_union(ranking[:k], closure))
+        measured = sim.noise_with(_union(ranking[:k], sets))
         if measured <= wanted or k >= len(ranking):
             return k
         noise = measured - removed[ranking[k]]

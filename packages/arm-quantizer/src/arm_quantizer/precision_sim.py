@@ -51,16 +51,16 @@ class Simulator:
     def __init__(self, base: fx.GraphModule, samples: Sequence[tuple], units: Sequence[Unit],
                  int8_ops: Iterable[str] = ()) -> None:
         self.base, self.samples = base, samples
-        self.layers = quantized_layers(base)
+        layers = quantized_layers(base)
         int8_ops = set(int8_ops)
-        self.never = {layer.name for layer in self.layers if int8_ops & set(layer.nodes)}
+        self.never = {layer.name for layer in layers if int8_ops & set(layer.nodes)}
         nodes = {n.name: n for n in base.graph.nodes}
         owning: dict[str, set[str]] = {}  # compute node -> the layers holding it
-        for layer in self.layers:
+        for layer in layers:
             for name in layer.nodes:
                 owning.setdefault(name, set()).add(layer.name)
         reads: dict[str, Read] = {}
-        for layer in self.layers:
+        for layer in layers:
             for q in (nodes[name] for name in layer.quantizers):
                 if not _is_activation(q):
                     continue
