@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from fractions import Fraction
+from itertools import combinations
 
 import torch
 from torch.fx import Node
 
+from arm_tosa_core.ops import resize
 from arm_tosa_core.ops.conv import conv_args, is_convolution
 from arm_tosa_core.ops.pooling import pool_window
-from arm_tosa_core.registry import aten_target, is_control_flow, lookup
+from arm_tosa_core.registry import aten_target, is_control_flow, lookup, target_rule
 
 aten = torch.ops.aten
 
@@ -28,18 +31,8 @@ aten = torch.ops.aten
 AXIS_LIMIT = 65536
 MAX_STRIDE_U55 = 3
 
-# Families (op-registry names) whose TOSA operators are not in the U55/U65 set, with the operator.
-_U55_MISSING = {
-    "compare": "EQUAL/GREATER/GREATER_EQUAL",
-    "ne": "EQUAL",
-    "logical": "LOGICAL_AND/OR/XOR/NOT",
-    "where": "SELECT",
-    "any_all": "REDUCE_ANY/REDUCE_ALL",
-    "embedding": "GATHER",
-    "index_select": "GATHER",
-    "index_tensor": "GATHER",
-}
-_TRANSPOSING = {"permute", "transpose"}
+#: the target names family rules are attached under (`target_rule`); U65 runs U55's operator set
+U55_U65 = ("ethos-u55", "ethos-u65")
 
 
 def _val(node) -> torch.Tensor | None:
@@ -107,8 +100,6 @@ def transposable(shape: tuple[int, ...]) -> bool:
         return all(d <= AXIS_LIMIT for d in shape)
     if all(d == 1 for d in shape[:-3]):
         return all(d <= AXIS_LIMIT for d in shape[-3:])
-    from itertools import combinations
-
     return all(_prod(c) <= AXIS_LIMIT for c in combinations(shape, len(shape) - 2))
 
 
@@ -137,35 +128,81 @@ def _channels(node: Node, family: str) -> str | None:
     return None
 
 
-# -- Ethos-U55 / U65 ----------------------------------------------------------------------------
-def _u55_operator_set(node: Node, family: str) -> str | None:
-    entry = lookup(node.target)
-    if entry is not None and entry.name in _U55_MISSING:
-        return (f"{entry.name} lowers to TOSA {_U55_MISSING[entry.name]}, which Ethos-U55/U65 do "
-                "not run")
-    for where, t in _tensors(node):
-        if t.dtype == torch.bool:
-            return f"{where} is boolean; Ethos-U55/U65 have no boolean operations"
+# -- Ethos-U55 / U65: per-family rules ---------------------------------------------------------
+def _not_in_u55_set(family: str, operators: str) -> None:
+    """Family `family` lowers to TOSA `operators`, which are outside the U55/U65 operator set."""
+
+    @target_rule(U55_U65, family)
+    def rule(node: Node, ethosu_family: str) -> str:
+        return f"{family} lowers to TOSA {operators}, which Ethos-U55/U65 do not run"
+
+
+_not_in_u55_set("compare", "EQUAL/GREATER/GREATER_EQUAL")
+_not_in_u55_set("ne", "EQUAL")
+_not_in_u55_set("logical", "LOGICAL_AND/OR/XOR/NOT")
+_not_in_u55_set("where", "SELECT")
+_not_in_u55_set("any_all", "REDUCE_ANY/REDUCE_ALL")
+_not_in_u55_set("embedding", "GATHER")
+_not_in_u55_set("index_select", "GATHER")
+_not_in_u55_set("index_tensor", "GATHER")
+
+
+@target_rule(U55_U65, "amax_amin")
+def _u55_reduce_extreme(node: Node, family: str) -> str | None:
+    dtypes = {t.dtype for _, t in _tensors(node)}
+    if dtypes - {torch.int8, torch.int16, torch.float32, torch.bool}:  # bool: `_u55_operator_set` says why
+        return "REDUCE_MAX/MIN on Ethos-U55/U65 takes int8 or int16 only"
     return None
 
 
-def _u55_dtypes(node: Node, family: str) -> str | None:
-    entry = lookup(node.target)
-    if entry is None:
-        return None
-    if entry.name == "amax_amin":
-        dtypes = {t.dtype for _, t in _tensors(node)}
-        if dtypes - {torch.int8, torch.int16, torch.float32}:
-            return "REDUCE_MAX/MIN on Ethos-U55/U65 takes int8 or int16 only"
-    if entry.name == "matmul" and node.meta.get("arm_quantized"):
+@target_rule(U55_U65, "matmul")
+def _u55_matmul(node: Node, family: str) -> str | None:
+    if node.meta.get("arm_quantized"):
         for arg in node.all_input_nodes:
             dt = _operand_quant_dtype(arg)
             if dt is not None and dt != torch.int8:
                 return f"MATMUL on Ethos-U55/U65 takes int8 operands, not {dt} (vela 5.2)"
-    if entry.name in _TRANSPOSING:
-        val = _val(node.args[0])
-        if val is not None and val.dtype == torch.int32 and val.dim() > 4:
-            return f"an int32 TRANSPOSE of rank {val.dim()} (Ethos-U55/U65 allow rank <= 4 for int32)"
+    return None
+
+
+@target_rule(U55_U65, "permute", "transpose")
+def _u55_int32_transpose(node: Node, family: str) -> str | None:
+    val = _val(node.args[0])
+    if val is not None and val.dtype == torch.int32 and val.dim() > 4:
+        return f"an int32 TRANSPOSE of rank {val.dim()} (Ethos-U55/U65 allow rank <= 4 for int32)"
+    return None
+
+
+@target_rule(U55_U65, "resize")
+def _u55_resize(node: Node, family: str) -> str | None:
+    """vela 5.2 on U55/U65: NEAREST for power-of-two upscales 2x..8x (half-pixel form) only, and no
+    BILINEAR at all, except 2x half-pixel, which the core lowers as NEAREST + a 3x3 depthwise conv."""
+    plan = resize._plan(node)
+    if isinstance(plan, str):
+        return None  # the core's own reason applies
+    if aten_target(node.target) in resize._BILINEAR:
+        if resize.is_bilinear_x2(plan):
+            return None
+        return ("bilinear resize other than a 2x upscale with align_corners=False: vela 5.2 compiles no "
+                "bilinear RESIZE for Ethos-U55/U65 (the core lowers 2x as nearest + depthwise conv)")
+    for n, d, offset, _ in plan:
+        if Fraction(n, d) not in (2, 4, 8) or 2 * offset != d - n:
+            return ("nearest resize by other than 2x, 4x or 8x on both axes: vela 5.2 takes only "
+                    "power-of-two upscales 2x..8x on Ethos-U55/U65")
+    return None
+
+
+# -- Ethos-U55 / U65: rules for every family ----------------------------------------------------
+def _u55_operator_set(node: Node, family: str) -> str | None:
+    """The family's own U55/U65 rules (attached with `target_rule`), then no boolean tensors."""
+    entry = lookup(node.target)
+    for rule in entry.target_rules.get(f"ethos-{family.lower()}", ()) if entry is not None else ():
+        reason = rule(node, family)
+        if reason is not None:
+            return reason
+    for where, t in _tensors(node):
+        if t.dtype == torch.bool:
+            return f"{where} is boolean; Ethos-U55/U65 have no boolean operations"
     return None
 
 
@@ -239,37 +276,10 @@ def _u55_avg_pool(node: Node, family: str) -> str | None:
     return None
 
 
-def _u55_resize(node: Node, family: str) -> str | None:
-    """vela 5.2 on U55/U65: NEAREST for power-of-two upscales 2x..8x (half-pixel form) only, and no
-    BILINEAR at all, except 2x half-pixel, which the core lowers as NEAREST + a 3x3 depthwise conv."""
-    from fractions import Fraction
-
-    from arm_tosa_core.ops import resize
-
-    entry = lookup(node.target)
-    if entry is None or entry.name != "resize":
-        return None
-    plan = resize._plan(node)
-    if isinstance(plan, str):
-        return None  # the core's own reason applies
-    if aten_target(node.target) in resize._BILINEAR:
-        if resize.is_bilinear_x2(plan):
-            return None
-        return ("bilinear resize other than a 2x upscale with align_corners=False: vela 5.2 compiles no "
-                "bilinear RESIZE for Ethos-U55/U65 (the core lowers 2x as nearest + depthwise conv)")
-    for n, d, offset, _ in plan:
-        if Fraction(n, d) not in (2, 4, 8) or 2 * offset != d - n:
-            return ("nearest resize by other than 2x, 4x or 8x on both axes: vela 5.2 takes only "
-                    "power-of-two upscales 2x..8x on Ethos-U55/U65")
-    return None
-
-
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
-    "U55": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
-            _u55_shapes),
-    "U65": (_channels, _u55_operator_set, _u55_dtypes, _u55_convolution, _u55_avg_pool, _u55_resize,
-            _u55_shapes),
+    "U55": (_channels, _u55_operator_set, _u55_convolution, _u55_avg_pool, _u55_shapes),
+    "U65": (_channels, _u55_operator_set, _u55_convolution, _u55_avg_pool, _u55_shapes),
     "U85": (_channels,),
 }
 

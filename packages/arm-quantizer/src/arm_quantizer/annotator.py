@@ -93,7 +93,7 @@ def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
         config = config_for(node)
         if config is None:
             continue
-        if entry.extra.get("bool_result"):  # comparisons: shared input qparams, the bool result as is
+        if entry.bool_result:  # comparisons: shared input qparams, the bool result as is
             _annotate_shared(node, config, output=False)
             continue
         if not _is_float_tensor_output(node):
@@ -106,7 +106,7 @@ def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
         elif kind in (Quant.TABLE, Quant.REDUCE):
             _annotate_io(node, config)
         elif kind in (Quant.SHARED, Quant.ACTIVATION):
-            _annotate_shared(node, config, shared_inputs=entry.extra.get("shared_inputs"))
+            _annotate_shared(node, config, shared_inputs=entry.shared_inputs)
 
 
 def _is_float_tensor_output(node: Node) -> bool:
@@ -137,7 +137,7 @@ def _annotate_weighted(node: Node, entry: OpEntry, config: QuantizationConfig, c
         w_spec = QuantizationSpec_with_axis(w_spec, axis)
     inputs = {x: config.input_activation, weight: w_spec}
     if isinstance(bias, Node) and w_spec is not None and config.input_activation is not None:
-        repeats = entry.extra["bias_repeats"](node) if "bias_repeats" in entry.extra else 1
+        repeats = entry.bias_repeats(node) if entry.bias_repeats is not None else 1
         inputs[bias] = _bias_spec((x, node), (weight, node), axis, repeats)
     _set(node, inputs, _output_spec(node, config, config_for))
 

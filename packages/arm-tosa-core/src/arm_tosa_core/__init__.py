@@ -12,6 +12,7 @@ Typical use::
     out = run_on_reference_model(edge, *inputs)
 """
 
+from . import ops  # noqa: F401  (the one load point: importing it registers every op family)
 from .backend import TOSABackend
 from .compile_spec import TosaCompileSpec
 from .errors import (

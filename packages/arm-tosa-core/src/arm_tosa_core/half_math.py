@@ -4,7 +4,7 @@ PyTorch computes half-precision softmax, norms, reductions, average pools and co
 float ("opmath") and rounds once at the end; the same chain of TOSA float16 operators rounds after every
 step and drifts by several float16 ulps (a float16 layer_norm was 4 ulps off). Lowering these families
 in float32 keeps the result within one rounding of PyTorch's. Single-operator families (add, exp, ...)
-round once either way and stay in float16.
+round once either way and stay in float16. A family opts in with `fp32_opmath=True` on its entry.
 """
 
 from __future__ import annotations
@@ -15,19 +15,15 @@ from torch.utils import _pytree as pytree
 
 from .builder import Op
 from .context import LoweringContext, Value
+from .registry import OpEntry
 
-# Families whose float16 lowering is a chain of operators (see module docstring).
-FP32_MATH = frozenset({
-    "softmax", "layer_norm", "group_norm", "batch_norm_inference", "sum_mean", "var", "avg_pool2d",
-    "adaptive_pool2d", "gelu", "silu", "hardswish", "hardsigmoid", "elu", "unary_composed", "prod",
-    "scaled_dot_product_attention",
-})
 _MISSING = object()
 
 
-def wants_fp32(family: str, node: Node) -> bool:
-    """Whether `node` of `family` is a plain (not quantized) float16 node to lower in float32."""
-    if family not in FP32_MATH or node.meta.get("arm_quantized"):
+def wants_fp32(entry: OpEntry, node: Node) -> bool:
+    """Whether `node` of a family marked `fp32_opmath` is a plain (not quantized) float16 node to lower
+    in float32 (families whose float16 lowering is a chain of operators; see module docstring)."""
+    if not entry.fp32_opmath or node.meta.get("arm_quantized"):
         return False
     val = node.meta.get("val")
     first = val[0] if isinstance(val, (tuple, list)) and val else val

@@ -125,7 +125,7 @@ def lower_node(ctx: LoweringContext, node: Node) -> None:
             raise LoweringError(f"no lowering for {node.target} (node {node.name}); the partitioner "
                                 "should have left it on the CPU")
         rule = _rule_for(entry, node)
-        if wants_fp32(entry.name, node):
+        if wants_fp32(entry, node):
             ctx.values[node] = lower_in_fp32(ctx, node, rule)
         else:
             ctx.values[node] = rule(ctx, node)
@@ -141,7 +141,7 @@ def lower_node(ctx: LoweringContext, node: Node) -> None:
 
 def _rule_for(entry: registry.OpEntry, node: Node):
     """The FP rule, or for a node in the quantized region its INT rule (own or by quant kind)."""
-    if not node.meta.get("arm_quantized") or entry.name in ("quantize", "dequantize"):
+    if not node.meta.get("arm_quantized") or entry.quant_boundary:
         return entry.lower
     if entry.int_lower is not None:
         return entry.int_lower

@@ -178,7 +178,7 @@ class TOSAPartitioner(Partitioner):
         if not self.additional_checks:
             exported_program = fold_conv_batch_norm(exported_program)
         for entry in registry.entries():
-            prepare = entry.extra.get("prepare_preserve")
+            prepare = entry.prepare_preserve
             if entry.preserve and prepare is not None:
                 prepare(exported_program)
         if self.compile_spec.tosa_spec.support_integer():
@@ -204,7 +204,7 @@ class TOSAPartitioner(Partitioner):
         # user checks name ops as exir decomposes them (DontPartition(aten.convolution)): keep those
         # ops whole only when kept for a better lowering, not only for compile speed
         preservable = {t for entry in registry.entries() if entry.preserve
-                       and not (self.additional_checks and entry.extra.get("preserve_for_speed"))
+                       and not (self.additional_checks and entry.preserve_for_speed)
                        for t in entry.targets}
         nodes_by_op: dict = {}
         for node in ep.graph.nodes:

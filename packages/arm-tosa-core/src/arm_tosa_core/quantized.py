@@ -220,7 +220,7 @@ def _float_parameter(node: Node, arg: Node) -> bool:
     if not (arg.op == "get_attr" or (arg.op == "placeholder" and arg.meta.get("arm_constant"))):
         return False
     entry = lookup(node.target) if node.op == "call_function" else None
-    return entry is not None and bool(entry.extra.get("float_params"))
+    return entry is not None and entry.float_params
 
 
 def mark_quantized_region(graph: Graph) -> None:
@@ -284,7 +284,7 @@ def _bool_result(node: Node) -> bool:
     from .registry import lookup
 
     entry = lookup(node.target)
-    return entry is not None and bool(entry.extra.get("bool_result"))
+    return entry is not None and entry.bool_result
 
 
 def _is_float(node: Node) -> bool:

@@ -6,13 +6,14 @@ An entry says which aten overloads it covers, which TOSA profiles it claims, an 
 quantizer and the lowering all read the same entry, so they cannot disagree.
 
 `preserve` keeps an op whole through exir's decomposition when every node of it is supported: for a
-better lowering (SDPA, linear, resize), or, with the extra flag `preserve_for_speed=True`, only to
+better lowering (SDPA, linear, resize), or, with `preserve_for_speed=True`, only to
 spare exir a re-trace of the program (convolutions); the latter are decomposed as usual when the user
 passes `additional_checks`, which name ops as exir decomposes them.
 """
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -49,6 +50,10 @@ LowerRule = Callable[[Any, Node], Any]
 MAX_RANK = 6  # TOSA level 8K
 
 
+FpIntegerRule = Callable[[Node, "OpEntry", TosaSpecification], "str | None"]
+TargetRule = Callable[[Node, str], "str | None"]
+
+
 @dataclass
 class OpEntry:
     """Everything about one op family; see module docstring."""
@@ -63,8 +68,37 @@ class OpEntry:
     u55: bool = True  # runs inside the Ethos-U55/U65 operator subset
     quant_aliases: tuple[Any, ...] = ()  # ops the quantizer sees before exir decomposes them
     weight_axis: Any = 0  # per-channel axis of the weight (or a function of the node) for WEIGHTED
-    extra: dict = field(default_factory=dict)
     int_lower: LowerRule | None = None  # the family's own INT rule (see register_int_rule)
+    #: kept whole only to spare exir a re-trace (see module docstring); decomposed with `additional_checks`
+    preserve_for_speed: bool = False
+    #: called with the exported program before exir decomposes, when the family is kept whole (SDPA)
+    prepare_preserve: Callable[[Any], Any] | None = None
+    #: a float16 node lowers in float32 and rounds once (a chain of operators; see half_math.py)
+    fp32_opmath: bool = False
+    #: compile-time-constant inputs fold into a constant, emitting no operator
+    folds_constants: bool = False
+    #: the output is a compile-time constant whatever the inputs (*_like factories read only shapes)
+    constant_output: bool = False
+    #: int32/int64 tensors lower with the FP profile's index arithmetic only (see `legal_dtypes`)
+    fp_index_math: bool = False
+    #: for an `fp_index_math` family, why a node's integer tensors still need the INT profile (or None)
+    fp_integer_rule: FpIntegerRule | None = None
+    #: whether the INT rule takes int16 activations: a bool, a function of the node, or None (by quant kind)
+    int16: bool | Callable[[Node], bool] | None = None
+    #: complex tensors are carried inside the graph as their real view (FFT)
+    complex_values: bool = False
+    #: a lifted constant input joins the quantized region unquantized (batch norm's statistics, a divisor)
+    float_params: bool = False
+    #: a comparison: quantized inputs share qparams, the bool result is not quantized
+    bool_result: bool = False
+    #: SHARED: how many leading positional args share the output's qparams (None: the first one)
+    shared_inputs: int | None = None
+    #: WEIGHTED: how many times the per-channel weight scales repeat along the bias (grouped transposed conv)
+    bias_repeats: Callable[[Node], int] | None = None
+    #: float on one side by definition (quantize/dequantize): no INT-region dtype checks, no INT rule swap
+    quant_boundary: bool = False
+    #: per-target checks attached with `target_rule` (target name -> rules, in registration order)
+    target_rules: dict[str, tuple[TargetRule, ...]] = field(default_factory=dict)
 
     def int_path(self) -> str | None:
         """Why this family cannot lower quantized nodes, or None when it can."""
@@ -82,17 +116,36 @@ _QUANT_ALIASES: dict[Any, OpEntry] = {}
 
 def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | None = None,
                 profiles: Iterable[str] = ("FP", "INT"), preserve: bool = False, quant: Any = None,
-                u55: bool = True, quant_aliases: Iterable[Any] = (), weight_axis: int = 0,
-                **extra: Any) -> Callable[[LowerRule], LowerRule]:
+                u55: bool = True, quant_aliases: Iterable[Any] = (), weight_axis: Any = 0,
+                preserve_for_speed: bool = False, prepare_preserve: Callable[[Any], Any] | None = None,
+                fp32_opmath: bool = False, folds_constants: bool = False, constant_output: bool = False,
+                fp_index_math: bool = False, fp_integer_rule: FpIntegerRule | None = None,
+                int16: bool | Callable[[Node], bool] | None = None, complex_values: bool = False,
+                float_params: bool = False, bool_result: bool = False, shared_inputs: int | None = None,
+                bias_repeats: Callable[[Node], int] | None = None, quant_boundary: bool = False,
+                **unknown: Any) -> Callable[[LowerRule], LowerRule]:
     """Decorator: register the decorated lowering rule for `targets` (aten OpOverloads).
 
-    `quant_aliases` are the export-time overloads (e.g. aten.conv2d) that exir later decomposes into
-    `targets` (e.g. aten.convolution); the quantizer annotates them with this family's `quant` kind.
+    Every keyword is an `OpEntry` field (documented there). `quant_aliases` are the export-time
+    overloads (e.g. aten.conv2d) that exir later decomposes into `targets` (e.g. aten.convolution);
+    the quantizer annotates them with this family's `quant` kind. An unknown keyword is a TypeError
+    (a misspelt property would otherwise be silently ignored).
     """
+    if unknown:
+        raise TypeError(f"register_op({name!r}): unknown keyword(s) {', '.join(sorted(unknown))}; "
+                        f"valid keywords: {', '.join(REGISTER_OP_KEYWORDS)}")
+    if fp_integer_rule is not None and not fp_index_math:
+        raise TypeError(f"register_op({name!r}): fp_integer_rule refines fp_index_math; pass fp_index_math=True")
 
     def wrap(fn: LowerRule) -> LowerRule:
-        entry = OpEntry(name, tuple(targets), fn, support, frozenset(profiles), preserve, quant, u55,
-                        tuple(quant_aliases), weight_axis, extra)
+        entry = OpEntry(name, tuple(targets), fn, support=support, profiles=frozenset(profiles),
+                        preserve=preserve, quant=quant, u55=u55, quant_aliases=tuple(quant_aliases),
+                        weight_axis=weight_axis, preserve_for_speed=preserve_for_speed,
+                        prepare_preserve=prepare_preserve, fp32_opmath=fp32_opmath,
+                        folds_constants=folds_constants, constant_output=constant_output,
+                        fp_index_math=fp_index_math, fp_integer_rule=fp_integer_rule, int16=int16,
+                        complex_values=complex_values, float_params=float_params, bool_result=bool_result,
+                        shared_inputs=shared_inputs, bias_repeats=bias_repeats, quant_boundary=quant_boundary)
         for target in entry.targets:
             if target in _ENTRIES:
                 raise RuntimeError(f"{target} registered twice ({_ENTRIES[target].name}, {name})")
@@ -105,12 +158,39 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
     return wrap
 
 
+REGISTER_OP_KEYWORDS = tuple(p.name for p in inspect.signature(register_op).parameters.values()
+                             if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
 def register_int_rule(name: str) -> Callable[[LowerRule], LowerRule]:
     """Decorator: the INT-profile lowering of family `name` (defined next to its FP rule)."""
 
     def wrap(fn: LowerRule) -> LowerRule:
         _FAMILIES[name].int_lower = fn
         return fn
+
+    return wrap
+
+
+def target_rule(targets: str | Iterable[str], *families: str) -> Callable[[TargetRule], TargetRule]:
+    """Decorator: attach the decorated check to each of `families` for `targets` (e.g. "ethos-u55").
+
+    A target package (above the core) states what its compiler cannot take per family this way; the
+    rule is `rule(node, target_family) -> reason | None` and lives in `OpEntry.target_rules`. A family
+    name that is not registered fails here, at import, rather than silently never matching.
+    """
+    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    unknown = [f for f in families if f not in _FAMILIES]
+    if not families or not targets or unknown:
+        raise ValueError(f"target_rule({', '.join(targets)}): no op family named {', '.join(unknown) or '(none given)'}; "
+                         f"registered families: {', '.join(sorted(_FAMILIES))}")
+
+    def wrap(rule: TargetRule) -> TargetRule:
+        for family in families:
+            rules = _FAMILIES[family].target_rules
+            for target in targets:
+                rules[target] = rules.get(target, ()) + (rule,)
+        return rule
 
     return wrap
 
@@ -131,52 +211,46 @@ def aten_target(target: Any) -> Any:
 
 
 def lookup(target: Any) -> OpEntry | None:
-    _load_rules()
     return _ENTRIES.get(aten_target(target))
 
 
 def quant_lookup(target: Any) -> OpEntry | None:
     """The family the quantizer uses for an export-time op (its own target or a quant alias)."""
-    _load_rules()
     target = aten_target(target)
     return _ENTRIES.get(target) or _QUANT_ALIASES.get(target)
 
 
 def entries() -> list[OpEntry]:
-    _load_rules()
+    """Every registered family (the package's `__init__` imports `ops`, which registers them all)."""
     return list(_FAMILIES.values())
 
 
-def _load_rules() -> None:
-    from . import ops  # noqa: F401  (importing registers every family)
+def family(name: str) -> OpEntry:
+    """The family registered as `name` (KeyError naming the registered ones when there is none)."""
+    if name not in _FAMILIES:
+        raise KeyError(f"no op family named {name!r}; registered families: {', '.join(sorted(_FAMILIES))}")
+    return _FAMILIES[name]
 
 
 # -- the generic part of every support decision -------------------------------------------------
 _FLOAT = {torch.float32, torch.float16}
 _INTEGER = {torch.int8, torch.int32, torch.int64}  # int64 is carried as INT32 (see builder)
-_INDEX_INTEGERS = {torch.int32, torch.int64}
+INDEX_INTEGERS = {torch.int32, torch.int64}
 
 # TOSA 1.0's FP profile has 32-bit integers only for index arithmetic: ADD, SUB, MUL and INTDIV,
 # CAST to and from float, GATHER indices, ARGMAX results, CONST and IDENTITY. Every other operator on
 # int32 (comparisons, SELECT, MAXIMUM, CLAMP, NEGATE, RESHAPE, TRANSPOSE, SLICE, CONCAT, REDUCE_*,
 # casts to or from bool) needs the INT profile; `tosa-opt --tosa-validate=strict-op-spec-alignment`
-# rejects it (see profile_check.py). These families lower integer tensors with only those operators
-# (for add/sub/mul see `_fp_integer_reason`; the indexing families check their values themselves).
-_FP_INDEX_MATH = frozenset({"add", "sub", "mul", "div_rounding", "clone_cast", "embedding", "index_select", "argmax",
-                            "amax_amin", "gather",
-                            "index_tensor",
-                            "tensor_factory"})
-# Families whose lowering turns compile-time-constant inputs into a constant, emitting no operator.
-_FOLDS_CONSTANTS = frozenset({"view", "permute", "transpose", "clone_cast", "expand", "repeat", "slice",
-                              "select", "split", "unbind", "constant_pad", "tensor_factory", "compare",
-                              "ne", "logical", "where"})
+# rejects it (see profile_check.py). Families marked `fp_index_math` lower integer tensors with only
+# those operators (add/sub/mul and clone_cast narrow it with their `fp_integer_rule`; the indexing
+# families check their values themselves).
 
 
 def legal_dtypes(spec: TosaSpecification) -> set[torch.dtype]:
     """The dtypes a tensor of any family may have under `spec`.
 
     Under a spec without the INT profile, int32/int64 tensors are legal only for index arithmetic
-    (see `_FP_INDEX_MATH`), not in general.
+    (families marked `fp_index_math`), not in general.
     """
     dtypes = {torch.bool}
     if spec.support_float():
@@ -196,14 +270,14 @@ def is_compile_time_constant(node: Any, depth: int = 16) -> bool:
     if node.op == "placeholder":
         return bool(node.meta.get("arm_constant", False))
     entry = lookup(node.target) if node.op == "call_function" else None
-    if entry is None or entry.name not in _FOLDS_CONSTANTS or depth == 0:
+    if entry is None or not entry.folds_constants or depth == 0:
         return False
-    if entry.name == "tensor_factory":  # *_like factories read only their input's shape
+    if entry.constant_output:  # *_like factories read only their input's shape
         return True
     return all(is_compile_time_constant(a, depth - 1) for a in node.all_input_nodes)
 
 
-def _lowered_metas(node: Node) -> list[Any]:
+def lowered_metas(node: Node) -> list[Any]:
     """The tensors a lowering touches: every input, and the outputs that are used (max pooling's
     unused int64 indices, for example, are never computed)."""
     metas = [a.meta.get("val") for a in node.all_input_nodes]
@@ -218,29 +292,16 @@ def _lowered_metas(node: Node) -> list[Any]:
 
 def _fp_integer_reason(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
     """Why a node cannot be lowered with its int32/int64 tensors under a spec without the INT
-    profile (see `_FP_INDEX_MATH`); None when it can, or when it has no such tensors."""
-    metas = _lowered_metas(node)
-    dtype = next((m.dtype for m in metas if m.dtype in _INDEX_INTEGERS), None)
+    profile (see `fp_index_math`); None when it can, or when it has no such tensors."""
+    metas = lowered_metas(node)
+    dtype = next((m.dtype for m in metas if m.dtype in INDEX_INTEGERS), None)
     if dtype is None:
         return None
-    if entry.name in _FOLDS_CONSTANTS and all(is_compile_time_constant(a) for a in node.all_input_nodes):
+    if entry.folds_constants and all(is_compile_time_constant(a) for a in node.all_input_nodes):
         return None  # folded at compile time: no integer operator is emitted
-    if entry.name in ("add", "sub", "mul"):
-        rank = len(node.meta["val"].shape)
-        for a in node.all_input_nodes:
-            val = a.meta.get("val")
-            if val is not None and val.dtype in _INDEX_INTEGERS and val.dim() != rank \
-                    and not is_compile_time_constant(a):
-                return (f"{entry.name} broadcasting a rank-{val.dim()} {val.dtype} tensor to rank {rank} needs "
-                        f"an int32 RESHAPE, which only the INT profile has; under {spec} it runs on the CPU")
-        return None
-    if entry.name == "clone_cast":
-        kinds = {"float" if m.dtype.is_floating_point else "bool" if m.dtype == torch.bool else "int"
-                 for m in metas}
-        if "bool" not in kinds:
-            return None  # CAST between int32 and float, or no operator at all (int64 <-> int32)
-        return (f"casting between bool and {dtype} needs the INT profile; under {spec} it runs on the CPU")
-    if entry.name in _FP_INDEX_MATH:
+    if entry.fp_integer_rule is not None:
+        return entry.fp_integer_rule(node, entry, spec)
+    if entry.fp_index_math:
         return None
     return (f"{entry.name} on {dtype} tensors needs the INT profile (TOSA 1.0 FP has 32-bit integers only "
             f"for index arithmetic: add/sub/mul, casts to and from float, gather indices); under {spec} it "
@@ -275,9 +336,9 @@ def is_control_flow(node: Node) -> bool:
 
 
 def _lowers_int16(entry: OpEntry, node: Node) -> bool:
-    """Whether the family's INT rule takes int16 activations: its `int16` extra (a bool, or a function
+    """Whether the family's INT rule takes int16 activations: its `int16` field (a bool, or a function
     of the node), else by quant kind (TABLE: when its int16 table is within 1 LSB, see `_int16_table_reason`)."""
-    flag = entry.extra.get("int16")
+    flag = entry.int16
     if callable(flag):
         return bool(flag(node))
     if flag is not None:
@@ -308,7 +369,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
                 f"not {str(spec)}")
     if spec.is_u55_subset and not entry.u55:
         return f"{entry.name} is outside the Ethos-U55/U65 operator subset"
-    if entry.name in ("quantize", "dequantize"):  # float on one side by definition
+    if entry.quant_boundary:  # float on one side by definition
         return entry.support(node, spec) if entry.support else None
     quantized = bool(node.meta.get("arm_quantized"))
     if quantized:
@@ -318,7 +379,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         if reason:
             return reason
         if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
-            if entry.quant == Quant.TABLE and entry.extra.get("int16") is None:
+            if entry.quant == Quant.TABLE and entry.int16 is None:
                 return _int16_table_reason(entry, node)
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
     legal = legal_dtypes(spec)
@@ -326,9 +387,9 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers
     fp_only = not spec.support_integer()
     for where, meta in tensor_metas(node):
-        if meta.dtype.is_complex and entry.extra.get("complex_values"):
+        if meta.dtype.is_complex and entry.complex_values:
             pass  # carried inside the graph as its real view (the family's rule keeps it off the boundary)
-        elif meta.dtype not in legal and not (fp_only and meta.dtype in _INDEX_INTEGERS):
+        elif meta.dtype not in legal and not (fp_only and meta.dtype in INDEX_INTEGERS):
             hint = ""
             if meta.dtype.is_floating_point and not spec.support_float():
                 hint = " (quantize the model, or use a spec with the FP profile)"

@@ -122,7 +122,7 @@ def _same(ctx: LoweringContext, op: Op, x: Value, *attr, extra=()) -> Value:
     return ctx.emit(op, [ctx.tensor(x), *extra], x.shape, x.dtype, x.perm, *attr)
 
 
-@register_op("gelu", [aten.gelu.default], quant=Quant.TABLE)
+@register_op("gelu", [aten.gelu.default], quant=Quant.TABLE, fp32_opmath=True)
 def lower_gelu(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if node.kwargs.get("approximate", "none") == "tanh":
@@ -136,13 +136,13 @@ def lower_gelu(ctx: LoweringContext, node: Node) -> Value:
     return _mul(ctx, half_x, _binary(ctx, Op.ADD, t, _const(ctx, 1.0, x)))
 
 
-@register_op("silu", [aten.silu.default], preserve=True, quant=Quant.TABLE)
+@register_op("silu", [aten.silu.default], preserve=True, quant=Quant.TABLE, fp32_opmath=True)
 def lower_silu(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     return _mul(ctx, x, _same(ctx, Op.SIGMOID, x))
 
 
-@register_op("hardswish", [aten.hardswish.default], preserve=True, quant=Quant.TABLE)
+@register_op("hardswish", [aten.hardswish.default], preserve=True, quant=Quant.TABLE, fp32_opmath=True)
 def lower_hardswish(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shifted = _binary(ctx, Op.ADD, x, _const(ctx, 3.0, x))
@@ -150,7 +150,7 @@ def lower_hardswish(ctx: LoweringContext, node: Node) -> Value:
     return _mul(ctx, x, _mul(ctx, gate, _const(ctx, 1 / 6, x)))
 
 
-@register_op("hardsigmoid", [aten.hardsigmoid.default], preserve=True, quant=Quant.TABLE)
+@register_op("hardsigmoid", [aten.hardsigmoid.default], preserve=True, quant=Quant.TABLE, fp32_opmath=True)
 def lower_hardsigmoid(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     y = _binary(ctx, Op.ADD, _mul(ctx, x, _const(ctx, 1 / 6, x)), _const(ctx, 0.5, x))
@@ -174,7 +174,7 @@ def _select(ctx: LoweringContext, cond: Value, a: Value, b: Value) -> Value:
     return ctx.emit(Op.SELECT, [ctx.tensor(cond, perm)] + tensors, a.shape, a.dtype, perm)
 
 
-@register_op("elu", [aten.elu.default], quant=Quant.TABLE)
+@register_op("elu", [aten.elu.default], quant=Quant.TABLE, fp32_opmath=True)
 def lower_elu(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     alpha, scale, input_scale = (arg(node, i, n, 1.0) for i, n in

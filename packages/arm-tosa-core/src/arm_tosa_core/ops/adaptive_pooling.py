@@ -99,7 +99,7 @@ def _is_global(ctx: LoweringContext, node: Node) -> bool:
 
 
 @register_op("adaptive_pool2d", list(ADAPTIVE_AVG_POOLS), support=_adaptive_support, quant=Quant.REDUCE,
-             preserve=True, preserve_for_speed=True, int16=False)
+             preserve=True, preserve_for_speed=True, int16=False, fp32_opmath=True)
 def lower_adaptive_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
     in_hw, out_hw = _adaptive_window(node)
     if _is_global(ctx, node):

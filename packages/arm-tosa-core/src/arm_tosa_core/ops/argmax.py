@@ -60,7 +60,7 @@ def arg_extreme(ctx: LoweringContext, x: Value, dim: int | None, keepdim: bool, 
 
 
 @register_op("argmax", [aten.argmax.default, *_ARGMIN], support=_argmax_support, quant=Quant.SHARED,
-             bool_result=True)  # INT: inputs share qparams with their producer; the indices are not quantized
+             bool_result=True, fp_index_math=True)  # INT: inputs share qparams with their producer; the indices are not quantized
 def lower_argmax(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dim, keepdim = arg(node, 1, "dim"), arg(node, 2, "keepdim", False)

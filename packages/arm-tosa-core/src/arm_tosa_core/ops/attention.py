@@ -129,7 +129,7 @@ def prepare_for_preservation(ep) -> bool:
 
 # Kept whole: the partitioner calls `prepare_for_preservation` before exir decomposes (see module docstring).
 @register_op("scaled_dot_product_attention", [_SDPA], support=_sdpa_support, profiles=("FP",), preserve=True,
-             prepare_preserve=prepare_for_preservation)
+             prepare_preserve=prepare_for_preservation, fp32_opmath=True)
 def lower_sdpa(ctx: LoweringContext, node: Node) -> Value:
     q, k, v = (ctx.val(a) for a in node.args[:3])
     p = _params(node)

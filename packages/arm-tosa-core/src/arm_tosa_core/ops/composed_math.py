@@ -203,7 +203,7 @@ def _math_support(node: Node, spec) -> str | None:
 
 # logit is not core ATen: kept whole (preserve) so that INT sees one op, a TABLE
 @register_op("unary_composed", [*_FORMULAS, aten.logit.default], support=_math_support, quant=Quant.TABLE,
-             preserve=True)
+             preserve=True, fp32_opmath=True)
 def lower_unary_composed(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if x.is_const:

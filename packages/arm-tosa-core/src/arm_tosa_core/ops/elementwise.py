@@ -9,7 +9,16 @@ from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import LoweringError
-from ..registry import Quant, aten_target, register_int_rule, register_op
+from ..registry import (
+    INDEX_INTEGERS,
+    OpEntry,
+    Quant,
+    aten_target,
+    is_compile_time_constant,
+    register_int_rule,
+    register_op,
+)
+from ..specification import TosaSpecification
 from .common import arg, elementwise, mul_shift
 
 aten = torch.ops.aten
@@ -32,7 +41,21 @@ def _scaled(ctx: LoweringContext, value: Value, factor) -> Value:
     return ctx.from_tensor(t, value.shape, value.dtype, value.perm)
 
 
-@register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor, aten.add_.Scalar])
+def index_broadcast_rule(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
+    """add/sub/mul on int32 under TOSA FP: fine unless a run-time int32 operand of lower rank must be
+    broadcast (its RESHAPE on int32 is INT-profile only)."""
+    rank = len(node.meta["val"].shape)
+    for a in node.all_input_nodes:
+        val = a.meta.get("val")
+        if val is not None and val.dtype in INDEX_INTEGERS and val.dim() != rank \
+                and not is_compile_time_constant(a):
+            return (f"{entry.name} broadcasting a rank-{val.dim()} {val.dtype} tensor to rank {rank} needs "
+                    f"an int32 RESHAPE, which only the INT profile has; under {spec} it runs on the CPU")
+    return None
+
+
+@register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor, aten.add_.Scalar],
+             fp_index_math=True, fp_integer_rule=index_broadcast_rule)
 def lower_add(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.ADD, [a, b])
@@ -50,14 +73,16 @@ _RSUB = (aten.rsub.Scalar, aten.rsub.Tensor)
 
 
 @register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY,
-             quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor, aten.sub_.Scalar])
+             quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor, aten.sub_.Scalar],
+             fp_index_math=True, fp_integer_rule=index_broadcast_rule)
 def lower_sub(ctx: LoweringContext, node: Node) -> Value:
     minuend, subtrahend = _sub_operands(node)
     a, b = ctx.val(minuend), _scaled(ctx, ctx.val(subtrahend), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.SUB, [a, b])
 
 
-@register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor, aten.mul_.Scalar])
+@register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor, aten.mul_.Scalar],
+             fp_index_math=True, fp_integer_rule=index_broadcast_rule)
 def lower_mul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     return elementwise(ctx, node, Op.MUL, [a, b], extra=[mul_shift(ctx)])
@@ -180,7 +205,7 @@ def _folded(ctx: LoweringContext, node: Node) -> Value | None:
     """The node computed at compile time when every tensor input is a constant, else None.
 
     Masks built from arange/full (causal masks) then cost no operator, and int32 index comparisons,
-    which TOSA's FP profile lacks, never reach the graph (see registry._FOLDS_CONSTANTS).
+    which TOSA's FP profile lacks, never reach the graph (see `folds_constants`).
     """
     args = []
     for a in node.args:
@@ -200,7 +225,8 @@ def _bool_equality(ctx: LoweringContext, node: Node, equal: bool) -> Value:
 
 
 # INT: operands share qparams, the bool result is not quantized (`bool_result`); rule in selection.py
-@register_op("compare", list(_COMPARE), support=_compare_support, quant=Quant.SHARED, bool_result=True)
+@register_op("compare", list(_COMPARE), support=_compare_support, quant=Quant.SHARED, bool_result=True,
+             folds_constants=True)
 def lower_compare(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:
@@ -214,7 +240,8 @@ def lower_compare(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, op, [a, b], in_dtype=_promoted(node))
 
 
-@register_op("ne", [aten.ne.Tensor, aten.ne.Scalar], support=_compare_support, quant=Quant.SHARED, bool_result=True)
+@register_op("ne", [aten.ne.Tensor, aten.ne.Scalar], support=_compare_support, quant=Quant.SHARED, bool_result=True,
+             folds_constants=True)
 def lower_ne(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:
@@ -254,7 +281,7 @@ def _logical_support(node: Node, spec) -> str | None:
     return f"bitwise ops on {sorted(map(str, dtypes))} are not lowered (bool, int8, int16 or int32 only)"
 
 
-@register_op("logical", list(_LOGICAL) + list(_NOT), support=_logical_support)
+@register_op("logical", list(_LOGICAL) + list(_NOT), support=_logical_support, folds_constants=True)
 def lower_logical(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:
@@ -282,7 +309,7 @@ def _nonzero(ctx: LoweringContext, v: Value) -> Value:
     return ctx.emit(Op.LOGICAL_NOT, [eq.tensor], v.shape, torch.bool, perm)
 
 
-@register_op("where", [aten.where.self], quant=Quant.SHARED)
+@register_op("where", [aten.where.self], quant=Quant.SHARED, folds_constants=True)
 def lower_where(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:

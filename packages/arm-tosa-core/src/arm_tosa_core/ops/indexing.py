@@ -108,7 +108,7 @@ def _embedding_support(node: Node, spec) -> str | None:
 
 
 @register_op("embedding", [aten.embedding.default], support=_embedding_support,
-             quant=Quant.SHARED)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
+             quant=Quant.SHARED, fp_index_math=True)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_embedding(ctx: LoweringContext, node: Node) -> Value:
     weight, index = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, _ = ctx.out_meta(node)
@@ -122,7 +122,7 @@ def _index_select_support(node: Node, spec) -> str | None:
 
 
 @register_op("index_select", [aten.index_select.default], support=_index_select_support,
-             quant=Quant.SHARED)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
+             quant=Quant.SHARED, fp_index_math=True)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_index_select(ctx: LoweringContext, node: Node) -> Value:
     x, index = ctx.val(node.args[0]), ctx.val(node.args[2])
     shape, _ = ctx.out_meta(node)
@@ -165,7 +165,7 @@ def _index_tensor_support(node: Node, spec) -> str | None:
 
 
 @register_op("index_tensor", [aten.index.Tensor], support=_index_tensor_support,
-             quant=Quant.SHARED)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
+             quant=Quant.SHARED, fp_index_math=True)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_index_tensor(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dim = next(i for i, idx in enumerate(node.args[1]) if idx is not None)
@@ -207,7 +207,8 @@ def _evaluate(node: Node) -> torch.Tensor:
     return aten_target(node.target)(*[concrete(a) for a in node.args], **kwargs)
 
 
-@register_op("tensor_factory", sorted(_FACTORIES, key=str), support=_factory_support)
+@register_op("tensor_factory", sorted(_FACTORIES, key=str), support=_factory_support,
+             folds_constants=True, constant_output=True, fp_index_math=True)
 def lower_tensor_factory(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     return ctx.constant(_evaluate(node).to(dtype).reshape(shape))

@@ -65,7 +65,7 @@ def _bn_inference_support(node: Node, spec) -> str | None:
 # quant: the input and the output get their own qparams (REDUCE's annotation); export names it batch_norm
 @register_op("batch_norm_inference", [aten._native_batch_norm_legit_no_training.default],
              support=_bn_inference_support, quant=Quant.REDUCE, quant_aliases=(aten.batch_norm.default,),
-             int16=False, float_params=True)
+             int16=False, float_params=True, fp32_opmath=True)
 def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
     # imported here: batch_norm_folding imports the op rules (a cycle at module level)
     from ..batch_norm_folding import bn_scale_shift
@@ -147,7 +147,8 @@ def _layer_norm_support(node: Node, spec) -> str | None:
     return float_only(node, "layer_norm") or values_only(node)
 
 
-@register_op("layer_norm", [aten.native_layer_norm.default], support=_layer_norm_support, profiles=("FP",))
+@register_op("layer_norm", [aten.native_layer_norm.default], support=_layer_norm_support, profiles=("FP",),
+             fp32_opmath=True)
 def lower_layer_norm(ctx: LoweringContext, node: Node):
     x = as_runtime(ctx, ctx.val(node.args[0]))
     dims = list(range(x.rank - len(node.args[1]), x.rank))
@@ -177,7 +178,8 @@ def _group_norm_support(node: Node, spec) -> str | None:
     return float_only(node, "group_norm") or values_only(node)
 
 
-@register_op("group_norm", [aten.native_group_norm.default], support=_group_norm_support, profiles=("FP",))
+@register_op("group_norm", [aten.native_group_norm.default], support=_group_norm_support, profiles=("FP",),
+             fp32_opmath=True)
 def lower_group_norm(ctx: LoweringContext, node: Node):
     x = as_runtime(ctx, ctx.val(node.args[0]))
     groups, eps = node.args[6], node.args[7]

@@ -258,7 +258,7 @@ def _avg_pool_support(node: Node, spec) -> str | None:
 
 
 @register_op("avg_pool2d", [aten.avg_pool2d.default], support=_avg_pool_support, quant=Quant.REDUCE,
-             quant_aliases=[aten.avg_pool1d.default])  # avg_pool1d: unsqueeze + avg_pool2d after export
+             quant_aliases=[aten.avg_pool1d.default], fp32_opmath=True)  # avg_pool1d: unsqueeze + avg_pool2d after export
 def lower_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
     kernel, stride, padding = pool_window(node)
     divisor = arg(node, 6, "divisor_override")

@@ -27,7 +27,8 @@ def _prod_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("prod", [aten.prod.dim_int, aten.prod.default], support=_prod_support, profiles=("FP",))
+@register_op("prod", [aten.prod.dim_int, aten.prod.default], support=_prod_support, profiles=("FP",),
+             fp32_opmath=True)
 def lower_prod(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if aten_target(node.target) is aten.prod.default:

@@ -39,7 +39,7 @@ def _boundary_support(node: Node, spec) -> str | None:
 
 
 @register_op("quantize", sorted({qd.quantize_per_tensor.default}, key=str), support=_boundary_support,
-             profiles=("INT",))
+             profiles=("INT",), quant_boundary=True)
 def lower_quantize(ctx: LoweringContext, node: Node) -> Value:
     value = ctx.val(node.args[0])
     target = qparams_of(node)
@@ -67,7 +67,7 @@ def requantize_constant(ctx: LoweringContext, node: Node, value: Value, target: 
 
 
 @register_op("dequantize", sorted({qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default},
-                                  key=str), support=_boundary_support, profiles=("INT",))
+                                  key=str), support=_boundary_support, profiles=("INT",), quant_boundary=True)
 def lower_dequantize(ctx: LoweringContext, node: Node) -> Value:
     value = ctx.val(node.args[0])
     q = qparams_of(node, _const_of(ctx))

@@ -214,7 +214,7 @@ def pools_in_place(x: Value) -> bool:
 
 
 @register_op("sum_mean", [aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.sum.default],
-             support=_sum_mean_support, quant=Quant.REDUCE)
+             support=_sum_mean_support, quant=Quant.REDUCE, fp32_opmath=True)
 def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if not x.dtype.is_floating_point and not node.meta.get("arm_quantized"):
@@ -252,7 +252,7 @@ def _extrema_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("amax_amin", list(_EXTREMA), support=_extrema_support, quant=Quant.SHARED)
+@register_op("amax_amin", list(_EXTREMA), support=_extrema_support, quant=Quant.SHARED, fp_index_math=True)
 def lower_extrema(ctx: LoweringContext, node: Node):
     x = ctx.val(node.args[0])
     target = aten_target(node.target)
@@ -287,7 +287,8 @@ def _var_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("var", [aten.var.correction, aten.var_mean.correction], support=_var_support, profiles=("FP",))
+@register_op("var", [aten.var.correction, aten.var_mean.correction], support=_var_support, profiles=("FP",),
+             fp32_opmath=True)
 def lower_var(ctx: LoweringContext, node: Node):
     x = ctx.val(node.args[0])
     dims = reduce_dims(arg(node, 1, "dim"), x.rank)

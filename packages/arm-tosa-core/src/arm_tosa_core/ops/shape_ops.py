@@ -10,7 +10,8 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import Quant, register_op
+from ..registry import INDEX_INTEGERS, OpEntry, Quant, lowered_metas, register_op
+from ..specification import TosaSpecification
 from .common import arg
 
 aten = torch.ops.aten
@@ -21,13 +22,14 @@ edge_dim_order = torch.ops.dim_order_ops
 
 @register_op("view", [aten.view_copy.default, aten.view.default, aten._unsafe_view.default,
                       aten.reshape.default, aten.squeeze_copy.dims, aten.squeeze_copy.dim,
-                      aten.squeeze_copy.default, aten.unsqueeze_copy.default, aten.alias_copy.default], quant=Quant.SHARED, quant_aliases=[aten.flatten.using_ints, aten.dropout.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default, aten.contiguous.default])
+                      aten.squeeze_copy.default, aten.unsqueeze_copy.default, aten.alias_copy.default], quant=Quant.SHARED, quant_aliases=[aten.flatten.using_ints, aten.dropout.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default, aten.contiguous.default],
+             folds_constants=True)
 def lower_view(ctx: LoweringContext, node: Node) -> Value:
     shape, _ = ctx.out_meta(node)
     return ctx.reshape(ctx.val(node.args[0]), shape)
 
 
-@register_op("permute", [aten.permute_copy.default, aten.permute.default], quant=Quant.SHARED)
+@register_op("permute", [aten.permute_copy.default, aten.permute.default], quant=Quant.SHARED, folds_constants=True)
 def lower_permute(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dims = [d % x.rank for d in node.args[1]]
@@ -37,7 +39,8 @@ def lower_permute(ctx: LoweringContext, node: Node) -> Value:
     return Value(shape, dtype, tensor=x.tensor, perm=layout.after_permute(x.perm, dims), qparams=x.qparams)
 
 
-@register_op("transpose", [aten.transpose_copy.int, aten.t_copy.default], quant=Quant.SHARED, quant_aliases=[aten.transpose.int, aten.t.default])
+@register_op("transpose", [aten.transpose_copy.int, aten.t_copy.default], quant=Quant.SHARED, quant_aliases=[aten.transpose.int, aten.t.default],
+             folds_constants=True)
 def lower_transpose(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     d0, d1 = (node.args[1] % x.rank, node.args[2] % x.rank) if len(node.args) > 2 else (0, 1)
@@ -49,8 +52,21 @@ def lower_transpose(ctx: LoweringContext, node: Node) -> Value:
     return Value(shape, dtype, tensor=x.tensor, perm=layout.after_permute(x.perm, dims), qparams=x.qparams)
 
 
+def _fp_cast_rule(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
+    """A cast under TOSA FP: int32 <-> float is a CAST (int64 <-> int32 no operator at all), but a
+    cast between bool and an integer type is INT-profile only."""
+    metas = lowered_metas(node)
+    dtype = next(m.dtype for m in metas if m.dtype in INDEX_INTEGERS)
+    kinds = {"float" if m.dtype.is_floating_point else "bool" if m.dtype == torch.bool else "int"
+             for m in metas}
+    if "bool" not in kinds:
+        return None  # CAST between int32 and float, or no operator at all (int64 <-> int32)
+    return (f"casting between bool and {dtype} needs the INT profile; under {spec} it runs on the CPU")
+
+
 @register_op("clone_cast", [aten.clone.default, aten._to_copy.default, edge_dim_order._clone_dim_order.default,
-                            edge_dim_order._to_dim_order_copy.default], quant=Quant.SHARED)
+                            edge_dim_order._to_dim_order_copy.default], quant=Quant.SHARED,
+             folds_constants=True, fp_index_math=True, fp_integer_rule=_fp_cast_rule)
 def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
@@ -85,7 +101,7 @@ def _truncate(ctx: LoweringContext, t):
     return b.op(Op.SELECT, [positive, down, up], t.shape, t.dtype)
 
 
-@register_op("expand", [aten.expand_copy.default, aten.expand.default], quant=Quant.SHARED)
+@register_op("expand", [aten.expand_copy.default, aten.expand.default], quant=Quant.SHARED, folds_constants=True)
 def lower_expand(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     x = ctx.with_rank(ctx.val(node.args[0]), len(shape))
@@ -97,7 +113,7 @@ def lower_expand(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
-@register_op("repeat", [aten.repeat.default], quant=Quant.SHARED)
+@register_op("repeat", [aten.repeat.default], quant=Quant.SHARED, folds_constants=True)
 def lower_repeat(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     x = ctx.with_rank(ctx.val(node.args[0]), len(shape))
@@ -141,7 +157,7 @@ def _slice_support(node: Node, spec) -> str | None:
 
 
 @register_op("slice", [aten.slice_copy.Tensor, aten.slice.Tensor], support=_slice_support, quant=Quant.SHARED,
-             quant_aliases=[aten.narrow.default])
+             quant_aliases=[aten.narrow.default], folds_constants=True)
 def lower_slice(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
@@ -186,7 +202,7 @@ def _strided_slice(ctx: LoweringContext, x: Value, dim: int, start: int, step: i
     return out
 
 
-@register_op("select", [aten.select_copy.int, aten.select.int], quant=Quant.SHARED)
+@register_op("select", [aten.select_copy.int, aten.select.int], quant=Quant.SHARED, folds_constants=True)
 def lower_select(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
@@ -199,7 +215,8 @@ def lower_select(ctx: LoweringContext, node: Node) -> Value:
 
 
 @register_op("split", [aten.split_with_sizes_copy.default, aten.split_copy.Tensor,
-                       aten.split_with_sizes.default, aten.split.Tensor], quant=Quant.SHARED, quant_aliases=[aten.chunk.default])
+                       aten.split_with_sizes.default, aten.split.Tensor], quant=Quant.SHARED, quant_aliases=[aten.chunk.default],
+             folds_constants=True)
 def lower_split(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     x = ctx.val(node.args[0])
     dim = arg(node, 2, "dim", 0) % x.rank
@@ -212,7 +229,7 @@ def lower_split(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     return tuple(outs)
 
 
-@register_op("unbind", [aten.unbind_copy.int, aten.unbind.int], quant=Quant.SHARED)
+@register_op("unbind", [aten.unbind_copy.int, aten.unbind.int], quant=Quant.SHARED, folds_constants=True)
 def lower_unbind(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     x = ctx.val(node.args[0])
     dim = arg(node, 1, "dim", 0) % x.rank
@@ -226,7 +243,8 @@ def lower_unbind(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     return tuple(outs)
 
 
-@register_op("constant_pad", [aten.constant_pad_nd.default], quant=Quant.SHARED, quant_aliases=[aten.pad.default])
+@register_op("constant_pad", [aten.constant_pad_nd.default], quant=Quant.SHARED, quant_aliases=[aten.pad.default],
+             folds_constants=True)
 def lower_constant_pad(ctx: LoweringContext, node: Node) -> Value:
     """PAD; negative pads crop, so those come first as one SLICE (TOSA PAD takes no negative pads)."""
     x = ctx.val(node.args[0])

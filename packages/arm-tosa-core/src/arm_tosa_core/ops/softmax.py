@@ -29,7 +29,7 @@ def _softmax_support(node: Node, spec) -> str | None:
 
 
 @register_op("softmax", [aten._softmax.default, aten._log_softmax.default], support=_softmax_support,
-             profiles=("FP",))
+             profiles=("FP",), fp32_opmath=True)
 def lower_softmax(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dims = [node.args[1] % x.rank] if x.rank else []  # a 0-d input reduces nothing
