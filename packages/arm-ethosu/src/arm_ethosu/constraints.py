@@ -8,6 +8,10 @@ TOSA" and "Ethos-U85 TOSA"), narrowed by compiling the core's INT graphs with ve
 ethos-u55-128, ethos-u65-256 and ethos-u85-256 (the per-family tests keep one case per rule).
 Where vela does better than its report (it decomposes pooling strides > 3, though the core's INT average
 pools are depthwise convolutions, and regular convolutions whose kernel equals their stride), the rules follow what vela does.
+
+A rule about one op family is attached to that family's registry entry with
+`@target_rule(U55_U65, "family", ...)` (a misspelt family fails at import); `RULES` holds the checks
+that apply to every family, per Ethos-U family, in order (`_family_rules` runs the attached ones).
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from itertools import combinations
 import torch
 from torch.fx import Node
 
+from arm_tosa_core.helpers.convolution import conv_args, is_convolution
+from arm_tosa_core.helpers.windows import pool_window
 from arm_tosa_core.ops import resize
-from arm_tosa_core.ops.conv import conv_args, is_convolution
-from arm_tosa_core.ops.pooling import pool_window
 from arm_tosa_core.registry import aten_target, is_control_flow, lookup, target_rule
 
 aten = torch.ops.aten
@@ -150,7 +154,7 @@ _not_in_u55_set("index_tensor", "GATHER")
 @target_rule(U55_U65, "amax_amin")
 def _u55_reduce_extreme(node: Node, family: str) -> str | None:
     dtypes = {t.dtype for _, t in _tensors(node)}
-    if dtypes - {torch.int8, torch.int16, torch.float32, torch.bool}:  # bool: `_u55_operator_set` says why
+    if dtypes - {torch.int8, torch.int16, torch.float32, torch.bool}:  # bool: `_u55_no_bool` says why
         return "REDUCE_MAX/MIN on Ethos-U55/U65 takes int8 or int16 only"
     return None
 
@@ -192,14 +196,19 @@ def _u55_resize(node: Node, family: str) -> str | None:
     return None
 
 
-# -- Ethos-U55 / U65: rules for every family ----------------------------------------------------
-def _u55_operator_set(node: Node, family: str) -> str | None:
-    """The family's own U55/U65 rules (attached with `target_rule`), then no boolean tensors."""
+def _family_rules(node: Node, family: str) -> str | None:
+    """The rules attached to the node's op family for this Ethos-U family (`target_rule` with
+    "ethos-u55", "ethos-u65" or "ethos-u85"), in the order they were attached."""
     entry = lookup(node.target)
     for rule in entry.target_rules.get(f"ethos-{family.lower()}", ()) if entry is not None else ():
         reason = rule(node, family)
         if reason is not None:
             return reason
+    return None
+
+
+# -- Ethos-U55 / U65: rules for every family ----------------------------------------------------
+def _u55_no_bool(node: Node, family: str) -> str | None:
     for where, t in _tensors(node):
         if t.dtype == torch.bool:
             return f"{where} is boolean; Ethos-U55/U65 have no boolean operations"
@@ -278,9 +287,9 @@ def _u55_avg_pool(node: Node, family: str) -> str | None:
 
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
-    "U55": (_channels, _u55_operator_set, _u55_convolution, _u55_avg_pool, _u55_shapes),
-    "U65": (_channels, _u55_operator_set, _u55_convolution, _u55_avg_pool, _u55_shapes),
-    "U85": (_channels,),
+    "U55": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes),
+    "U65": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes),
+    "U85": (_channels, _family_rules),
 }
 
 

@@ -17,7 +17,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature, InputKind, TensorArgument
 from torch.fx import Node
 
-from .ops.conv import conv_args, is_convolution
+from .helpers.convolution import bn_scale_shift, conv_args, fold_into_conv, is_convolution  # noqa: F401  (fold_into_conv re-exported)
 
 aten = torch.ops.aten
 
@@ -36,31 +36,8 @@ def _inference_batch_norm(node: Node) -> tuple[Node | None, ...] | None:
     return None
 
 
-def bn_scale_shift(weight: torch.Tensor | None, bias: torch.Tensor | None, mean: torch.Tensor,
-                   var: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inference batch norm as y = x * scale + shift per channel (float64)."""
-    scale = torch.rsqrt(var.double() + eps)
-    if weight is not None:
-        scale = scale * weight.double()
-    shift = -mean.double() * scale
-    if bias is not None:
-        shift = shift + bias.double()
-    return scale, shift
-
-
-def fold_into_conv(weight: torch.Tensor, bias: torch.Tensor | None, scale: torch.Tensor, shift: torch.Tensor,
-                   transposed: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weight and bias of conv(x) * scale + shift (per output channel), in the weight's dtype."""
-    axis_shape = [1] * weight.dim()
-    axis_shape[1 if transposed else 0] = -1
-    folded_w = (weight.double() * scale.reshape(axis_shape)).to(weight.dtype)
-    b = bias.double() if bias is not None else torch.zeros_like(scale)
-    return folded_w, (b * scale + shift).to(weight.dtype)
-
-
 class _Constants:
     """Read and replace the parameters/buffers behind an exported program's placeholders."""
-
     def __init__(self, ep: ExportedProgram) -> None:
         sig = ep.graph_signature
         self.target = {spec.arg.name: spec.target for spec in sig.input_specs
@@ -153,7 +130,6 @@ def fold_conv_batch_norm(ep: ExportedProgram) -> ExportedProgram:
 
 def _renamed(signature: ExportGraphSignature, names: dict[str, str], dropped: set[str]) -> ExportGraphSignature:
     """`signature` for the copied graph: copying may rename nodes (e.g. `input` -> `input_1`)."""
-
     def arg(a):
         return replace(a, name=names[a.name]) if isinstance(a, TensorArgument) and a.name in names else a
 

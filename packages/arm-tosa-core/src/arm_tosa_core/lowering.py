@@ -30,6 +30,7 @@ from .builder import Op, TosaGraphBuilder, tosa_dtype
 from .context import LoweringContext, Value
 from .errors import LoweringError
 from .half_math import lower_in_fp32, wants_fp32
+from .helpers.intmath import lower_shared, lower_table
 from .quantized import mark_quantized_region
 from .specification import TosaSpecification
 
@@ -145,12 +146,10 @@ def _rule_for(entry: registry.OpEntry, node: Node):
         return entry.lower
     if entry.int_lower is not None:
         return entry.int_lower
-    from .ops import quantize as q
-
     if entry.quant == registry.Quant.SHARED:
-        return lambda ctx, n: q.lower_shared(ctx, n, entry.lower)
+        return lambda ctx, n: lower_shared(ctx, n, entry.lower)
     if entry.quant == registry.Quant.TABLE:
-        return q.lower_table
+        return lower_table
     raise LoweringError(f"{entry.name}: no INT rule for quant kind {entry.quant!r}")
 
 
@@ -174,3 +173,6 @@ def emit_outputs(ctx: LoweringContext, nodes) -> list[dict]:
             entry["qparams"] = {"scale": float(q.scale), "zero_point": int(q.zero_point)}
         outputs.append(entry)
     return outputs
+
+
+registry.register_graph_lowering(lower_node, emit_outputs)  # control-flow families lower sub-graphs with it

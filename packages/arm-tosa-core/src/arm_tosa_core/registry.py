@@ -22,6 +22,9 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from .helpers.common import aten_target
+from .helpers.qparams import activation_dtype
+from .helpers.table16 import int16_table_reason
 from .specification import TosaSpecification
 
 SupportRule = Callable[[Node, TosaSpecification], "str | None"]
@@ -38,7 +41,6 @@ class Quant:
     ACTIVATION: a clamp; fused into the producer's output range when it follows a WEIGHTED or
     BINARY op, otherwise SHARED.
     """
-
     WEIGHTED = "weighted"
     BINARY = "binary"
     TABLE = "table"
@@ -57,7 +59,6 @@ TargetRule = Callable[[Node, str], "str | None"]
 @dataclass
 class OpEntry:
     """Everything about one op family; see module docstring."""
-
     name: str
     targets: tuple[Any, ...]
     lower: LowerRule
@@ -164,7 +165,6 @@ REGISTER_OP_KEYWORDS = tuple(p.name for p in inspect.signature(register_op).para
 
 def register_int_rule(name: str) -> Callable[[LowerRule], LowerRule]:
     """Decorator: the INT-profile lowering of family `name` (defined next to its FP rule)."""
-
     def wrap(fn: LowerRule) -> LowerRule:
         _FAMILIES[name].int_lower = fn
         return fn
@@ -195,19 +195,29 @@ def target_rule(targets: str | Iterable[str], *families: str) -> Callable[[Targe
     return wrap
 
 
+# -- lowering a sub-graph ------------------------------------------------------------------------
+NodeLowering = Callable[[Any, Node], None]
+OutputLowering = Callable[[Any, Any], Any]
+_GRAPH_LOWERING: dict[str, Any] = {}
+
+
+def register_graph_lowering(lower_node: NodeLowering, emit_outputs: OutputLowering) -> None:
+    """Called once by lowering.py: how one node lowers into a context, and how values become a graph's
+    outputs. Control-flow families lower their sub-graphs with these (ops/ sit below the lowering)."""
+    _GRAPH_LOWERING.update(lower_node=lower_node, emit_outputs=emit_outputs)
+
+
+def graph_lowering() -> tuple[NodeLowering, OutputLowering]:
+    """(lower_node, emit_outputs) as registered by lowering.py."""
+    return _GRAPH_LOWERING["lower_node"], _GRAPH_LOWERING["emit_outputs"]
+
+
 def register_quant_aliases(name: str, *aliases: Any) -> None:
     """Annotate the export-time ops `aliases` like family `name` (exir later decomposes them into it)."""
     entry = _FAMILIES[name]
     entry.quant_aliases += tuple(aliases)
     for alias in aliases:
         _QUANT_ALIASES[alias] = entry
-
-
-def aten_target(target: Any) -> Any:
-    """The aten OpOverload behind an edge-dialect target (or the target itself)."""
-    from executorch.exir.dialects.edge._ops import EdgeOpOverload
-
-    return target._op if isinstance(target, EdgeOpOverload) else target
 
 
 def lookup(target: Any) -> OpEntry | None:
@@ -319,14 +329,6 @@ def tensor_metas(node: Node) -> list[tuple[str, Any]]:
     return [(w, v) for w, v in metas if isinstance(v, torch.Tensor)]
 
 
-def _activation_dtype(node: Node):
-    """The integer type of a quantized node's activations (from the dequantize feeding it)."""
-    for arg in node.all_input_nodes:
-        if "dequantize_per_tensor" in str(arg.target) and len(arg.args) >= 6:
-            return arg.args[5]
-    return None
-
-
 CONTROL_FLOW_OPS = {torch.ops.higher_order.cond: "COND_IF", torch.ops.higher_order.while_loop: "WHILE_LOOP"}
 
 
@@ -351,8 +353,6 @@ def _lowers_int16(entry: OpEntry, node: Node) -> bool:
 def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
     """Why the interpolated int16 TABLE of `node` would be more than 1 LSB off fake-quant on some input
     code (built and checked on all 65,536 codes by `ops.table16`); None when it is within."""
-    from .ops.table16 import int16_table_reason
-
     reason = int16_table_reason(node)
     return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 
@@ -378,7 +378,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
         reason = entry.int_path()
         if reason:
             return reason
-        if _activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
+        if activation_dtype(node) == torch.int16 and not _lowers_int16(entry, node):
             if entry.quant == Quant.TABLE and entry.int16 is None:
                 return _int16_table_reason(entry, node)
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"

@@ -20,7 +20,7 @@ from torch.fx import Node
 
 from . import registry
 from .builder import DType, TosaGraphBuilder, tosa_dtype
-from .context import LoweringContext
+from .context import LoweringContext, Value
 from .errors import LoweringError
 from .lowering import constant_of, emit_outputs, lower_node
 from .quantized import is_dequantize, is_quantize
@@ -111,8 +111,6 @@ def _lower_nodes(ep: ExportedProgram, nodes: list[Node], spec: TosaSpecification
 
 
 def _is_tensor_value(value) -> bool:
-    from .context import Value
-
     return isinstance(value, Value)
 
 

@@ -11,9 +11,9 @@ from torch.fx import Node
 
 from ..builder import DType, Op, scalar_bytes, tosa_dtype
 from ..context import LoweringContext, Value
+from ..helpers.common import arg, mul_shift, nan_propagate, unary
+from ..helpers.intmath import clamp_quantized
 from ..registry import Quant, aten_target, register_int_rule, register_op
-from .common import arg, mul_shift, unary
-from .elementwise import nan_propagate
 
 aten = torch.ops.aten
 
@@ -191,7 +191,5 @@ def lower_elu(ctx: LoweringContext, node: Node) -> Value:
 @register_int_rule("clamp")
 def lower_clamp_int(ctx: LoweringContext, node: Node) -> Value:
     """Clamp in the output's integer range; free when the quantized range already implies it."""
-    from .quantize import clamp_quantized
-
     lo, hi = _clamp_bounds(node)
     return clamp_quantized(ctx, node, lo, hi)

@@ -28,18 +28,19 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import Quant, aten_target, register_int_rule, register_op
-from .elementwise import nan_propagate
-from .pooling import _divide_per_position, _window_reason, pool
-from .reductions import (
-    ADAPTIVE_AVG_POOLS,
-    float_only,
-    lower_sum_mean,
-    lower_sum_mean_int,
-    reduce,
-    values_only,
+from ..helpers.common import nan_propagate
+from ..helpers.qparams import QParams
+from ..helpers.reduce import float_only, reduce, values_only
+from ..helpers.shapes import slice_value
+from ..helpers.windows import ADAPTIVE_AVG_POOLS, divide_per_position, pool, window_reason
+from ..registry import (
+    Quant,
+    aten_target,
+    family,
+    register_int_rule,
+    register_op,
+    register_quant_aliases,
 )
-from .shape_ops import _slice
 
 aten = torch.ops.aten
 MAX_WINDOWS = 64  # uneven max pooling: one SLICE + REDUCE_MAX per output row/column
@@ -83,7 +84,7 @@ def _adaptive_support(node: Node, spec) -> str | None:
         return reason
     if _even(in_hw, out_hw):
         kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
-        return _window_reason(node, kernel, kernel)
+        return window_reason(node, kernel, kernel)
     if _is_max(node) and max(out_hw) > MAX_WINDOWS:
         return (f"adaptive max pooling to {out_hw[0]}x{out_hw[1]} with windows of different sizes is not "
                 f"lowered beyond {MAX_WINDOWS} windows per axis (one SLICE + REDUCE_MAX each)")
@@ -104,7 +105,7 @@ def lower_adaptive_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
     in_hw, out_hw = _adaptive_window(node)
     if _is_global(ctx, node):
         # global average: lowered like the mean exir would make of it (no TRANSPOSE on NCHW input)
-        return lower_sum_mean(ctx, node)
+        return family("sum_mean").lower(ctx, node)
     if _even(in_hw, out_hw):
         kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
         return pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "exclude")
@@ -116,12 +117,11 @@ def lower_adaptive_avg_pool2d_int(ctx: LoweringContext, node: Node) -> Value:
     in_hw, out_hw = _adaptive_window(node)
     if _is_global(ctx, node):
         # global average: the same exact integer lowering as the spatial mean exir makes of it
-        return lower_sum_mean_int(ctx, node)
+        return family("sum_mean").int_lower(ctx, node)
     kernel = [i // o for i, o in zip(in_hw, out_hw, strict=True)]
     if _even(in_hw, out_hw) and max(kernel) <= MAX_SUM_STRIDE:
         # exact int32 window sums (TOSA's int8 AVG_POOL2D would round the average before the RESCALE
         # rounds again), the 1/area folded into the sum's scale: one rounding
-        from ..quantized import QParams
 
         y = pool(ctx, node, Op.AVG_POOL2D, kernel, kernel, [0, 0], "sum")
         y.qparams = QParams.accumulator(float(y.qparams.scale) / (kernel[0] * kernel[1]))
@@ -149,7 +149,7 @@ def _uneven_max(ctx: LoweringContext, x: Value, out_hw) -> Value:
         for start, end in windows(x.shape[axis], out):
             starts, sizes = [0] * x.rank, list(x.shape)
             starts[axis], sizes[axis] = start, end - start
-            part = _slice(ctx, x, starts, sizes, x.dtype)
+            part = slice_value(ctx, x, starts, sizes, x.dtype)
             parts.append(reduce(ctx, part, Op.REDUCE_MAX, [axis], nan_propagate()))
         shape = list(x.shape)
         shape[axis] = out
@@ -179,14 +179,13 @@ def _uneven_average(ctx: LoweringContext, x: Value, in_hw, out_hw) -> Value:
     if not quantized:
         return _plane_matmul(ctx, x, ones / counts.reshape(-1), out_hw, DType.FP32, 0)
     sums = _plane_matmul(ctx, x, ones, out_hw, DType.INT8, x.qparams.zero_point)
-    from ..quantized import QParams
 
     sums.qparams = QParams.accumulator(float(x.qparams.scale))
     if bool((counts == counts[0, 0]).all()):  # windows of one size: 1/size folds into the scale
         sums.qparams = QParams.accumulator(float(x.qparams.scale) / float(counts[0, 0]))
         return sums
     max_sum = (x.qparams.qmax - x.qparams.qmin) * int(counts.max())
-    return _divide_per_position(ctx, sums, counts.double(), max_sum)
+    return divide_per_position(ctx, sums, counts.double(), max_sum)
 
 
 def _plane_matmul(ctx: LoweringContext, x: Value, matrix: torch.Tensor, out_hw, elem: DType,
@@ -222,3 +221,7 @@ def _plane_matmul(ctx: LoweringContext, x: Value, matrix: torch.Tensor, out_hw, 
         y = b.op(Op.MATMUL, [left, right, *zps], [1, rows, ohow], acc)
     return ctx.from_tensor(b.reshape(y, layout.apply(out_shape, perm)), out_shape, out_dtype, perm)
 
+
+# Export-time 1-d adaptive pools decompose into the 2-d families: annotate them like those.
+register_quant_aliases("adaptive_pool2d", aten.adaptive_avg_pool1d.default)
+register_quant_aliases("adaptive_max_pool2d", aten.adaptive_max_pool1d.default)

@@ -27,9 +27,8 @@ from torch.fx import Node
 from .. import layout
 from ..builder import Op, T, tosa_dtype
 from ..context import LoweringContext, Value
+from ..helpers.common import arg, mul_shift, nan_propagate
 from ..registry import register_op
-from .common import arg, mul_shift
-from .elementwise import nan_propagate
 
 aten = torch.ops.aten
 

@@ -13,8 +13,8 @@ from torch.fx import Node
 
 from ..builder import Op
 from ..context import LoweringContext, Value
+from ..helpers.common import elementwise
 from ..registry import aten_target, register_op
-from .common import elementwise
 
 aten = torch.ops.aten
 

@@ -91,9 +91,7 @@ def lower_sub_graph(ctx: LoweringContext, gm: GraphModule, block: TosaGraphBuild
     """Lower `gm` into `block`: one block input per placeholder, one block output per result, then
     the last `passthrough` placeholders again (WHILE_LOOP's additional inputs). Returns the values
     of the block's results (for their shapes and types)."""
-    # imported here: lowering imports the registry, which imports this module
-    from ..lowering import emit_outputs, lower_node
-
+    lower_node, emit_outputs = registry.graph_lowering()  # lowering.py sits above ops/
     sub = LoweringContext(ctx.spec, block)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for ph in placeholders:

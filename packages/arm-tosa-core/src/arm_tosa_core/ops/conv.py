@@ -9,8 +9,6 @@ padding_mode reflect/replicate/circular reaches us as aten.pad before the convol
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch.fx import Node
@@ -18,77 +16,13 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import Quant, aten_target, register_int_rule, register_op
+from ..helpers.convolution import CONVOLUTIONS, ConvArgs, conv_args
+from ..helpers.intmath import acc_type, accumulator_value, bias_for_accumulator
+from ..helpers.qparams import activation_dtype
+from ..registry import Quant, register_int_rule, register_op
 
 aten = torch.ops.aten
 NHWC = layout.NCHW_TO_NHWC
-
-
-@dataclass(frozen=True)
-class ConvArgs:
-    """A convolution node's arguments, the same for aten.convolution and the conv1d/conv2d/
-    conv_transpose2d overloads, which are kept whole (so exir need not re-trace the program to
-    decompose them into aten.convolution)."""
-
-    input: Node
-    weight: Node
-    bias: Node | None
-    stride: list[int]
-    padding: list[int]
-    dilation: list[int]
-    transposed: bool
-    output_padding: list[int]
-    groups: int
-    padding_hi: list[int] | None = None  # trailing padding when it differs (padding="same", even kernels)
-
-    @property
-    def pads(self) -> list[tuple[int, int]]:
-        """(leading, trailing) padding per spatial dim."""
-        hi = self.padding if self.padding_hi is None else self.padding_hi
-        return list(zip(self.padding, hi, strict=True))
-
-
-def _per_dim(value, rank: int) -> list[int]:
-    return [int(value)] * rank if isinstance(value, int) else [int(v) for v in value]
-
-
-_PLAIN = (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1))
-CONVOLUTIONS = (aten.convolution.default, aten.conv2d.default, aten.conv1d.default, aten.conv3d.default,
-                aten.conv2d.padding, aten.conv1d.padding, aten.conv3d.padding, aten.conv_transpose2d.input)
-_SIGNATURES = {  # the preserved overloads' argument names and defaults (after input, weight, bias)
-    **{target: _PLAIN for target in CONVOLUTIONS[1:7]},
-    aten.conv_transpose2d.input: (("stride", 1), ("padding", 0), ("output_padding", 0), ("groups", 1),
-                                  ("dilation", 1)),
-}
-
-
-def is_convolution(node: Node) -> bool:
-    return node.op == "call_function" and aten_target(node.target) in CONVOLUTIONS
-
-
-def conv_args(node: Node) -> ConvArgs:
-    """Normalized arguments of a convolution node (any target in CONVOLUTIONS)."""
-    if aten_target(node.target) is aten.convolution.default:
-        x, w, bias, stride, padding, dilation, transposed, out_pad, groups = node.args[:9]
-        return ConvArgs(x, w, bias, list(stride), list(padding), list(dilation), bool(transposed),
-                        list(out_pad), int(groups))
-    target = aten_target(node.target)
-    names = ("input", "weight", "bias", *(name for name, _ in _SIGNATURES[target]))
-    given = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
-    x, w, bias = given["input"], given["weight"], given.get("bias")
-    dims = x.meta["val"].dim() - 2
-    opt = {name: given.get(name, default) for name, default in _SIGNATURES[target]}
-    dilation = _per_dim(opt["dilation"], dims)
-    padding, padding_hi = opt["padding"], None
-    if padding == "valid":
-        padding = 0
-    elif padding == "same":  # total (k-1)*d, the odd one at the end (torch's rule)
-        kernel = w.meta["val"].shape[2:]
-        total = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
-        padding, padding_hi = [t // 2 for t in total], [t - t // 2 for t in total]
-    return ConvArgs(x, w, bias, _per_dim(opt["stride"], dims), _per_dim(padding, dims), dilation,
-                    target is aten.conv_transpose2d.input, _per_dim(opt.get("output_padding", 0), dims),
-                    int(opt["groups"]), padding_hi)
 
 
 def _conv_support(node: Node, spec) -> str | None:
@@ -96,9 +30,7 @@ def _conv_support(node: Node, spec) -> str | None:
     rank = args.input.meta["val"].dim()
     groups = args.groups
     if node.meta.get("arm_quantized") and (rank == 3 or groups not in (1, args.input.meta["val"].shape[1])):
-        from ..registry import _activation_dtype
-
-        if _activation_dtype(node) == torch.int16:
+        if activation_dtype(node) == torch.int16:
             return ("1-d or grouped convolution with int16 activations is not lowered (it would reshape or "
                     "concatenate the INT48 accumulator)")
     if rank not in (3, 4, 5):
@@ -116,13 +48,8 @@ def _conv_support(node: Node, spec) -> str | None:
 
 
 def _activation_dtype_of(node: Node):
-    from ..registry import _activation_dtype
 
-    return _activation_dtype(node)
-
-
-def acc_type(dtype: DType) -> DType:
-    return DType.INT32 if dtype in (DType.INT8,) else DType.INT48 if dtype == DType.INT16 else DType.FP32
+    return activation_dtype(node)
 
 
 def fit_padding(size: int, kernel: int, stride: int, dilation: int, lo: int, hi: int) -> tuple[int, int, int]:
@@ -281,12 +208,9 @@ def _finish(ctx: LoweringContext, node: Node, y: T, out4, conv1d: bool, dtype) -
     return value
 
 
-
 @register_int_rule("convolution")
 def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 x int8 -> int32 accumulator with scale in_scale * weight_scale (per output channel)."""
-    from .quantize import accumulator_value, bias_for_accumulator
-
     args = conv_args(node)
     x, w = ctx.val(args.input), ctx.val(args.weight)
     if x.qparams is None or w.qparams is None or not w.is_const:
@@ -296,16 +220,3 @@ def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=1)
 
 
-def fold_batch_norm(ctx: LoweringContext, conv: Node, scale: torch.Tensor, shift: torch.Tensor) -> Value | None:
-    """The convolution `conv` with a following per-channel `y * scale + shift` folded into its constant
-    weight and bias (None when it cannot be folded: runtime weights or a quantized convolution)."""
-    from ..batch_norm_folding import fold_into_conv
-
-    args = conv_args(conv)
-    w = ctx.val(args.weight)
-    bias = ctx.val(args.bias) if args.bias is not None else None
-    if not w.is_const or (bias is not None and not bias.is_const) or w.qparams is not None:
-        return None
-    weight, folded_bias = fold_into_conv(w.const, bias.const if bias is not None else None, scale, shift,
-                                         args.transposed)
-    return lower_convolution(ctx, conv, ctx.constant(weight), ctx.constant(folded_bias))

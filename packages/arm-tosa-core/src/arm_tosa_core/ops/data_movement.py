@@ -10,21 +10,12 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import Quant, register_int_rule, register_op, register_quant_aliases
-from . import adaptive_pooling, pooling  # noqa: F401  (register the families aliased below)
-from .common import arg
-from .shape_ops import _slice
+from ..helpers.common import arg
+from ..helpers.qparams import QParams
+from ..helpers.shapes import slice_value
+from ..registry import Quant, register_int_rule, register_op
 
 aten = torch.ops.aten
-
-# Export-time ops that decompose into SHARED/REDUCE families: annotate them like those families.
-register_quant_aliases("cat", aten.stack.default)
-register_quant_aliases("view", aten.unflatten.int, aten.squeeze.default, aten.unfold.default)
-register_quant_aliases("expand", aten.repeat_interleave.self_int)
-register_quant_aliases("max_pool2d", aten.max_pool1d.default)
-register_quant_aliases("adaptive_pool2d", aten.adaptive_avg_pool1d.default)
-register_quant_aliases("adaptive_max_pool2d", aten.adaptive_max_pool1d.default)
-
 
 @register_op("flip", [aten.flip.default], quant=Quant.SHARED,
              quant_aliases=[aten.fliplr.default, aten.flipud.default])
@@ -113,12 +104,12 @@ def lower_slice_scatter(ctx: LoweringContext, node: Node) -> Value:
     sizes[dim] = end - start
     parts = []
     if start > 0:
-        parts.append(_slice(ctx, x, [0] * len(shape), sizes[:dim] + [start] + sizes[dim + 1:], dtype))
+        parts.append(slice_value(ctx, x, [0] * len(shape), sizes[:dim] + [start] + sizes[dim + 1:], dtype))
     parts.append(ctx.reshape(src, sizes) if src.rank != len(shape) else src)
     if end < shape[dim]:
         starts = [0] * len(shape)
         starts[dim] = end
-        parts.append(_slice(ctx, x, starts, sizes[:dim] + [shape[dim] - end] + sizes[dim + 1:], dtype))
+        parts.append(slice_value(ctx, x, starts, sizes[:dim] + [shape[dim] - end] + sizes[dim + 1:], dtype))
     perm = ctx.common_layout(parts, len(shape))
     tensors = [ctx.tensor(v, perm, tosa_dtype(dtype)) for v in parts]
     if len(tensors) == 1:
@@ -159,7 +150,7 @@ def lower_as_strided(ctx: LoweringContext, node: Node) -> Value:
     for n in sizes:
         count *= n
     flat = ctx.reshape(x, (x.const.numel() if x.is_const else _numel(x.shape),))
-    block = ctx.reshape(_slice(ctx, flat, [offset], [count], dtype), sizes)
+    block = ctx.reshape(slice_value(ctx, flat, [offset], [count], dtype), sizes)
     order = sorted(range(len(dims)), key=lambda i: dims[i])  # block dim for each output dim, in order
     if block.is_const:
         permuted = ctx.constant(block.const.permute(*order))
@@ -200,7 +191,7 @@ def lower_unfold(ctx: LoweringContext, node: Node) -> Value:
     for w in range(windows):
         starts = [0] * x.rank
         starts[dim] = w * step
-        parts.append(_slice(ctx, x, starts, sizes, dtype))
+        parts.append(slice_value(ctx, x, starts, sizes, dtype))
     perm = ctx.common_layout(parts, x.rank)
     tensors = [ctx.tensor(v, perm, tosa_dtype(dtype)) for v in parts]
     cat_shape = list(x.shape)
@@ -252,8 +243,6 @@ def lower_cumsum(ctx: LoweringContext, node: Node) -> Value:
     out = ctx.from_tensor(b.reshape(y, layout.apply(shape, order)), shape,
                           torch.int32 if quantized else dtype, order)
     if quantized:
-        from ..quantized import QParams
-
         out.qparams = QParams.accumulator(float(x.qparams.scale))
     return out
 

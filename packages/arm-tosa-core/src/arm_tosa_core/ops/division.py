@@ -16,9 +16,9 @@ from torch.fx import Node
 
 from ..builder import Op
 from ..context import LoweringContext, Value
+from ..helpers.common import arg
+from ..helpers.composed import Fn, trunc
 from ..registry import Quant, aten_target, is_compile_time_constant, register_op
-from .common import arg
-from .composed_math import Fn, trunc
 
 aten = torch.ops.aten
 

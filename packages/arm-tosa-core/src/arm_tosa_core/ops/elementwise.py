@@ -9,6 +9,8 @@ from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import LoweringError
+from ..helpers.common import COMPARE_OPS, arg, elementwise, mul_shift, nan_propagate
+from ..helpers.intmath import accumulator_value, rescale
 from ..registry import (
     INDEX_INTEGERS,
     OpEntry,
@@ -19,15 +21,8 @@ from ..registry import (
     register_op,
 )
 from ..specification import TosaSpecification
-from .common import arg, elementwise, mul_shift
 
 aten = torch.ops.aten
-
-
-def nan_propagate():
-    import tosa_serializer as ts
-
-    return ts.NanPropagationMode.PROPAGATE
 
 
 def _scaled(ctx: LoweringContext, value: Value, factor) -> Value:
@@ -171,15 +166,6 @@ def _integer_power(ctx: LoweringContext, node: Node, base: Value, n: int) -> Val
     return ctx.from_tensor(result, shape, dtype, perm)
 
 
-_COMPARE = {
-    aten.eq.Tensor: (Op.EQUAL, False), aten.eq.Scalar: (Op.EQUAL, False),
-    aten.gt.Tensor: (Op.GREATER, False), aten.gt.Scalar: (Op.GREATER, False),
-    aten.ge.Tensor: (Op.GREATER_EQUAL, False), aten.ge.Scalar: (Op.GREATER_EQUAL, False),
-    aten.lt.Tensor: (Op.GREATER, True), aten.lt.Scalar: (Op.GREATER, True),
-    aten.le.Tensor: (Op.GREATER_EQUAL, True), aten.le.Scalar: (Op.GREATER_EQUAL, True),
-}
-
-
 def _promoted(node: Node) -> torch.dtype:
     dtypes = [a.meta["val"].dtype for a in node.args[:2] if isinstance(a, Node)]
     return dtypes[0] if len(set(dtypes)) == 1 else torch.result_type(*[a.meta["val"] for a in node.args[:2]
@@ -225,7 +211,7 @@ def _bool_equality(ctx: LoweringContext, node: Node, equal: bool) -> Value:
 
 
 # INT: operands share qparams, the bool result is not quantized (`bool_result`); rule in selection.py
-@register_op("compare", list(_COMPARE), support=_compare_support, quant=Quant.SHARED, bool_result=True,
+@register_op("compare", list(COMPARE_OPS), support=_compare_support, quant=Quant.SHARED, bool_result=True,
              folds_constants=True)
 def lower_compare(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
@@ -233,7 +219,7 @@ def lower_compare(ctx: LoweringContext, node: Node) -> Value:
         return folded
     if _promoted(node) == torch.bool:
         return _bool_equality(ctx, node, equal=True)
-    op, swap = _COMPARE[aten_target(node.target)]
+    op, swap = COMPARE_OPS[aten_target(node.target)]
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     if swap:
         a, b = b, a
@@ -345,8 +331,6 @@ def _int32_operands(ctx: LoweringContext, node: Node, factors, operands=None) ->
     """Both quantized operands RESCALEd to int32 (zero point removed, times their factor) in the
     layout the op runs in. A layout change happens on the int8 tensor, before the RESCALE: a quarter
     of the bytes, and vela can then fold the RESCALE into the elementwise op."""
-    from ..quantized import rescale
-
     shape, _ = ctx.out_meta(node)
     values = _quantized_operands(node, ctx, operands)
     ranked = [ctx.with_rank(v, len(shape)) for v in values]
@@ -383,8 +367,6 @@ def add_sub_factors(scales: list[float], wide: bool = False, zero_points: bool =
 def lower_add_sub_int(ctx: LoweringContext, node: Node) -> Value:
     """Both operands to int32 in a shared unit (see `add_sub_factors`), then ADD/SUB: an int32
     accumulator the following quantize RESCALEs to int8."""
-    from .quantize import accumulator_value
-
     target = aten_target(node.target)
     subtract = target not in (aten.add.Tensor, aten.add.Scalar)
     operands = _sub_operands(node) if subtract else node.args[:2]
@@ -408,8 +390,6 @@ def lower_add_sub_int(ctx: LoweringContext, node: Node) -> Value:
 @register_int_rule("mul")
 def lower_mul_int(ctx: LoweringContext, node: Node) -> Value:
     """(qa - za) * (qb - zb) in int32: an accumulator with scale sa * sb."""
-    from .quantize import accumulator_value
-
     values = _quantized_operands(node, ctx)
     (ta, tb), perm = _int32_operands(ctx, node, [1.0, 1.0])
     shape, _ = ctx.out_meta(node)

@@ -16,9 +16,9 @@ from torch.fx import Node
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import UnsupportedModelError
+from ..helpers.common import mul_shift
+from ..helpers.shapes import is_compile_time, values_support
 from ..registry import Quant, register_op
-from .common import mul_shift
-from .indexing import _values_support, is_compile_time
 
 aten = torch.ops.aten
 
@@ -32,7 +32,7 @@ def _gather_support(node: Node, spec) -> str | None:
     if not is_compile_time(index) and not spec.support_integer():
         return ("gather with a runtime index tensor needs the INT profile (its int32 index arithmetic and "
                 f"RESHAPE); under {spec} it runs on the CPU")
-    return _values_support(node.args[0], spec, node)
+    return values_support(node.args[0], spec, node)
 
 
 def _positions(x_shape, index_shape, dim: int) -> tuple[torch.Tensor, int]:

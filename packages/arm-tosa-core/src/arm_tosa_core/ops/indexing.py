@@ -19,24 +19,10 @@ from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import UnsupportedModelError
+from ..helpers.shapes import _FACTORIES, _INDEX_DTYPES, is_compile_time, values_support
 from ..registry import Quant, aten_target, register_op
 
 aten = torch.ops.aten
-
-_INDEX_DTYPES = (torch.int32, torch.int64)
-
-
-def _values_support(values: Node, spec, node: Node | None = None) -> str | None:
-    """GATHER's value types: float needs the FP profile, int8/16/32 the INT profile (quantized values
-    are int8 codes)."""
-    if node is not None and node.meta.get("arm_quantized"):
-        return None
-    dtype = values.meta["val"].dtype
-    if dtype.is_floating_point and spec.support_float():
-        return None
-    if dtype in (torch.int8, torch.int16, torch.int32) and spec.support_integer():
-        return None
-    return f"gathering {dtype} values is not lowered for {spec} (TOSA GATHER takes float (FP) or int8/16/32 (INT))"
 
 
 def _index_support(index: Node) -> str | None:
@@ -104,7 +90,7 @@ def gather_dim(ctx: LoweringContext, x: Value, dim: int, index: Value, wrap_nega
 
 # -- embedding ----------------------------------------------------------------------------------
 def _embedding_support(node: Node, spec) -> str | None:
-    return _values_support(node.args[0], spec, node) or _index_support(node.args[1])
+    return values_support(node.args[0], spec, node) or _index_support(node.args[1])
 
 
 @register_op("embedding", [aten.embedding.default], support=_embedding_support,
@@ -118,7 +104,7 @@ def lower_embedding(ctx: LoweringContext, node: Node) -> Value:
 
 # -- index_select -------------------------------------------------------------------------------
 def _index_select_support(node: Node, spec) -> str | None:
-    return _values_support(node.args[0], spec, node) or _index_support(node.args[2])
+    return values_support(node.args[0], spec, node) or _index_support(node.args[2])
 
 
 @register_op("index_select", [aten.index_select.default], support=_index_select_support,
@@ -131,23 +117,6 @@ def lower_index_select(ctx: LoweringContext, node: Node) -> Value:
 
 
 # -- aten.index.Tensor with one index tensor ----------------------------------------------------
-_PASS_THROUGH = {aten.clone.default, aten._to_copy.default, aten.view_copy.default, aten.alias_copy.default}
-
-
-def is_compile_time(node) -> bool:
-    """Whether `node` is a parameter/buffer/constant or a factory/copy of one (decided before lowering)."""
-    seen = 0
-    while isinstance(node, Node) and seen < 8:
-        if node.op == "placeholder":
-            return bool(node.meta.get("arm_constant", False))
-        target = aten_target(node.target)
-        if target in _FACTORIES:
-            return True
-        name = getattr(target, "__name__", str(target))
-        if target not in _PASS_THROUGH and "_clone_dim_order" not in name and "_to_dim_order_copy" not in name:
-            return False
-        node, seen = node.args[0], seen + 1
-    return False
 
 
 def _index_tensor_support(node: Node, spec) -> str | None:
@@ -161,7 +130,7 @@ def _index_tensor_support(node: Node, spec) -> str | None:
     if not is_compile_time(index):
         return ("indexing with a runtime index tensor is not lowered (negative indices would need wrapping); "
                 "use torch.index_select")
-    return _values_support(node.args[0], spec, node) or _index_support(index)
+    return values_support(node.args[0], spec, node) or _index_support(index)
 
 
 @register_op("index_tensor", [aten.index.Tensor], support=_index_tensor_support,
@@ -175,11 +144,6 @@ def lower_index_tensor(ctx: LoweringContext, node: Node) -> Value:
 
 
 # -- tensor factories: compile-time constants ---------------------------------------------------
-_FACTORIES = {
-    aten.full.default, aten.full_like.default, aten.zeros.default, aten.ones.default,
-    aten.zeros_like.default, aten.ones_like.default, aten.scalar_tensor.default, aten.arange.default,
-    aten.arange.start, aten.arange.start_step,
-}
 
 
 def _factory_support(node: Node, spec) -> str | None:

@@ -10,10 +10,9 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..quantized import rescale
+from ..helpers.common import arg, is_constant_input
+from ..helpers.intmath import acc_type, accumulator_value, bias_for_accumulator, rescale
 from ..registry import Quant, register_int_rule, register_op
-from .common import arg, is_constant_input
-from .conv import acc_type
 
 aten = torch.ops.aten
 
@@ -145,8 +144,6 @@ def lower_linear(ctx: LoweringContext, node: Node, bias: Value | None = None) ->
 @register_int_rule("linear")
 def lower_linear_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 linear -> int32 accumulator, scale in_scale * weight_scale per output feature."""
-    from .quantize import accumulator_value, bias_for_accumulator
-
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     if x.qparams is None or w.qparams is None:
         raise ValueError("quantized linear needs a quantized input and weight")
@@ -158,8 +155,6 @@ def lower_linear_int(ctx: LoweringContext, node: Node) -> Value:
 @register_int_rule("matmul")
 def lower_matmul_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 @ int8 -> int32 accumulator with scale a_scale * b_scale."""
-    from .quantize import accumulator_value
-
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, _ = ctx.out_meta(node)
     acc = _matmul3(ctx, a, b, shape, torch.int32)

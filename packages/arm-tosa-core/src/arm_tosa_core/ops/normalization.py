@@ -20,9 +20,11 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op
 from ..context import LoweringContext, Value
-from ..registry import Quant, register_int_rule, register_op
-from .common import arg, is_constant_input, mul_shift
-from .reductions import as_runtime, binary, centered_variance, float_only, unary, values_only
+from ..helpers.common import arg, is_constant_input, mul_shift
+from ..helpers.convolution import bn_scale_shift, conv_args, fold_into_conv, is_convolution
+from ..helpers.intmath import acc_type, accumulator_value
+from ..helpers.reduce import as_runtime, binary, centered_variance, float_only, unary, values_only
+from ..registry import Quant, lookup, register_int_rule, register_op
 
 aten = torch.ops.aten
 NHWC = layout.NCHW_TO_NHWC
@@ -67,9 +69,6 @@ def _bn_inference_support(node: Node, spec) -> str | None:
              support=_bn_inference_support, quant=Quant.REDUCE, quant_aliases=(aten.batch_norm.default,),
              int16=False, float_params=True, fp32_opmath=True)
 def lower_batch_norm_inference(ctx: LoweringContext, node: Node):
-    # imported here: batch_norm_folding imports the op rules (a cycle at module level)
-    from ..batch_norm_folding import bn_scale_shift
-    from .conv import conv_args, fold_batch_norm, is_convolution
 
     x = ctx.val(node.args[0])
     scale, shift = bn_scale_shift(*(ctx.val(a).const if a is not None else None for a in node.args[1:5]),
@@ -99,10 +98,6 @@ def lower_batch_norm_inference_int(ctx: LoweringContext, node: Node):
     Channel c's accumulator unit is u_c = s_in * |scale_c| / 127, its weight sign(scale_c) * 127 and
     its bias round(shift_c / u_c): the only rounding besides the final RESCALE is the bias' (at most
     1/254 of an input step), so the result is within 1 LSB of the fake-quantized batch norm."""
-    from ..batch_norm_folding import bn_scale_shift
-    from .conv import acc_type
-    from .quantize import accumulator_value
-
     x = ctx.val(node.args[0])
     if x.qparams is None or x.qparams.dtype != torch.int8:
         raise ValueError("quantized batch_norm needs an int8 input")
@@ -191,3 +186,16 @@ def lower_group_norm(ctx: LoweringContext, node: Node):
     y = Value(x.shape, x.dtype, tensor=merged, perm=x.perm)
     y = _affine(ctx, y, node.args[1], node.args[2], lambda p: _channel_view(ctx, p, x.rank))
     return (y, None, None)
+
+
+def fold_batch_norm(ctx: LoweringContext, conv: Node, scale: torch.Tensor, shift: torch.Tensor) -> Value | None:
+    """The convolution `conv` with a following per-channel `y * scale + shift` folded into its constant
+    weight and bias (None when it cannot be folded: runtime weights or a quantized convolution)."""
+    args = conv_args(conv)
+    w = ctx.val(args.weight)
+    bias = ctx.val(args.bias) if args.bias is not None else None
+    if not w.is_const or (bias is not None and not bias.is_const) or w.qparams is not None:
+        return None
+    weight, folded_bias = fold_into_conv(w.const, bias.const if bias is not None else None, scale, shift,
+                                         args.transposed)
+    return lookup(conv.target).lower(ctx, conv, ctx.constant(weight), ctx.constant(folded_bias))  # the conv family's rule

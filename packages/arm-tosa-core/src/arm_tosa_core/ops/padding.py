@@ -12,40 +12,12 @@ from __future__ import annotations
 import torch
 from torch.fx import Node
 
-from ..builder import Op, T
 from ..context import LoweringContext, Value
+from ..helpers.common import arg
+from ..helpers.shapes import MODES, pad_axis
 from ..registry import Quant, register_op
-from .common import arg
 
 aten = torch.ops.aten
-MODES = ("reflect", "replicate", "circular")
-
-
-def slice_axis(ctx: LoweringContext, t: T, axis: int, start: int, length: int) -> T:
-    """Rows [start, start + length) of physical `axis` of `t`."""
-    begin = [0] * len(t.shape)
-    size = list(t.shape)
-    begin[axis], size[axis] = start, length
-    return ctx.b.op(Op.SLICE, [t, ctx.b.shape_const(begin), ctx.b.shape_const(size)], size, t.dtype)
-
-
-def pad_axis(ctx: LoweringContext, t: T, axis: int, lo: int, hi: int, mode: str) -> T:
-    """`t` padded by `lo`/`hi` rows on physical `axis`, the new rows copied from `t` per `mode`."""
-    if lo == 0 and hi == 0:
-        return t
-    n = t.shape[axis]
-    if mode == "circular":
-        before = [slice_axis(ctx, t, axis, n - lo, lo)] if lo else []
-        after = [slice_axis(ctx, t, axis, 0, hi)] if hi else []
-    elif mode == "reflect":  # x[lo], ..., x[1] | x | x[n-2], ..., x[n-1-hi]
-        before = [slice_axis(ctx, t, axis, i, 1) for i in range(lo, 0, -1)]
-        after = [slice_axis(ctx, t, axis, n - 2 - i, 1) for i in range(hi)]
-    else:  # replicate
-        before = [slice_axis(ctx, t, axis, 0, 1)] * lo
-        after = [slice_axis(ctx, t, axis, n - 1, 1)] * hi
-    shape = list(t.shape)
-    shape[axis] = n + lo + hi
-    return ctx.b.op(Op.CONCAT, [*before, t, *after], shape, t.dtype, axis)
 
 
 def _logical_pads(node: Node) -> dict[int, tuple[int, int]]:

@@ -11,9 +11,9 @@ from torch.fx import Node
 
 from ..builder import Op
 from ..context import LoweringContext, Value
+from ..helpers.common import arg
+from ..helpers.reduce import drop_dims, float_only, reduce, reduce_dims
 from ..registry import aten_target, register_op
-from .common import arg
-from .reductions import drop_dims, float_only, reduce, reduce_dims
 
 aten = torch.ops.aten
 

@@ -11,42 +11,38 @@ an NCHW tensor stored NHWC (global average pooling) is one AVG_POOL2D in FP.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch.fx import Node
 
 from .. import layout
-from ..builder import DType, Op, tosa_dtype
+from ..builder import DType, Op
 from ..context import LoweringContext, Value
+from ..helpers.common import arg, nan_propagate
+from ..helpers.intmath import accumulator_value, output_qparams
+from ..helpers.intmath import to_int32 as rescale_to_int32
+from ..helpers.reduce import (
+    arg_extreme,
+    argmax_reason,
+    as_runtime,
+    centered_variance,
+    count,
+    drop_dims,
+    float_only,
+    reduce,
+    reduce_dims,
+    reduce_sum,
+    scale,
+    values_only,
+)
+from ..helpers.windows import ADAPTIVE_AVG_POOLS, NHWC, global_avg_pool
 from ..registry import Quant, aten_target, register_int_rule, register_op
-from .common import arg, mul_shift
-from .elementwise import nan_propagate
 
 aten = torch.ops.aten
 
 
-# -- helpers shared with normalization and softmax ------------------------------------------------
-def reduce_dims(dims, rank: int) -> list[int]:
-    """Normalised, sorted, unique dims; None or [] means every dim (torch's convention)."""
-    if rank == 0:
-        return []
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return list(range(rank))
-    if isinstance(dims, int):
-        dims = [dims]
-    return sorted({d % rank for d in dims})
-
-
-def as_runtime(ctx: LoweringContext, x: Value, dtype: DType | None = None) -> Value:
-    """`x` as a graph tensor (constants are materialised in PyTorch's layout)."""
-    if not x.is_const:
-        return x
-    t = ctx.tensor(x, None, dtype or tosa_dtype(x.dtype))
-    return ctx.from_tensor(t, x.shape, x.dtype)
-
-
+# shared reductions live in helpers/reduce.py (normalization, softmax and pooling use them too)
 def to_int32(ctx: LoweringContext, x: Value) -> Value:
     """An integer or bool value as int32 (a CAST unless it already is one)."""
     x = as_runtime(ctx, x)
@@ -54,115 +50,6 @@ def to_int32(ctx: LoweringContext, x: Value) -> Value:
         return x
     t = ctx.b.op(Op.CAST, [x.tensor], x.tensor.shape, DType.INT32)
     return Value(x.shape, torch.int32, tensor=t, perm=x.perm)
-
-
-def reduce(ctx: LoweringContext, x: Value, op: Op, dims: Sequence[int], *attr) -> Value:
-    """REDUCE_`op` over logical `dims` (keepdim) in x's layout; size-1 dims cost nothing.
-
-    `attr` follows the axis in the attribute (e.g. the NaN mode of REDUCE_MAX/MIN).
-    """
-    x = as_runtime(ctx, x)
-    for d in dims:
-        if x.shape[d] == 1:
-            continue
-        shape = list(x.shape)
-        shape[d] = 1
-        t = ctx.b.op(op, [x.tensor], layout.apply(shape, x.perm), x.tensor.dtype, x.perm.index(d), *attr)
-        x = Value(tuple(shape), x.dtype, tensor=t, perm=x.perm)
-    return x
-
-
-def reduce_sum(ctx: LoweringContext, x: Value, dims: Sequence[int]) -> Value:
-    """REDUCE_SUM over logical `dims` (keepdim); reduced dims that are adjacent in x's layout (size-1
-    dims between them do not count) are RESHAPEd into one axis first, so one REDUCE_SUM does them all."""
-    x = as_runtime(ctx, x)
-    axes = sorted(x.perm.index(d) for d in dims if x.shape[d] != 1)
-    physical = layout.apply(x.shape, x.perm)
-    if len(axes) < 2 or any(physical[a] != 1 and x.perm[a] not in dims for a in range(axes[0], axes[-1])):
-        return reduce(ctx, x, Op.REDUCE_SUM, dims)
-    first, last = axes[0], axes[-1]
-    # the merged axis is the run's last one (the rank stays): the result is already keepdim's shape
-    merged = list(physical)
-    merged[first:last + 1] = [1] * (last - first) + [math.prod(physical[first:last + 1])]
-    t = ctx.b.reshape(x.tensor, merged)
-    merged[last] = 1
-    t = ctx.b.op(Op.REDUCE_SUM, [t], merged, t.dtype, last)
-    shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
-    return Value(shape, x.dtype, tensor=ctx.b.reshape(t, layout.apply(shape, x.perm)), perm=x.perm)
-
-
-def drop_dims(ctx: LoweringContext, x: Value, dims: Sequence[int]) -> Value:
-    """Remove size-1 logical `dims` (keepdim=False): a RESHAPE, never a TRANSPOSE."""
-    if not dims:
-        return x
-    shape = tuple(s for i, s in enumerate(x.shape) if i not in set(dims))
-    if x.is_const:
-        return ctx.constant(x.const.reshape(shape))
-    perm = layout.drop_dims(x.perm, dims)
-    t = ctx.b.reshape(x.tensor, layout.apply(shape, perm))
-    return Value(shape, x.dtype, tensor=t, perm=perm, qparams=x.qparams)
-
-
-def binary(ctx: LoweringContext, op: Op, a: Value, b: Value, *extra) -> Value:
-    """An elementwise TOSA op over broadcast values, in the layout of the first runtime operand."""
-    rank = max(a.rank, b.rank)
-    (ta, tb), perm = ctx.broadcast([a, b], rank, tosa_dtype(a.dtype))
-    return ctx.emit(op, [ta, tb, *extra], torch.broadcast_shapes(a.shape, b.shape), a.dtype, perm)
-
-
-def scale(ctx: LoweringContext, x: Value, factor: float) -> Value:
-    """x * factor (a MUL by a broadcast constant; nothing when factor is 1)."""
-    if factor == 1:
-        return x
-    c = ctx.constant(torch.full([1] * x.rank, factor, dtype=x.dtype))
-    return binary(ctx, Op.MUL, x, c, mul_shift(ctx))
-
-
-def unary(ctx: LoweringContext, op: Op, x: Value) -> Value:
-    x = as_runtime(ctx, x)
-    return ctx.emit(op, [x.tensor], x.shape, x.dtype, x.perm)
-
-
-def count(shape: Sequence[int], dims: Sequence[int]) -> int:
-    return math.prod(shape[d] for d in dims)
-
-
-def mean_keepdim(ctx: LoweringContext, x: Value, dims: Sequence[int]) -> Value:
-    """Mean over `dims`, keeping them (size 1)."""
-    return scale(ctx, reduce(ctx, x, Op.REDUCE_SUM, dims), 1.0 / count(x.shape, dims))
-
-
-def centered_variance(ctx: LoweringContext, x: Value, dims: Sequence[int], correction: float = 0.0):
-    """(x - mean, mean, variance) over `dims` (all keepdim); variance divides by N - correction."""
-    mean = mean_keepdim(ctx, x, dims)
-    centered = binary(ctx, Op.SUB, x, mean)
-    squares = binary(ctx, Op.MUL, centered, centered, mul_shift(ctx))
-    total = reduce(ctx, squares, Op.REDUCE_SUM, dims)
-    return centered, mean, scale(ctx, total, 1.0 / (count(x.shape, dims) - correction))
-
-
-def values_only(node: Node) -> str | None:
-    """Reason when anything but output 0 of a multi-output op (e.g. the indices) is used."""
-    import operator
-
-    for user in node.users:
-        if user.target is not operator.getitem or user.args[1] != 0:
-            return (f"{node.name}: output {user.args[1] if user.target is operator.getitem else 'tuple'} "
-                    "(indices or statistics) is used; only the first output is lowered")
-    return None
-
-
-def float_only(node: Node, what: str, spec=None, integers: Sequence[torch.dtype] = ()) -> str | None:
-    """Why `what` of a non-float input is not lowered; inputs of a dtype in `integers` are, under a
-    `spec` with the INT profile (int16 only with its extension)."""
-    dtype = node.args[0].meta["val"].dtype
-    if spec is not None and spec.support_integer() and dtype in integers \
-            and (dtype != torch.int16 or spec.support_extension("int16")):
-        return None
-    if not dtype.is_floating_point:
-        return (f"{what} of {dtype} tensors is not lowered (FP profile; cast to float first, or "
-                "quantize the model for the INT profile)")
-    return None
 
 
 # -- sum / mean --------------------------------------------------------------------------------
@@ -185,9 +72,6 @@ def _sum_mean_support(node: Node, spec) -> str | None:
     return None
 
 
-# the adaptive average pools (pooling's family); with a 1x1 output one is the mean over H, W with
-# keepdim, which pooling's rules hand to this module's
-ADAPTIVE_AVG_POOLS = (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 _MEANS = (aten.mean.dim, aten.mean.default, *ADAPTIVE_AVG_POOLS)
 
 
@@ -208,8 +92,6 @@ def is_spatial_mean(node: Node, x: Value, dims: Sequence[int]) -> bool:
 
 def pools_in_place(x: Value) -> bool:
     """Whether x is (or is for free) stored NHWC, so AVG_POOL2D needs no TRANSPOSE."""
-    from .pooling import NHWC
-
     return x.perm == NHWC or layout.only_unit_dims_move(x.shape, x.perm, NHWC)
 
 
@@ -221,8 +103,6 @@ def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
         x = to_int32(ctx, x)  # torch sums integers (and bools) into int64, carried as int32
     dims, keepdim = _sum_mean_dims(node, x.rank)
     if is_spatial_mean(node, x, dims) and pools_in_place(x):
-        from .pooling import global_avg_pool
-
         y = global_avg_pool(ctx, x)
     elif aten_target(node.target) in _MEANS:
         y = scale(ctx, reduce_sum(ctx, x, dims), 1.0 / count(x.shape, dims))
@@ -241,8 +121,6 @@ _EXTREMA = {
 def _extrema_support(node: Node, spec) -> str | None:
     target = aten_target(node.target)
     if target in (aten.max.dim, aten.min.dim) and values_only(node) and not node.meta.get("arm_quantized"):
-        from .argmax import argmax_reason  # the indices are an ARGMAX
-
         reason = argmax_reason(node.args[0].meta["val"].dtype, spec)
         if reason:
             return reason
@@ -267,7 +145,6 @@ def lower_extrema(ctx: LoweringContext, node: Node):
     if target in (aten.max.dim, aten.min.dim):
         if not values_only(node):
             return (y, None)  # the indices are not used
-        from .argmax import arg_extreme
 
         return (y, arg_extreme(ctx, x, dims[0], keepdim, minimum=target is aten.min.dim))
     return y
@@ -329,8 +206,6 @@ def lower_any_all(ctx: LoweringContext, node: Node) -> Value:
 
 def _keeps_qparams(node: Node, x: Value) -> bool:
     """Whether the int8 node's output is quantized exactly like its input."""
-    from .quantize import output_qparams
-
     try:
         return x.qparams.dtype == torch.int8 and output_qparams(node).same_as(x.qparams)
     except ValueError:  # no quantize user: the result stays an accumulator
@@ -348,18 +223,13 @@ def lower_sum_mean_int(ctx: LoweringContext, node: Node) -> Value:
     so it stays a sum; vela runs the merged REDUCE_SUM as a TRANSPOSE and one reduction layer, fewer
     NPU cycles than its AVG_POOL2D plus a RESCALE (21k against 36k for MobileNetV2's 7x7x1280).
     """
-    from ..quantized import to_int32
-    from .quantize import accumulator_value
-
     x = ctx.val(node.args[0])
     dims, keepdim = _sum_mean_dims(node, x.rank)
     mean = aten_target(node.target) in _MEANS
     if is_spatial_mean(node, x, dims) and pools_in_place(x) and _keeps_qparams(node, x):
-        from .pooling import global_avg_pool
-
         y = global_avg_pool(ctx, x)
         return y if keepdim else drop_dims(ctx, y, dims)
-    t, unit = to_int32(ctx, x)
+    t, unit = rescale_to_int32(ctx, x)
     y = reduce_sum(ctx, Value(x.shape, torch.int32, tensor=t, perm=x.perm), dims)
     y = y if keepdim else drop_dims(ctx, y, dims)
     if mean:

@@ -39,7 +39,8 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op
 from ..context import LoweringContext, Value
-from ..quantized import rescale
+from ..helpers.intmath import lower_shared, output_qparams, rescale
+from ..helpers.shapes import pad_axis
 from ..registry import Quant, aten_target, register_int_rule, register_op
 
 aten = torch.ops.aten
@@ -200,8 +201,6 @@ def lower_resize(ctx: LoweringContext, node: Node, out_type: DType | None = None
 @register_int_rule("resize")
 def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 RESIZE; bilinear sums come back as int32 in units of 1/(n_y*n_x) and are RESCALEd (see above)."""
-    from .quantize import lower_shared, output_qparams
-
     x = ctx.val(node.args[0])
     q = x.qparams
     if q is None or q.dtype != torch.int8:
@@ -235,7 +234,6 @@ def _bilinear_x2_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target
     """int8 2x bilinear as NEAREST 2x, replicated edges and a [1,2,1]^2/16 DEPTHWISE_CONV2D (see above)."""
     import tosa_serializer as ts
 
-    from .padding import pad_axis
 
     b = ctx.b
     n, d, offset, border = BILINEAR_X2

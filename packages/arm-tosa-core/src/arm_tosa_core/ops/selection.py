@@ -13,9 +13,8 @@ from torch.fx import Node
 
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
+from ..helpers.common import COMPARE_OPS, arg, nan_propagate
 from ..registry import Quant, aten_target, register_int_rule, register_op
-from .common import arg
-from .elementwise import _COMPARE, nan_propagate
 
 aten = torch.ops.aten
 
@@ -126,7 +125,7 @@ def lower_compare_int(ctx: LoweringContext, node: Node) -> Value:
     if x.qparams is None or y.qparams is None or not x.qparams.same_as(y.qparams):
         raise ValueError(f"{node.name}: quantized comparison needs operands with one shared quantization")
     target = aten_target(node.target)
-    op, swap = _COMPARE.get(target, (Op.EQUAL, False))
+    op, swap = COMPARE_OPS.get(target, (Op.EQUAL, False))
     a, b = _as_int32(ctx, x), _as_int32(ctx, y)
     a, b = (b, a) if swap else (a, b)
     shape, _ = ctx.out_meta(node)

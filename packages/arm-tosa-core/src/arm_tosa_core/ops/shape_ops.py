@@ -10,9 +10,17 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
-from ..registry import INDEX_INTEGERS, OpEntry, Quant, lowered_metas, register_op
+from ..helpers.common import arg
+from ..helpers.shapes import slice_value
+from ..registry import (
+    INDEX_INTEGERS,
+    OpEntry,
+    Quant,
+    lowered_metas,
+    register_op,
+    register_quant_aliases,
+)
 from ..specification import TosaSpecification
-from .common import arg
 
 aten = torch.ops.aten
 import executorch.exir.passes.dim_order_ops_registry  # noqa: E402,F401  (registers dim_order_ops)
@@ -136,19 +144,6 @@ def lower_cat(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.CONCAT, tensors, shape, dtype, perm, perm.index(dim))
 
 
-def _slice(ctx: LoweringContext, x: Value, starts: list[int], sizes: list[int], dtype) -> Value:
-    """SLICE in x's layout; `starts`/`sizes` are logical."""
-    if x.is_const:
-        index = tuple(slice(s, s + n) for s, n in zip(starts, sizes, strict=True))
-        return ctx.constant(x.const[index])
-    if list(sizes) == list(x.shape):
-        return x
-    t = ctx.b.op(Op.SLICE, [x.tensor, ctx.b.shape_const(layout.apply(starts, x.perm)),
-                            ctx.b.shape_const(layout.apply(sizes, x.perm))],
-                 layout.apply(sizes, x.perm), x.tensor.dtype)
-    return Value(tuple(sizes), dtype, tensor=t, perm=x.perm, qparams=x.qparams)
-
-
 def _slice_support(node: Node, spec) -> str | None:
     step = arg(node, 4, "step", 1)
     if not isinstance(step, int) or step < 1:
@@ -169,7 +164,7 @@ def lower_slice(ctx: LoweringContext, node: Node) -> Value:
     step = arg(node, 4, "step", 1)
     if step != 1:
         return _strided_slice(ctx, x, dim, start, step, shape[dim], dtype)
-    return _slice(ctx, x, starts, list(shape), dtype)
+    return slice_value(ctx, x, starts, list(shape), dtype)
 
 
 def _strided_slice(ctx: LoweringContext, x: Value, dim: int, start: int, step: int, count: int, dtype) -> Value:
@@ -186,7 +181,7 @@ def _strided_slice(ctx: LoweringContext, x: Value, dim: int, start: int, step: i
     def cut(value: Value, axis: int, begin: int, size: int) -> Value:
         starts, sizes = [0] * value.rank, list(value.shape)
         starts[axis], sizes[axis] = begin, size
-        return _slice(ctx, value, starts, sizes, dtype)
+        return slice_value(ctx, value, starts, sizes, dtype)
 
     outer, inner = x.shape[:dim], x.shape[dim + 1:]
     if whole:
@@ -211,7 +206,7 @@ def lower_select(ctx: LoweringContext, node: Node) -> Value:
     starts[dim] = index
     sizes = list(x.shape)
     sizes[dim] = 1
-    return ctx.reshape(_slice(ctx, x, starts, sizes, dtype), shape)
+    return ctx.reshape(slice_value(ctx, x, starts, sizes, dtype), shape)
 
 
 @register_op("split", [aten.split_with_sizes_copy.default, aten.split_copy.Tensor,
@@ -224,7 +219,7 @@ def lower_split(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
     for meta in node.meta["val"]:
         starts = [0] * x.rank
         starts[dim] = start
-        outs.append(_slice(ctx, x, starts, list(meta.shape), x.dtype))
+        outs.append(slice_value(ctx, x, starts, list(meta.shape), x.dtype))
         start += meta.shape[dim]
     return tuple(outs)
 
@@ -239,7 +234,7 @@ def lower_unbind(ctx: LoweringContext, node: Node) -> tuple[Value, ...]:
         starts[dim] = i
         sizes = list(x.shape)
         sizes[dim] = 1
-        outs.append(ctx.reshape(_slice(ctx, x, starts, sizes, x.dtype), tuple(meta.shape)))
+        outs.append(ctx.reshape(slice_value(ctx, x, starts, sizes, x.dtype), tuple(meta.shape)))
     return tuple(outs)
 
 
@@ -266,3 +261,9 @@ def lower_constant_pad(ctx: LoweringContext, node: Node) -> Value:
         value = int(round(value / float(x.qparams.scale))) + x.qparams.zero_point
     pad_const = ctx.scalar(value, x.tensor.dtype, 1)
     return ctx.emit(Op.PAD, [t, ctx.b.shape_const(physical), pad_const], shape, dtype, x.perm)
+
+
+# Export-time ops that decompose into these families: annotate them like those families.
+register_quant_aliases("cat", aten.stack.default)
+register_quant_aliases("view", aten.unflatten.int, aten.squeeze.default, aten.unfold.default)
+register_quant_aliases("expand", aten.repeat_interleave.self_int)

@@ -11,10 +11,9 @@ from torch.fx import Node
 
 from ..builder import Op
 from ..context import LoweringContext, Value
+from ..helpers.common import mul_shift, nan_propagate
+from ..helpers.reduce import binary, float_only, reduce, unary
 from ..registry import aten_target, register_op
-from .common import mul_shift
-from .elementwise import nan_propagate
-from .reductions import binary, float_only, reduce, unary
 
 aten = torch.ops.aten
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch.fx import Node
@@ -53,3 +55,25 @@ def unary(ctx: LoweringContext, node: Node, op: Op, value: Value, *attr, extra=N
     t = ctx.tensor(value, None, tosa_dtype(dtype) if value.is_const else None)
     perm = value.perm if not value.is_const else None
     return ctx.emit(op, [t] + (extra or []), shape, dtype, perm, *attr)
+
+
+def nan_propagate():
+    import tosa_serializer as ts
+
+    return ts.NanPropagationMode.PROPAGATE
+
+
+def aten_target(target: Any) -> Any:
+    """The aten OpOverload behind an edge-dialect target (or the target itself)."""
+    from executorch.exir.dialects.edge._ops import EdgeOpOverload
+
+    return target._op if isinstance(target, EdgeOpOverload) else target
+
+
+COMPARE_OPS = {
+    aten.eq.Tensor: (Op.EQUAL, False), aten.eq.Scalar: (Op.EQUAL, False),
+    aten.gt.Tensor: (Op.GREATER, False), aten.gt.Scalar: (Op.GREATER, False),
+    aten.ge.Tensor: (Op.GREATER_EQUAL, False), aten.ge.Scalar: (Op.GREATER_EQUAL, False),
+    aten.lt.Tensor: (Op.GREATER, True), aten.lt.Scalar: (Op.GREATER, True),
+    aten.le.Tensor: (Op.GREATER_EQUAL, True), aten.le.Scalar: (Op.GREATER_EQUAL, True),
+}

@@ -20,8 +20,8 @@ from functools import lru_cache
 import torch
 from torch.fx import Node
 
-from ..quantized import QParams, is_dequantize, is_quantize, qparams_of
-from ..registry import aten_target
+from .common import aten_target
+from .qparams import QParams, is_dequantize, is_quantize, qparams_of
 
 MAX_LSB = 1
 _CODES = torch.arange(-32768, 32768, dtype=torch.float64)
