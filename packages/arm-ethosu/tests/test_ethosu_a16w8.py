@@ -10,7 +10,7 @@ cycles are read back from the payload) and run on the TOSA reference model again
   significant bits), average pooling (window sums are an INT48 depthwise conv; TOSA rounds ties up,
   torch to even), add (int16 operands keep 2^13 units per code), and sigmoid and tanh (an int16 TABLE
   interpolates between 513 entries; one that would be more than 1 LSB off, such as tanh over about +-7,
-  stays on the CPU: see arm_tosa_core.ops.table16).
+  stays on the CPU: see arm_tosa_core.helpers.table16).
 
 What vela cannot run in int16 stays on the CPU with the reason (int16 MATMUL and transposed convolution
 on U55/U65).

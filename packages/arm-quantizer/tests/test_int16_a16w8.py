@@ -80,7 +80,7 @@ def test_int16_table_off_by_more_than_1_lsb_stays_on_the_cpu_with_a_reason(fn):
     """An interpolated int16 TABLE would be many LSBs off for a step (a kink off the 128-code grid, as in
     hardswish at most scales, too), and 2 LSB off for tanh over about +-7 (a chord over 128 codes, 0.027
     apart, of a curve that bends 0.77 per unit squared is ~2.4 output LSB off before any fitting): these stay
-    on the CPU, saying why (ops/table16 checks every int16 code against fake-quant)."""
+    on the CPU, saying why (helpers/table16 checks every int16 code against fake-quant)."""
     inputs = (torch.randn(4, 64) * 2,)
     converted = quantize(Fn(lambda s, x: fn(x)), inputs, SPEC, A16W8)
     report = partition_report(lower(converted, inputs, TOSAPartitioner(TosaCompileSpec(SPEC))))

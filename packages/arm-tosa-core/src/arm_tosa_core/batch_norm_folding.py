@@ -38,6 +38,7 @@ def _inference_batch_norm(node: Node) -> tuple[Node | None, ...] | None:
 
 class _Constants:
     """Read and replace the parameters/buffers behind an exported program's placeholders."""
+
     def __init__(self, ep: ExportedProgram) -> None:
         sig = ep.graph_signature
         self.target = {spec.arg.name: spec.target for spec in sig.input_specs
@@ -130,6 +131,7 @@ def fold_conv_batch_norm(ep: ExportedProgram) -> ExportedProgram:
 
 def _renamed(signature: ExportGraphSignature, names: dict[str, str], dropped: set[str]) -> ExportGraphSignature:
     """`signature` for the copied graph: copying may rename nodes (e.g. `input` -> `input_1`)."""
+
     def arg(a):
         return replace(a, name=names[a.name]) if isinstance(a, TensorArgument) and a.name in names else a
 

@@ -41,6 +41,7 @@ class Quant:
     ACTIVATION: a clamp; fused into the producer's output range when it follows a WEIGHTED or
     BINARY op, otherwise SHARED.
     """
+
     WEIGHTED = "weighted"
     BINARY = "binary"
     TABLE = "table"
@@ -59,6 +60,7 @@ TargetRule = Callable[[Node, str], "str | None"]
 @dataclass
 class OpEntry:
     """Everything about one op family; see module docstring."""
+
     name: str
     targets: tuple[Any, ...]
     lower: LowerRule
@@ -165,6 +167,7 @@ REGISTER_OP_KEYWORDS = tuple(p.name for p in inspect.signature(register_op).para
 
 def register_int_rule(name: str) -> Callable[[LowerRule], LowerRule]:
     """Decorator: the INT-profile lowering of family `name` (defined next to its FP rule)."""
+
     def wrap(fn: LowerRule) -> LowerRule:
         _FAMILIES[name].int_lower = fn
         return fn
@@ -352,7 +355,7 @@ def _lowers_int16(entry: OpEntry, node: Node) -> bool:
 
 def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
     """Why the interpolated int16 TABLE of `node` would be more than 1 LSB off fake-quant on some input
-    code (built and checked on all 65,536 codes by `ops.table16`); None when it is within."""
+    code (built and checked on all 65,536 codes by `helpers.table16`); None when it is within."""
     reason = int16_table_reason(node)
     return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 

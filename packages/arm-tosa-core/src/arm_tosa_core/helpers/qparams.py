@@ -30,6 +30,7 @@ DEQUANTIZE = {qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor,
 @dataclass(frozen=True)
 class QParams:
     """Affine quantization: real = scale * (q - zero_point). Per-channel when `scale` is an array."""
+
     scale: float | np.ndarray
     zero_point: int
     dtype: torch.dtype  # int8 / int16, or int32 for accumulators

@@ -32,6 +32,7 @@ def pair(value, default) -> list[int]:
 
 class AxisPlan(NamedTuple):
     """How one spatial axis is padded: explicit zero PAD (counted), TOSA pad (excluded), rows dropped."""
+
     pad_lo: int
     pad_hi: int
     tosa_lo: int
