@@ -81,9 +81,6 @@ class OutputComparison:
     def within(self, bound: float) -> bool:
         return not self.nonfinite and self.max_error <= bound
 
-    def describe(self) -> str:
-        return self.nonfinite or f"max abs error {self.max_error:.3g} (max |expected| {self.max_magnitude:.3g})"
-
 
 def _nonfinite_mismatch(a: torch.Tensor, b: torch.Tensor, where: str) -> str:
     """How many positions of `a` disagree with `b` about NaN / signed inf, and the first of them."""
