@@ -47,7 +47,7 @@ def _compile(size: int, work: Path) -> dict[str, Path]:
     paths = {}
     cfg = EdgeCompileConfig(_check_ir_validity=False)
     for name, spec, quantizer, partitioner in (
-        ("ethosu", EthosUCompileSpec("ethos-u55-128"), None, EthosUPartitioner),
+        ("ethosu", EthosUCompileSpec("ethos-u55-128").include_host_graph(), None, EthosUPartitioner),
         ("tosa", TosaCompileSpec("TOSA-1.0+INT"), "tosa", TOSAPartitioner),
     ):
         q = EthosUQuantizer(spec) if quantizer is None else TOSAQuantizer(spec).set_global(

@@ -48,7 +48,7 @@ def _layers(name):
     module, shapes, _ = CASES[name]
     gen = torch.Generator().manual_seed(0)
     inputs = tuple(torch.randn(s, generator=gen) for s in shapes)
-    spec = EthosUCompileSpec("ethos-u55-128")
+    spec = EthosUCompileSpec("ethos-u55-128").include_host_graph()
     quantized = (flow.quantize_mixed(module.eval(), inputs, spec, None) if name.endswith("a16w8")
                  else flow.quantize(module.eval(), inputs))
     edge = flow.lower(quantized, inputs, spec)

@@ -90,21 +90,21 @@ def test_memory_budget_fails_at_compile_time(two_partitions, tmp_path):
 
 def test_without_the_tosa_graph(two_partitions):
     quantized, inputs = two_partitions
-    with_graph = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256"))
-    without = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256").include_tosa_graph(False))
+    with_graph = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256").include_host_graph())
+    without = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256"))  # the default
     for a, b in zip(ethosu_payloads(with_graph), ethosu_payloads(without), strict=True):
         sa, sb = parse_binstream(a), parse_binstream(b)
         assert "tosa_graph" not in sb.extra and len(b) < len(a)
         assert (sa.cmd_data, sa.weight_data, sa.inputs, sa.outputs) == (
             sb.cmd_data, sb.weight_data, sb.inputs, sb.outputs)  # the device sees the same stream
     assert ethosu_report(without).partitions[0].cycles_npu == ethosu_report(with_graph).partitions[0].cycles_npu
-    with pytest.raises((ValueError, ReferenceModelError), match="include_tosa_graph"):
+    with pytest.raises((ValueError, ReferenceModelError), match=r"include_host_graph\(\) \(arm-compile --host-graph"):
         run_on_reference_model(without, *inputs)
 
 
 def test_reference_model_runs_both_partitions_bit_exactly(two_partitions):
     quantized, inputs = two_partitions
-    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u65-256"))
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u65-256").include_host_graph())
     assert len(ethosu_payloads(edge)) == 2
     with torch.no_grad():
         assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs))

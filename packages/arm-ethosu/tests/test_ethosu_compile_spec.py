@@ -117,10 +117,14 @@ def test_inherited_artifact_options(tmp_path):
     assert spec.get_intermediate_path() == str(tmp_path)
 
 
-def test_memory_limit_and_tosa_graph_options():
-    spec = EthosUCompileSpec().set_memory_limit(sram_bytes=65536).include_tosa_graph(False)
+def test_memory_limit_and_host_graph_options():
+    spec = EthosUCompileSpec().set_memory_limit(sram_bytes=65536)
     ethosu = _settings(spec)["ethosu"]
-    assert ethosu["sram_limit_bytes"] == 65536 and ethosu["tosa_graph"] is False
+    assert ethosu["sram_limit_bytes"] == 65536 and ethosu["tosa_graph"] is False  # deployable by default
+    assert _settings(EthosUCompileSpec().include_host_graph())["ethosu"]["tosa_graph"] is True
+    assert _settings(EthosUCompileSpec().include_tosa_graph())["ethosu"]["tosa_graph"] is True  # older name
+    assert _settings(ArmCompileSpecBuilder().ethosu_compile_spec("ethos-u55-128").build())["ethosu"][
+        "tosa_graph"] is False
     with pytest.raises(ValueError, match="positive"):
         EthosUCompileSpec().set_memory_limit(sram_bytes=-1)
 

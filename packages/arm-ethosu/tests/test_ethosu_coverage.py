@@ -56,7 +56,7 @@ U55_CPU = {
 def _run(module, shape, target):
     inputs = (torch.randn(shape),)
     quantized = flow.quantize(module, inputs)
-    edge = flow.lower(quantized, inputs, EthosUCompileSpec(target))
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec(target).include_host_graph())
     return quantized, inputs, edge
 
 

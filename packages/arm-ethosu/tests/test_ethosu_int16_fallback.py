@@ -43,7 +43,7 @@ class _Block(nn.Module):
 def _target(name: str):
     """(quantizer factory, partitioner) of a target: an Ethos-U one or a plain TOSA spec."""
     if name.startswith("ethos-u"):
-        spec = EthosUCompileSpec(name)
+        spec = EthosUCompileSpec(name).include_host_graph()
         return (lambda: EthosUQuantizer(spec)), EthosUPartitioner(spec)
     spec = TosaCompileSpec(name)
     return (lambda: TOSAQuantizer(spec).set_global(get_symmetric_quantization_config())), TOSAPartitioner(spec)

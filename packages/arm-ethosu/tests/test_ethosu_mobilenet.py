@@ -60,7 +60,7 @@ def seed(tmp_path_factory):
         system_config="Ethos_U55_High_End_Embedded",
         memory_mode="Shared_Sram",
         extra_flags="--output-format=raw --debug-force-regor",
-    ).build()
+    ).build().include_host_graph()  # not in the seed: its .pte then runs on the host too
 
     quantizer = EthosUQuantizer(compile_spec)
     operator_config = get_symmetric_quantization_config()

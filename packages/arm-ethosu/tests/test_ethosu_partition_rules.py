@@ -85,7 +85,7 @@ def _case(name: str):
 
 def _lower(name: str, target: str, checks=None):
     module, inputs, _ = _case(name)
-    spec = EthosUCompileSpec(target)
+    spec = EthosUCompileSpec(target).include_host_graph()
     if CASES[name].quantize:
         return flow.lower(module, inputs, spec, checks)
     return to_edge_transform_and_lower(torch.export.export(module, inputs),
@@ -145,7 +145,7 @@ def test_avg_pool_with_excluded_padding_is_delegated_for_u55():
     model = _with_relus(nn.AvgPool2d(9, 1, 4, count_include_pad=False), 8, 8)
     inputs = (torch.randn(1, 8, 12, 12),)
     quantized = flow.quantize(model, inputs)
-    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128"))
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
     assert flow.cpu_compute(edge) == {} and len(ethosu_payloads(edge)) == 1
     with torch.no_grad():
         out, expected = run_on_reference_model(edge, *inputs), quantized(*inputs)
@@ -184,7 +184,7 @@ def three_convs():
 def test_dont_partition_checks(three_convs, check, excluded):
     quantized, inputs, expected = three_convs
     checker = check()
-    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128"), [checker])
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph(), [checker])
     cpu = flow.cpu_compute(edge)
     by_check = {n for n, r in cpu.items() if r == f"excluded by {type(checker).__name__}"}
     assert len(by_check) == excluded, cpu

@@ -17,7 +17,7 @@ MAX_LSB = {"convmixer": 3, "unet_decoder": 3}  # see arm-quantizer's test_models
 def test_u55_one_partition(name):
     model, inputs = build_small(name)
     quantized = flow.quantize(model, inputs)
-    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128"))
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
     assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
     vela = ethosu_report(edge)
     assert len(vela.partitions) == 1 and vela.partitions[0].cpu_ops == 0 and vela.partitions[0].cycles_npu > 0

@@ -7,7 +7,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
-from arm_tosa_core.testing import lower, max_relative_error
+from arm_tosa_core.testing import compare_outputs, lower
 
 
 def quantize(module, inputs, spec="TOSA-1.0+INT", config=None, quantizer=None, calibration=None):
@@ -44,8 +44,9 @@ def check_int(module, inputs, *, spec="TOSA-1.0+INT", max_lsb=1.0, config=None, 
     if expect_full:
         assert not compute, f"[{case}] not fully delegated:\n{report}"
     out = run_on_reference_model(edge, *inputs)
-    err, _ = max_relative_error(out, fake)
-    scale = max(output_scales(converted))
+    comparison = compare_outputs(out, fake)
+    assert not comparison.nonfinite, f"[{case}] {comparison.nonfinite}\n{report}"
+    err, scale = comparison.max_error, max(output_scales(converted))
     assert err <= max_lsb * scale * 1.0001, (
         f"[{case}] max error {err:.4g} = {err / scale:.2f} LSB (scale {scale:.4g})\n{report}")
     return edge, report, err / scale, converted

@@ -33,8 +33,12 @@ def _qkv(b=1, h=2, length=8, e=16, hkv=None):
 
 
 _MASK = torch.rand(8, 8) > 0.3
-_MASK.fill_diagonal_(True)  # every row keeps an entry (a fully masked row is NaN in float)
+_MASK.fill_diagonal_(True)  # every row keeps an entry (rows masked entirely: the _EMPTY_ROW masks)
 _NEG_INF_BIAS = torch.where(_MASK, torch.randn(8, 8) * 0.5, float("-inf"))
+# a query row masked entirely: torch 2.13 gives 0 for it (its safe softmax), for both mask forms
+_MASK_EMPTY_ROW = _MASK.clone()
+_MASK_EMPTY_ROW[3] = False
+_NEG_INF_BIAS_EMPTY_ROW = torch.where(_MASK_EMPTY_ROW, torch.randn(8, 8) * 0.5, float("-inf"))
 
 CASES = [
     ("softmax_last", Fn(lambda s, x: F.softmax(x, -1)), (torch.randn(2, 4, 16) * 2,)),
@@ -53,6 +57,10 @@ CASES = [
      _qkv()),
     ("sdpa_neg_inf_bias", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=s.m),
                              m=_NEG_INF_BIAS), _qkv()),
+    ("sdpa_bool_mask_empty_row", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=s.m),
+                                    m=_MASK_EMPTY_ROW), _qkv()),
+    ("sdpa_neg_inf_bias_empty_row", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=s.m), m=_NEG_INF_BIAS_EMPTY_ROW), _qkv()),
     # an HF-style causal mask built in forward from factory ops: folded into a constant before annotation
     ("sdpa_mask_from_factories", Fn(lambda s, q, k, v: F.scaled_dot_product_attention(
         q, k, v, attn_mask=torch.arange(8)[:, None] >= torch.arange(8)[None, :])), _qkv()),
@@ -80,6 +88,8 @@ FLOAT_ONLY_CASES = [  # mask layouts of grouped-query attention, and masks given
      (*_qkv(), torch.randn(8, 8))),
     ("runtime_bool_mask", Fn(lambda s, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
      (*_qkv(), _MASK)),
+    ("runtime_bool_mask_empty_row", Fn(lambda s, q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m)), (*_qkv(), _MASK_EMPTY_ROW)),
     ("var_mean", Fn(lambda s, x: torch.var_mean(x, dim=1, correction=1)), (torch.randn(3, 7, 2),)),
 ]
 

@@ -35,7 +35,7 @@ from arm_tosa_core import (
     registry,
     run_on_reference_model,
 )
-from arm_tosa_core.testing import lower, max_relative_error
+from arm_tosa_core.testing import compare_outputs, lower
 
 aten = torch.ops.aten
 SHAPE = (2, 3, 4, 5, 6)
@@ -281,8 +281,9 @@ def run_case(case: Case) -> tuple[str, str]:
             expected = _eager(case.module, case.inputs)
             edge = lower(case.module.eval(), _clone(case.inputs), TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP")))
             out = run_on_reference_model(edge, *_clone(case.inputs))
-            err, mag = max_relative_error(out, expected)
-            ok = err <= 1e-4 * max(mag, 1e-6)
+            comparison = compare_outputs(out, expected)
+            err, mag = comparison.max_error, comparison.max_magnitude
+            ok = comparison.within(1e-4 * max(mag, 1e-6))
         else:
             from quant_harness import output_scales, quantize
 
@@ -292,17 +293,19 @@ def run_case(case: Case) -> tuple[str, str]:
             expected = run_exactly(converted, *_clone(case.inputs))
             edge = lower(converted, _clone(case.inputs), TOSAPartitioner(TosaCompileSpec("TOSA-1.0+INT")))
             out = run_on_reference_model(edge, *_clone(case.inputs))
-            err, mag = max_relative_error(out, expected)
+            comparison = compare_outputs(out, expected)
+            err, mag = comparison.max_error, comparison.max_magnitude
             try:  # 1 LSB of a quantized output; an output left in float (op not quantized): FP tolerance
-                mag, ok = max(output_scales(converted)), err <= max(output_scales(converted)) * 1.0001
+                mag, ok = max(output_scales(converted)), comparison.within(max(output_scales(converted)) * 1.0001)
             except IndexError:
-                ok = err <= 1e-4 * max(mag, 1e-6)
+                ok = comparison.within(1e-4 * max(mag, 1e-6))
         report = partition_report(edge)
     except Exception as exc:
         return "crashed", f"{type(exc).__name__}: {str(exc)[:300]}\n{traceback.format_exc(limit=-3)}"
     cpu = [c for c in report.cpu_nodes if "quantize" not in c.target]
     if not ok:
-        return "crashed", f"wrong result: max error {err:.3g} (tolerance base {mag:.3g})\n{report}"
+        return "crashed", (f"wrong result: {comparison.nonfinite or f'max error {err:.3g}'} "
+                           f"(tolerance base {mag:.3g})\n{report}")
     if any(not c.reason or c.reason == "not claimed by any partitioner" for c in cpu):
         return "crashed", f"a node left on the CPU without a reason\n{report}"
     return ("cpu", cpu[0].reason) if cpu else ("lowered", "")

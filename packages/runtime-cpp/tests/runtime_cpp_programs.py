@@ -29,7 +29,7 @@ def ethosu_edge(seed: int = 0, target: str = "ethos-u55-128"):
     from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
 
     x = (torch.randn(INPUT),)
-    spec = EthosUCompileSpec(target)
+    spec = EthosUCompileSpec(target).include_host_graph()  # what the host runs
     prepared = prepare_pt2e(torch.export.export(tiny_model(seed), x).module(), EthosUQuantizer(spec))
     with torch.no_grad():
         prepared(*x)

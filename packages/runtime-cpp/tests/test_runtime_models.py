@@ -35,7 +35,7 @@ def _lower(target: str, model, inputs):
     if target == "ethos-u85-256":
         from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
 
-        spec = EthosUCompileSpec(target)
+        spec = EthosUCompileSpec(target).include_host_graph()  # what the host runs
         model = _quantize(model, inputs, EthosUQuantizer(spec))
         partitioner = EthosUPartitioner(spec)
     else:

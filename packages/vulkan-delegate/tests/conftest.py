@@ -6,6 +6,7 @@ import pytest
 import torch
 from executorch.exir import to_edge_transform_and_lower
 
+from arm_tosa_core.testing import compare_outputs
 from vulkan_delegate import VulkanPartitioner, device_name, partition_report, run_on_vulkan
 
 FP32_TOL, FP16_TOL = 1e-4, 1e-2
@@ -23,8 +24,10 @@ def lower(model: torch.nn.Module, inputs: tuple, fp16: bool = False, dynamic_sha
 
 
 def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
-    """max |y - ref| / max |ref|: error relative to the output's scale."""
-    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-12)).item()
+    """max |y - ref| / max |ref|: error relative to the output's scale; inf where y and ref disagree
+    about NaN or inf (the shared NaN-aware comparison)."""
+    comparison = compare_outputs(y.float(), ref.float())
+    return comparison.max_error / max(comparison.max_magnitude, 1e-12)
 
 
 def check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **kw):
@@ -35,6 +38,7 @@ def check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **kw):
         assert not report.cpu_nodes, str(report)
     y = run_on_vulkan(edge.to_executorch(), *inputs)
     ref = model(*inputs) if ref is None else ref
+    assert not (nonfinite := compare_outputs(y, ref).nonfinite), f"{nonfinite} (fp16={fp16})\n{report}"
     err = rel_err(y, ref)
     tol = tol if tol is not None else (FP16_TOL if fp16 else FP32_TOL)
     assert err <= tol, f"rel err {err:.3g} > {tol} (fp16={fp16})\n{report}"

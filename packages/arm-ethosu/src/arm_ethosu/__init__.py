@@ -10,7 +10,8 @@
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
     print(ethosu_report(edge).format_table())
 
-Importing the package registers the Ethos-U payload with `arm_tosa_core.run_on_reference_model`.
+Importing the package registers the Ethos-U payload with `arm_tosa_core.run_on_reference_model`
+(which runs a payload compiled with `EthosUCompileSpec(...).include_host_graph()`).
 """
 
 from arm_quantizer import get_symmetric_quantization_config

@@ -1,9 +1,10 @@
 """EthosUBackend: one partition -> TOSA INT (the core) -> vela, in-process -> the delegate payload.
 
 The payload is a vela bin stream (see the README) that the stock ExecuTorch Ethos-U runtime reads up
-to its end marker. After the marker come two blocks only the host reads: "tosa_graph" (the TOSA INT
-flatbuffer vela compiled, so `run_on_reference_model` can run the program bit-exactly on a CPU) and
-"vela_report" (this partition's vela numbers as JSON, read back by `ethosu_report`).
+to its end marker. After the marker come blocks only the host reads: "vela_report" (this partition's
+vela numbers as JSON, read back by `ethosu_report`) and, when the spec asks for it
+(`EthosUCompileSpec.include_host_graph()`), "tosa_graph" (the TOSA INT flatbuffer vela compiled, so
+`run_on_reference_model` can run the program bit-exactly on a CPU).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class EthosUBackend(BackendDetails):
         check_memory_budget(report, result.limits, ethosu.get("sram_limit_bytes"),
                             ethosu.get("weight_limit_bytes"))
         extra = {REPORT_BLOCK: json.dumps(asdict(report), separators=(",", ":")).encode()}
-        if ethosu.get("tosa_graph", True):
+        if ethosu.get("tosa_graph", False):
             extra = {TOSA_BLOCK: graph.flatbuffer, **extra}
         payload = build_binstream(result, extra)
         return PreprocessResult(processed_bytes=payload)
@@ -73,9 +74,10 @@ def tosa_graph_of(payload: bytes, compile_specs: list | None = None) -> bytes:
     """The TOSA INT flatbuffer stored in an Ethos-U payload (what the reference model runs)."""
     stream = parse_binstream(payload)
     if TOSA_BLOCK not in stream.extra:
-        raise ValueError(f"this Ethos-U payload has no {TOSA_BLOCK!r} block (compiled with "
-                         "include_tosa_graph(False), or by another toolchain), so it cannot run on the "
-                         "TOSA reference model; recompile it with arm_ethosu and the graph included")
+        raise ValueError(f"this Ethos-U payload has no {TOSA_BLOCK!r} block (the host graph: the "
+                         "deployable payload, the default, leaves it out), so it cannot run on the host; "
+                         "recompile with EthosUCompileSpec(...).include_host_graph() (arm-compile "
+                         "--host-graph)")
     return stream.extra[TOSA_BLOCK]
 
 

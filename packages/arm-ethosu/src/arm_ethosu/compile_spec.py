@@ -86,6 +86,9 @@ class EthosUCompileSpec(TosaCompileSpec):
     (default: the family's defaults from vela's bundled Arm/vela.ini). Invalid names raise
     ValueError listing the valid ones. `extra_flags` are passed to vela as they are.
 
+    The payload is the deployable one by default (vela's bin stream and its report, what `arm-compile`
+    writes); `include_host_graph()` adds the TOSA graph the host runs (`arm-compile --host-graph`).
+
         spec = EthosUCompileSpec("ethos-u55-128").dump_intermediate_artifacts_to("out/")
     """
 
@@ -103,7 +106,7 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.extra_flags = normalize_extra_flags(extra_flags)
         self.sram_limit_bytes: int | None = None
         self.weight_limit_bytes: int | None = None
-        self.tosa_graph_in_payload = True
+        self.tosa_graph_in_payload = False  # the deployable payload; include_host_graph() opts in
         super().__init__(implied_tosa_spec(target))
 
     @property
@@ -121,14 +124,20 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.sram_limit_bytes, self.weight_limit_bytes = sram_bytes, weight_bytes
         return self
 
-    def include_tosa_graph(self, include: bool = True) -> EthosUCompileSpec:
-        """Keep (default) or drop the TOSA graph stored after the bin stream's end marker.
+    def include_host_graph(self, include: bool = True) -> EthosUCompileSpec:
+        """Store (or, with False, leave out: the default) the host graph, the TOSA INT graph vela
+        compiled, after the bin stream's end marker; returns self. The same switch as `arm-compile
+        --host-graph`.
 
-        The device never reads it; it is what `run_on_reference_model` runs on the host. Dropping it
-        roughly halves the .pte (the graph holds the weights once more); returns self.
+        The device never reads it; it is what `run_on_reference_model` and `runtime_cpp` run on the
+        host. It roughly doubles the .pte (the graph holds the weights once more).
         """
         self.tosa_graph_in_payload = bool(include)
         return self
+
+    def include_tosa_graph(self, include: bool = True) -> EthosUCompileSpec:
+        """The older name of `include_host_graph`."""
+        return self.include_host_graph(include)
 
     def _extra_specs(self) -> dict:
         return {"ethosu": {

@@ -42,13 +42,17 @@ class PteVariants:
         return len(self.host) - len(self.deployable)
 
 
-def _portable_specs(specs) -> list[CompileSpec]:
+def _portable_specs(specs, host_graph: bool | None = None) -> list[CompileSpec]:
+    """The compile specs without host paths; for an Ethos-U delegate (`host_graph` given) the stored
+    host-graph switch says what the payload holds, as the same spec lowered directly would."""
     out = []
     for spec in specs:
         if spec.key == _ARM_SPEC:
             settings = json.loads(bytes(spec.value))
             for key in _HOST_ONLY_SETTINGS:
                 settings.pop(key, None)
+            if host_graph is not None and "ethosu" in settings:
+                settings["ethosu"]["tosa_graph"] = host_graph
             spec = CompileSpec(_ARM_SPEC, json.dumps(settings, sort_keys=True).encode())
         out.append(spec)
     return out
@@ -86,7 +90,8 @@ def _lowered_modules(edge) -> list:
 
 def pte_variants(edge) -> PteVariants:
     """Deployable and host .pte bytes of an EdgeProgramManager lowered with the host graph included
-    (EthosUCompileSpec's default). Delegates of other backends only lose their host paths."""
+    (`EthosUCompileSpec(...).include_host_graph()`; without it both are the deployable one).
+    Delegates of other backends only lose their host paths."""
     lowered = _lowered_modules(edge)
     original = [(m._processed_bytes, m._compile_specs) for m in lowered]
     config = ExecutorchBackendConfig(extract_delegate_segments=False)
@@ -94,9 +99,13 @@ def pte_variants(edge) -> PteVariants:
     try:
         for host_graph in (True, False):
             for module, (processed, specs) in zip(lowered, original, strict=True):
-                module._compile_specs = _portable_specs(specs)
                 if module.backend_id == BACKEND_ID:
-                    module._processed_bytes = _payload(bytes(processed), host_graph)
+                    payload = _payload(bytes(processed), host_graph)
+                    module._processed_bytes = payload
+                    holds_graph = TOSA_BLOCK in parse_binstream(payload).extra
+                    module._compile_specs = _portable_specs(specs, holds_graph)
+                else:
+                    module._compile_specs = _portable_specs(specs)
             variants[host_graph] = edge.to_executorch(config).buffer
     finally:
         for module, (processed, specs) in zip(lowered, original, strict=True):

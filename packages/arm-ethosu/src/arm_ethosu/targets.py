@@ -86,7 +86,8 @@ def _ethosu_spec(name: str, options: dict[str, Any]):
                              options.get("vela_flags"), options.get("vela_config") or "Arm/vela.ini")
     if options.get("sram_limit"):
         spec.set_memory_limit(sram_bytes=int(options["sram_limit"]))
-    return spec  # lowered with the host graph; arm-compile writes the deployable .pte without it
+    # lowered with the host graph, which verify runs; arm-compile writes the deployable .pte without it
+    return spec.include_host_graph()
 
 
 def _sram_limit_of(report) -> int | None:

@@ -10,7 +10,10 @@ data movement). torch's own decompositions (torch._decomp) do the work, steered 
 - scaled_dot_product_attention is decomposed here: torch's goes through _safe_softmax and a -inf
   additive mask, and an observer that sees -inf gives an infinite scale. A causal or boolean mask
   instead multiplies exp(s - max s) by a 0/1 keep mask before the row sum (same result as the -inf
-  mask for every row with an unmasked entry).
+  mask for every row with an unmasked entry). A row masked entirely gives 0, as torch's safe softmax
+  does (its sum is 0: the reciprocal is replaced by 0), when the mask can have such a row (a runtime
+  bool mask, or a constant one that has one). A constant additive mask counts entries at or below
+  finfo.min / 2 as masked, so a row of only such finite entries also gives 0 (torch: the row average).
 Every new node inherits the decomposed node's metadata (nn_module_stack, so set_module_name/type
 still apply), so the annotator gives each intermediate its own Q/DQ. Constant sub-graphs left by a
 decomposition (the causal mask) are folded into buffers by `fold_constants`.
@@ -145,8 +148,19 @@ def _rows(mask, hkv: int, groups: int, length: int, s: int):
     return mask.reshape(mb, hkv, groups * length, s)
 
 
+def _empty_rows(gm: GraphModule, mask, plan: str) -> bool:
+    """Whether the keep mask of `plan` can have a row with no entry kept (always for a runtime one)."""
+    if plan not in ("keep", "keep+add", "select"):
+        return False
+    value = attr_value(gm, mask.target) if mask.op == "get_attr" else None
+    if not isinstance(value, torch.Tensor):
+        return True
+    keep = value if value.dtype == torch.bool else value > torch.finfo(value.dtype).min / 2
+    return bool((~keep.any(-1)).any()) if value.dim() else not bool(keep)
+
+
 def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False,
-          plan="none"):
+          plan="none", empty_rows=False):
     """softmax(Q K^T * scale + mask) V with grouped query heads folded into the rows of one KV head."""
     b, hq, length, e = q.shape
     hkv, s = k.shape[1], k.shape[2]
@@ -171,13 +185,19 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None
     elif plan == "select":  # a runtime bool mask cast to float would have no qparams: SELECT on the exps
         exps = torch.exp(scores - torch.amax(scores, -1, keepdim=True))
         exps = torch.where(_rows(keep, hkv, groups, length, s), exps, 0.0)
-        probs = exps * torch.reciprocal(torch.sum(exps, -1, keepdim=True))
+        probs = exps * _row_scale(exps, empty_rows)
     else:
         keep = _rows(keep.to(scores.dtype), hkv, groups, length, s)
         exps = torch.exp(scores - torch.amax(scores, -1, keepdim=True)) * keep
-        probs = exps * torch.reciprocal(torch.sum(exps, -1, keepdim=True))
+        probs = exps * _row_scale(exps, empty_rows)
     out = torch.matmul(probs, v)
     return out.reshape(b, hq, length, v.shape[-1]) if groups > 1 else out
+
+
+def _row_scale(exps, empty_rows: bool):
+    """1 / row sum; 0 for a row with nothing kept (sum 0) when there can be one, as torch gives 0 there."""
+    total = torch.sum(exps, -1, keepdim=True)
+    return torch.where(total > 0, torch.reciprocal(total), 0.0) if empty_rows else torch.reciprocal(total)
 
 
 # -- the pass ------------------------------------------------------------------------------------
@@ -207,7 +227,8 @@ def _wanted(node: Node) -> bool:
 def _implementation(gm: GraphModule, node: Node) -> Callable:
     if node.target is _SDPA:
         mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
-        return partial(_sdpa, plan=_mask_plan(gm, mask))
+        plan = _mask_plan(gm, mask)
+        return partial(_sdpa, plan=plan, empty_rows=_empty_rows(gm, mask, plan))
     return _INPLACE_DIV.get(node.target, node.target)  # decomposed by _TABLE while tracing
 
 

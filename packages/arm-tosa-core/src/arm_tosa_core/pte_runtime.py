@@ -64,7 +64,8 @@ def run_pte_on_runtime(pte: bytes | str | os.PathLike, inputs: Sequence[torch.Te
         raise ReferenceModelError(
             f"the ExecuTorch runtime could not load method {method!r}: {exc}. The runtime's log line "
             "above names the cause (a missing CPU kernel, or a delegate payload the backend refused; "
-            "for an Ethos-U .pte compiled without its host graph, recompile with --host-graph)") from exc
+            "for an Ethos-U .pte compiled without its host graph, recompile with arm-compile --host-graph "
+            "or EthosUCompileSpec(...).include_host_graph())") from exc
     try:
         outputs = loaded.execute([t.contiguous() if isinstance(t, torch.Tensor) else t for t in inputs])
     except RuntimeError as exc:

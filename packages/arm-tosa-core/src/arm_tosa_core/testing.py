@@ -3,6 +3,8 @@
 `check_lowering(module, inputs)` exports, lowers with the given partitioner, runs the result with
 `run_on_reference_model` and compares with the eager module within `rtol` of the output's max
 magnitude. On mismatch the assertion names the case, the max error and the partition report.
+Every comparison is NaN-aware (`compare_outputs`): a NaN or inf where the expected value is finite
+fails, and where the expected value is NaN or inf the actual one must be the same.
 """
 
 from __future__ import annotations
@@ -61,19 +63,69 @@ def lower(module: torch.nn.Module, inputs: Sequence[torch.Tensor], partitioner=N
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
 
 
-def max_relative_error(actual: Any, expected: Any) -> tuple[float, float]:
-    """(max abs error, max |expected|) over all output tensors."""
+@dataclass(frozen=True)
+class OutputComparison:
+    """Actual outputs against expected ones, NaN-aware.
+
+    `nonfinite` describes every position where the two disagree about NaN or inf (a NaN or inf where
+    the expected value is finite, a finite value where it is NaN or inf, or an inf of the other sign);
+    empty when they agree. `max_error` is the max abs difference over positions finite in both, and
+    inf whenever `nonfinite` is not empty, so a bound on it can never pass a NaN. `max_magnitude` is
+    the max |expected| over its finite values.
+    """
+
+    max_error: float
+    max_magnitude: float
+    nonfinite: str = ""
+
+    def within(self, bound: float) -> bool:
+        return not self.nonfinite and self.max_error <= bound
+
+
+def _nonfinite_mismatch(a: torch.Tensor, b: torch.Tensor, where: str) -> str:
+    """How many positions of `a` disagree with `b` about NaN / signed inf, and the first of them."""
+    bad = (a.isnan() != b.isnan()) | (a.isposinf() != b.isposinf()) | (a.isneginf() != b.isneginf())
+    count = int(bad.sum())
+    if not count:
+        return ""
+    finite_b = b.isfinite()
+    kinds = [(int((bad & finite_b & a.isnan()).sum()), "NaN where the reference is finite"),
+             (int((bad & finite_b & a.isinf()).sum()), "inf where the reference is finite"),
+             (int((bad & ~finite_b & a.isfinite()).sum()), "finite where the reference is NaN or inf"),
+             (int((bad & ~finite_b & ~a.isfinite()).sum()), "NaN/inf unlike the reference's")]
+    first = tuple(int(i) for i in bad.nonzero()[0])
+    counts = ", ".join(f"{n} {kind}" for n, kind in kinds if n)
+    return (f"{where}: {count} of {a.numel()} values disagree about NaN/inf ({counts}); first at {first}: "
+            f"got {a[first].item()}, expected {b[first].item()}")
+
+
+def compare_outputs(actual: Any, expected: Any) -> OutputComparison:
+    """Compare every output tensor of `actual` with `expected` (same tree of shapes), NaN-aware."""
     a_leaves, b_leaves = pytree.tree_leaves(actual), pytree.tree_leaves(expected)
     if len(a_leaves) != len(b_leaves):
         raise AssertionError(f"{len(a_leaves)} outputs, expected {len(b_leaves)}")
-    err, mag = 0.0, 0.0
-    for a, b in zip(a_leaves, b_leaves, strict=True):
+    err, mag, nonfinite = 0.0, 0.0, []
+    for i, (a, b) in enumerate(zip(a_leaves, b_leaves, strict=True)):
+        a, b = torch.as_tensor(a), torch.as_tensor(b)
         if a.shape != b.shape:
             raise AssertionError(f"output shape {tuple(a.shape)}, expected {tuple(b.shape)}")
         a, b = a.detach().double(), b.detach().double()
-        err = max(err, (a - b).abs().max().item() if a.numel() else 0.0)
-        mag = max(mag, b.abs().max().item() if b.numel() else 0.0)
-    return err, mag
+        where = f"output {i}" if len(a_leaves) > 1 else "output"
+        if message := _nonfinite_mismatch(a, b, where):
+            nonfinite.append(message)
+        both = a.isfinite() & b.isfinite()
+        if bool(both.any()):
+            err = max(err, (a[both] - b[both]).abs().max().item())
+        if bool(b.isfinite().any()):
+            mag = max(mag, b[b.isfinite()].abs().max().item())
+    return OutputComparison(float("inf") if nonfinite else err, mag, "; ".join(nonfinite))
+
+
+def max_relative_error(actual: Any, expected: Any) -> tuple[float, float]:
+    """(max abs error, max |expected|) over all output tensors; the error is inf where the outputs
+    disagree about NaN or inf (see `compare_outputs`, which also says where)."""
+    comparison = compare_outputs(actual, expected)
+    return comparison.max_error, comparison.max_magnitude
 
 
 def check_lowering(module: torch.nn.Module, inputs: Sequence[torch.Tensor], *, case: str = "",
@@ -87,10 +139,13 @@ def check_lowering(module: torch.nn.Module, inputs: Sequence[torch.Tensor], *, c
     report = partition_report(edge)
     with torch.no_grad():
         out = run_on_reference_model(edge, *inputs)
-    err, mag = max_relative_error(out, reference)
+    comparison = compare_outputs(out, reference)
     label = f"[{case}] " if case else ""
     if expect_full and report.cpu_nodes:
         raise AssertionError(f"{label}not fully delegated:\n{report}")
+    if comparison.nonfinite:
+        raise AssertionError(f"{label}{comparison.nonfinite}\n{report}")
+    err, mag = comparison.max_error, comparison.max_magnitude
     if err > rtol * max(mag, 1e-6):
         raise AssertionError(f"{label}max abs error {err:.3g} exceeds {rtol:g} x max |output| "
                              f"{mag:.3g}\n{report}")

@@ -58,7 +58,7 @@ struct EthosUProgram {
       ET_LOG(Error, "%s: this is a deployable Ethos-U payload (vela command stream only, no host "
                     "graph), valid for the NPU but not runnable on the host. For host execution "
                     "compile with the host graph: `arm-compile <model> --host-graph` or "
-                    "EthosUCompileSpec(...).include_tosa_graph(True)", kId);
+                    "EthosUCompileSpec(...).include_host_graph()", kId);
       return Error::NotSupported;
     }
     auto program = std::unique_ptr<EthosUProgram>(new (std::nothrow) EthosUProgram());

@@ -2,6 +2,10 @@
     softmax(Q K^T * scale + mask) V
 with two MATMULs and a max-subtracted softmax (REDUCE_MAX, SUB, EXP, REDUCE_SUM, RECIPROCAL, MUL).
 
+A query row masked entirely (a bool mask False on the whole row, or -inf on the whole row after an
+additive mask) gives 0, as torch 2.13's safe softmax does: a SELECT zeroes such rows of the softmax,
+found at compile time for a constant mask and by REDUCE_ANY for a runtime one.
+
 Kept whole, the causal mask is one compile-time constant instead of the arange/compare/where chain
 that torch's decomposition builds. Grouped-query attention (enable_gqa) needs no repeat of K/V: the
 Hq = Hkv * G query heads are folded into the rows of each KV head's MATMUL, so the work runs on rank-5
@@ -154,10 +158,15 @@ def lower_sdpa(ctx: LoweringContext, node: Node) -> Value:
     if p["causal"]:
         allowed = torch.ones(length, s, dtype=torch.bool).tril()
         mask = ctx.constant(allowed)
+    live = None
     if mask is not None:
-        scores = _apply_mask(ctx, scores, _mask5(ctx, mask, hkv, groups), dtype)
+        mask = _mask5(ctx, mask, hkv, groups)
+        scores = _apply_mask(ctx, scores, mask, dtype)
+        live = _live_rows(ctx, scores, mask)
 
     probs = _softmax_last(ctx, scores, dtype)
+    if live is not None:  # torch's safe softmax: a row masked entirely attends to nothing, giving 0
+        probs = ctx.b.op(Op.SELECT, [live, probs, ctx.scalar(0.0, dt, 5)], probs.shape, dt)
     probs = ctx.b.reshape(probs, [bh, rows, s])
     vt = ctx.b.reshape(ctx.tensor(v, ident4, dt), [bh, s, ev])
     out = ctx.b.op(Op.MATMUL, [probs, vt, *zps], [bh, rows, ev], dt)
@@ -175,6 +184,26 @@ def _apply_mask(ctx: LoweringContext, scores: T, mask: Value, dtype: torch.dtype
         keep = ctx.tensor(mask, ident5)
         return ctx.b.op(Op.SELECT, [keep, scores, ctx.scalar(_neg_large(dtype), dt, 5)], scores.shape, dt)
     return ctx.b.op(Op.ADD, [scores, ctx.tensor(mask, ident5, dt)], scores.shape, dt)
+
+
+def _live_rows(ctx: LoweringContext, scores: T, mask: Value) -> T | None:
+    """Rows of the masked scores with at least one position left ([..., 1], bool), as torch decides
+    them: a bool mask with a True in the row, or scores (after an additive mask) not all -inf. None
+    when every row has one (a constant mask says so at compile time)."""
+    ident5, bool_dt = layout.identity(5), tosa_dtype(torch.bool)
+    if mask.is_const:
+        masked = ~mask.const if mask.dtype == torch.bool else mask.const == float("-inf")
+        live = ~masked.all(dim=-1, keepdim=True)
+        return None if bool(live.all()) else ctx.tensor(ctx.constant(live), ident5, bool_dt)
+    if mask.dtype == torch.bool:
+        keep = ctx.tensor(mask, ident5)
+    else:
+        minus_inf = ctx.scalar(float("-inf"), scores.dtype, 5)
+        at_minus_inf = ctx.b.op(Op.EQUAL, [scores, minus_inf], scores.shape, bool_dt)
+        keep = ctx.b.op(Op.LOGICAL_NOT, [at_minus_inf], scores.shape, bool_dt)
+    if keep.shape[-1] == 1:
+        return keep
+    return ctx.b.op(Op.REDUCE_ANY, [keep], [*keep.shape[:-1], 1], bool_dt, len(keep.shape) - 1)
 
 
 def _softmax_last(ctx: LoweringContext, x: T, dtype: torch.dtype) -> T:

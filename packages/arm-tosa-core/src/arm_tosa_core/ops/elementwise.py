@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.fx import Node
 
@@ -10,6 +12,7 @@ from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import LoweringError
 from ..helpers.common import COMPARE_OPS, arg, elementwise, mul_shift, nan_propagate
+from ..helpers.composed import Fn
 from ..helpers.intmath import accumulator_value, rescale
 from ..registry import (
     INDEX_INTEGERS,
@@ -137,13 +140,70 @@ def lower_pow(ctx: LoweringContext, node: Node) -> Value:
     base, exponent = ctx.val(node.args[0]), node.args[1]
     if isinstance(exponent, (int, float)) and float(exponent).is_integer() and abs(exponent) <= 64:
         return _integer_power(ctx, node, base, int(exponent))
-    # TOSA POW is defined for base >= 0 only; torch gives NaN there for non-integer exponents anyway
-    shape, dtype = ctx.out_meta(node)
+    shape, _ = ctx.out_meta(node)
     if not shape:  # a 0-d result (a full-reduction norm): constants are at least rank 1, so work at [1]
-        base1, exp1 = ctx.reshape(base, (1,)), ctx.reshape(ctx.val(exponent), (1,))
-        (tb, te), perm = ctx.broadcast([base1, exp1], 1, tosa_dtype(dtype))
-        return ctx.reshape(ctx.emit(Op.POW, [tb, te], (1,), dtype, perm), ())
-    return elementwise(ctx, node, Op.POW, [base, ctx.val(exponent)])
+        base1 = ctx.reshape(base, (1,))
+        exp1 = ctx.reshape(ctx.val(exponent), (1,)) if isinstance(exponent, Node) else exponent
+        return ctx.reshape(_float_power(ctx, base1, exp1), ())
+    return _float_power(ctx, base, ctx.val(exponent) if isinstance(exponent, Node) else exponent)
+
+
+def _float_power(ctx: LoweringContext, base: Value, exponent: Value | float) -> Value:
+    """torch.pow (C's pow) for floats. The reference model runs TOSA POW only for a finite base > 0
+    and a finite exponent (anything else is UNPREDICTABLE), so POW sees those, with 1 in place of
+    the rest, and SELECTs give torch's values elsewhere:
+    - |x| ** y where |x| is 0 or inf, or y is +-inf: 1 for |x| == 1, else inf when |x| > 1 and
+      y > 0 or |x| < 1 and y < 0, else 0;
+    - x < 0: that magnitude negated for an odd integer y (an infinite y counts as even), NaN for a
+      non-integer y (but -inf ** y is inf ** y, except for a constant y of +-0.5, which torch
+      computes as sqrt / rsqrt);
+    - NaN in, NaN out, but x ** 0 and 1 ** y are 1.
+    The sign of a zero base is not kept (torch gives -inf for -0.0 ** -1, this inf)."""
+    f, nan, inf = Fn(ctx, base), float("nan"), float("inf")
+
+    def both(a: Value, b: Value, op: Op = Op.LOGICAL_AND) -> Value:
+        return f.op(op, a, b, out_dtype=torch.bool, in_dtype=torch.bool)
+
+    size = f.unary(Op.ABS, base)
+    regular = both(f.cmp(Op.GREATER, size, 0.0), f.cmp(Op.GREATER, inf, size))  # NaN: False
+    big = f.cmp(Op.GREATER, size, 1.0)
+    nan_base = f.op(Op.LOGICAL_NOT, f.cmp(Op.EQUAL, base, base), out_dtype=torch.bool, in_dtype=torch.bool)
+    if isinstance(exponent, Value):
+        finite = f.cmp(Op.GREATER, inf, f.unary(Op.ABS, exponent))  # NaN: False
+        y = f.select(finite, exponent, 1.0)
+        power = f.op(Op.POW, f.select(regular, size, 1.0), y)
+        limit = f.select(both(big, f.cmp(Op.GREATER, 0.0, exponent), Op.LOGICAL_XOR), inf, 0.0)
+        magnitude = f.select(both(regular, finite), power, f.select(f.cmp(Op.EQUAL, size, 1.0), 1.0, limit))
+        integer = f.cmp(Op.EQUAL, f.unary(Op.FLOOR, y), y)
+        even = f.cmp(Op.EQUAL, f.mul(f.unary(Op.FLOOR, f.mul(y, 0.5)), 2.0), y)
+        odd = both(both(integer, f.op(Op.LOGICAL_NOT, even, out_dtype=torch.bool, in_dtype=torch.bool)), finite)
+        not_integer = both(f.op(Op.LOGICAL_NOT, integer, out_dtype=torch.bool, in_dtype=torch.bool),
+                           f.op(Op.LOGICAL_NOT, f.cmp(Op.EQUAL, base, -inf), out_dtype=torch.bool,
+                                in_dtype=torch.bool))
+        negative = f.select(odd, f.sub(0.0, magnitude), f.select(not_integer, nan, magnitude))
+        nan_in = both(nan_base, f.op(Op.LOGICAL_NOT, f.cmp(Op.EQUAL, exponent, exponent), out_dtype=torch.bool,
+                                     in_dtype=torch.bool), Op.LOGICAL_OR)
+        one = both(f.cmp(Op.EQUAL, exponent, 0.0), f.cmp(Op.EQUAL, base, 1.0), Op.LOGICAL_OR)
+        result = f.select(nan_in, nan, f.select(f.cmp(Op.GREATER, 0.0, base), negative, magnitude))
+        return f.select(one, 1.0, result)
+    # a constant exponent: which of the cases above apply is known here
+    y = float(exponent)
+    if math.isnan(y):
+        return f.select(f.cmp(Op.EQUAL, base, 1.0), 1.0, nan)
+    grows, shrinks = (inf, 0.0) if y > 0 else (0.0, inf)  # |x| > 1 and |x| < 1, for 0, inf or y = +-inf
+    if math.isinf(y):
+        magnitude = f.select(f.cmp(Op.EQUAL, size, 1.0), 1.0, f.select(big, grows, shrinks))
+    else:
+        magnitude = f.select(regular, f.op(Op.POW, f.select(regular, size, 1.0), y), f.select(big, grows, shrinks))
+    if math.isinf(y) or y % 2 == 0:
+        negative = magnitude
+    elif y.is_integer():
+        negative = f.sub(0.0, magnitude)
+    elif abs(y) == 0.5:  # torch computes these as sqrt / rsqrt: NaN for -inf too
+        negative = nan
+    else:
+        negative = f.select(f.cmp(Op.EQUAL, base, -inf), magnitude, nan)
+    return f.select(nan_base, nan, f.select(f.cmp(Op.GREATER, 0.0, base), negative, magnitude))
 
 
 def _integer_power(ctx: LoweringContext, node: Node, base: Value, n: int) -> Value:
