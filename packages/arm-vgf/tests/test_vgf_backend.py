@@ -25,7 +25,7 @@ from arm_vgf import (
     VgfQuantizer,
     extract_vgf,
     read_vgf,
-    run_on_vulkan,
+    run_vgf_on_vulkan,
 )
 
 
@@ -65,7 +65,7 @@ def test_bool_float_casts_convert_and_run_on_vulkan(module):
     x = torch.randn(2, 8)
     edge = lower_vgf(module, (x,), VgfCompileSpec())
     assert not partition_report(edge).cpu_nodes
-    err, _ = relative_error(run_on_vulkan(edge, x), module(x))
+    err, _ = relative_error(run_vgf_on_vulkan(edge, x), module(x))
     assert err <= 1e-6
 
 
@@ -115,16 +115,16 @@ def test_type_narrowing_flag_gives_an_fp16_vgf_that_run_on_vulkan_bridges(tmp_pa
     assert [t.dtype for t in vgf_model.inputs + vgf_model.outputs] == ["float16", "float16"]
     assert {c.vk_format for c in vgf_model.constants} == {"VK_FORMAT_R16_SFLOAT"}
     with torch.no_grad():
-        out, expected = run_on_vulkan(edge, x), model(x)
+        out, expected = run_vgf_on_vulkan(edge, x), model(x)
     assert out.dtype == torch.float32
     err, mag = relative_error(out, expected)
     assert 1e-6 < err <= 1e-2, f"fp16 VGF vs fp32 eager: {err:.3g} x max|out| {mag:.3g}"
 
 
-def test_reference_model_refuses_vgf_programs_and_points_to_run_on_vulkan():
+def test_reference_model_refuses_vgf_programs_and_points_to_run_vgf_on_vulkan():
     x = torch.randn(2, 4)
     edge = lower_vgf(nn.Linear(4, 3), (x,))
-    with pytest.raises(ReferenceModelError, match=r"arm_vgf\.run_on_vulkan\(program, \*inputs\)"):
+    with pytest.raises(ReferenceModelError, match=r"arm_vgf\.run_vgf_on_vulkan\(program, \*inputs\)"):
         run_on_reference_model(edge, x)
 
 
