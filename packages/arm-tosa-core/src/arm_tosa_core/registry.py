@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from .delegation import aten_key
 from .specification import TosaSpecification
 
 SupportRule = Callable[[Node, TosaSpecification], "str | None"]
@@ -123,11 +124,8 @@ def register_quant_aliases(name: str, *aliases: Any) -> None:
         _QUANT_ALIASES[alias] = entry
 
 
-def aten_target(target: Any) -> Any:
-    """The aten OpOverload behind an edge-dialect target (or the target itself)."""
-    from executorch.exir.dialects.edge._ops import EdgeOpOverload
-
-    return target._op if isinstance(target, EdgeOpOverload) else target
+#: The aten OpOverload behind an edge-dialect target (or the target itself): the registry's key.
+aten_target = aten_key
 
 
 def lookup(target: Any) -> OpEntry | None:
