@@ -20,7 +20,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
 from arm_tosa_core import TosaCompileSpec, register_payload_decoder
-from arm_tosa_core.artifacts import ArtifactWriter, preprocess_numbered
+from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
 from arm_tosa_core.lowering import lower_partition
 
 from .binstream import build_binstream, parse_binstream
@@ -38,39 +38,31 @@ def _spec(compile_specs: list[CompileSpec]) -> EthosUCompileSpec:
     return spec
 
 
-def _preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec],
-                artifacts: ArtifactWriter) -> PreprocessResult:
-    spec = _spec(compile_specs)
-    graph = lower_partition(edge_program, spec)
-    artifacts.write_tosa(graph)  # the same stem as vela's files: partition_<i>.tosa, partition_<i>_*.csv
-    started = time.perf_counter()
-    result = compile_with_vela(graph.flatbuffer, spec.target, spec.system_config, spec.memory_mode,
-                               spec.config_ini, spec.extra_flags, work_dir=artifacts.directory,
-                               name=artifacts.stem)
-    report = PartitionReport.from_vela(result, name=artifacts.stem, debug_map=graph.debug_map)
-    # The payload's report is the same for the same model and flags (it goes into the .pte): vela's
-    # process-wide layer numbers start from 0, and the wall time goes only to report.json.
-    number_unnamed_layers(report.layers)
-    if artifacts.directory is not None:  # before the budget check, so a failing compile leaves its numbers
-        update_report_json(artifacts.directory, replace(report, vela_seconds=round(time.perf_counter() - started, 3)))
-    check_memory_budget(report, result.limits, spec.sram_limit_bytes, spec.weight_limit_bytes)
-    extra = {REPORT_BLOCK: json.dumps(asdict(report), separators=(",", ":")).encode()}
-    if spec.tosa_graph_in_payload:
-        extra = {TOSA_BLOCK: graph.flatbuffer, **extra}
-    return PreprocessResult(processed_bytes=build_binstream(result, extra))
-
-
-class EthosUBackend(BackendDetails):
+class EthosUBackend(NumberedPartitionBackend, BackendDetails):
     """Lowers a partition to TOSA INT, compiles it with vela and returns the bin stream."""
 
-    @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        return _preprocess(edge_program, compile_specs, ArtifactWriter.for_partition(compile_specs))
-
     @classmethod
-    def preprocess_multimethod(cls, edge_programs: dict[str, list[ExportedProgram]],
-                               compile_specs: dict[str, list[list[CompileSpec]]]) -> dict[str, list[PreprocessResult]]:
-        return preprocess_numbered(edge_programs, compile_specs, _preprocess)
+    def preprocess_partition(cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec],
+                             artifacts: ArtifactWriter) -> PreprocessResult:
+        spec = _spec(compile_specs)
+        graph = lower_partition(edge_program, spec)
+        artifacts.write_tosa(graph)  # the same stem as vela's files: partition_<i>.tosa, partition_<i>_*.csv
+        started = time.perf_counter()
+        result = compile_with_vela(graph.flatbuffer, spec.target, spec.system_config, spec.memory_mode,
+                                   spec.config_ini, spec.extra_flags, work_dir=artifacts.directory,
+                                   name=artifacts.stem)
+        report = PartitionReport.from_vela(result, name=artifacts.stem, debug_map=graph.debug_map)
+        # The payload's report is the same for the same model and flags (it goes into the .pte): vela's
+        # process-wide layer numbers start from 0, and the wall time goes only to report.json.
+        number_unnamed_layers(report.layers)
+        if artifacts.directory is not None:  # before the budget check: a failing compile leaves its numbers
+            seconds = round(time.perf_counter() - started, 3)
+            update_report_json(artifacts.directory, replace(report, vela_seconds=seconds))
+        check_memory_budget(report, result.limits, spec.sram_limit_bytes, spec.weight_limit_bytes)
+        extra = {REPORT_BLOCK: json.dumps(asdict(report), separators=(",", ":")).encode()}
+        if spec.tosa_graph_in_payload:
+            extra = {TOSA_BLOCK: graph.flatbuffer, **extra}
+        return PreprocessResult(processed_bytes=build_binstream(result, extra))
 
 
 def tosa_graph_of(payload: bytes, compile_specs: list | None = None) -> bytes:

@@ -24,10 +24,10 @@ folder replaces its files with identical ones; backends sharing one folder would
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from executorch.exir.backend.backend_details import PreprocessResult
@@ -92,24 +92,35 @@ class ArtifactWriter:
         return self._write(".vgf", vgf)
 
 
-PreprocessOne = Callable[["ExportedProgram", list, ArtifactWriter], "PreprocessResult"]
+class NumberedPartitionBackend:
+    """Mixin for a `BackendDetails` that writes artifacts (put it before BackendDetails in the bases):
+    the subclass writes `preprocess_partition(program, compile_specs, artifacts)`; this gives it
+    `preprocess` (one partition alone: index 0) and `preprocess_multimethod`, which numbers every
+    partition by its index across the methods, in order, so file names follow the program."""
 
+    @classmethod
+    def preprocess_partition(cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec],
+                             artifacts: ArtifactWriter) -> PreprocessResult:
+        raise NotImplementedError(f"{cls.__name__} must define preprocess_partition")
 
-def preprocess_numbered(edge_programs: Mapping[str, list[ExportedProgram]],
-                        compile_specs: Mapping[str, list[list[CompileSpec]]],
-                        preprocess: PreprocessOne) -> dict[str, list[Any]]:
-    """`BackendDetails.preprocess_multimethod` for backends that write artifacts: runs
-    `preprocess(program, specs, writer)` on every partition, each writer numbered by the partition's
-    index across the methods (in order) so that file names follow the program."""
-    results: dict[str, list[Any]] = {}
-    index = 0
-    for method, programs in edge_programs.items():
-        specs_of_method = compile_specs[method]
-        if len(specs_of_method) != len(programs):
-            raise ValueError(f"method {method!r} has {len(programs)} partitions but "
-                             f"{len(specs_of_method)} compile-spec lists")
-        results[method] = []
-        for program, specs in zip(programs, specs_of_method, strict=True):
-            results[method].append(preprocess(program, specs, ArtifactWriter.for_partition(specs, index)))
-            index += 1
-    return results
+    @classmethod
+    def preprocess(cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
+        return cls.preprocess_partition(edge_program, compile_specs, ArtifactWriter.for_partition(compile_specs))
+
+    @classmethod
+    def preprocess_multimethod(cls, edge_programs: Mapping[str, list[ExportedProgram]],
+                               compile_specs: Mapping[str, list[list[CompileSpec]]]
+                               ) -> dict[str, list[PreprocessResult]]:
+        results: dict[str, list[PreprocessResult]] = {}
+        index = 0
+        for method, programs in edge_programs.items():
+            specs_of_method = compile_specs[method]
+            if len(specs_of_method) != len(programs):
+                raise ValueError(f"method {method!r} has {len(programs)} partitions but "
+                                 f"{len(specs_of_method)} compile-spec lists")
+            results[method] = []
+            for program, specs in zip(programs, specs_of_method, strict=True):
+                results[method].append(cls.preprocess_partition(
+                    program, specs, ArtifactWriter.for_partition(specs, index)))
+                index += 1
+        return results

@@ -16,7 +16,7 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
-from arm_tosa_core.artifacts import ArtifactWriter, preprocess_numbered
+from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
 from arm_tosa_core.lowering import lower_partition
 from arm_tosa_core.reference import register_opaque_payload
 
@@ -61,23 +61,14 @@ def convert_partition(tosa: bytes, compiler_flags: list[str], artifacts: Artifac
     return vgf
 
 
-def _preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec],
-                artifacts: ArtifactWriter) -> PreprocessResult:
-    spec = VgfCompileSpec.from_list(compile_specs)
-    graph = lower_partition(edge_program, spec)
-    artifacts.write_tosa(graph)
-    vgf = convert_partition(graph.flatbuffer, list(spec.compiler_flags), artifacts, graph.op_counts)
-    return PreprocessResult(processed_bytes=vgf)
-
-
-class VgfBackend(BackendDetails):
+class VgfBackend(NumberedPartitionBackend, BackendDetails):
     """Lowers a partition with the core, then converts it to VGF; the payload is the VGF file."""
 
-    @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        return _preprocess(edge_program, compile_specs, ArtifactWriter.for_partition(compile_specs))
-
     @classmethod
-    def preprocess_multimethod(cls, edge_programs: dict[str, list[ExportedProgram]],
-                               compile_specs: dict[str, list[list[CompileSpec]]]) -> dict[str, list[PreprocessResult]]:
-        return preprocess_numbered(edge_programs, compile_specs, _preprocess)
+    def preprocess_partition(cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec],
+                             artifacts: ArtifactWriter) -> PreprocessResult:
+        spec = VgfCompileSpec.from_list(compile_specs)
+        graph = lower_partition(edge_program, spec)
+        artifacts.write_tosa(graph)
+        vgf = convert_partition(graph.flatbuffer, list(spec.compiler_flags), artifacts, graph.op_counts)
+        return PreprocessResult(processed_bytes=vgf)
