@@ -9,7 +9,7 @@ from executorch.exir import to_edge_transform_and_lower
 from executorch.exir.backend.operator_support import DontPartition
 from torch import nn
 
-from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
+from arm_tosa_core import TOSABackend, TosaCompileSpec, TOSAPartitioner
 from arm_tosa_core.artifacts import ArtifactWriter, partition_stem
 from arm_tosa_core.compile_spec import CompileSpecList
 from arm_tosa_core.lowering import TosaGraph, lower_partition
@@ -100,6 +100,17 @@ def test_artifact_names_follow_the_program(tmp_path):
     first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     _lower(spec)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
+
+
+def test_partitions_are_numbered_across_methods(tmp_path):
+    """preprocess_multimethod numbers partitions through the methods in order (no name is reused)."""
+    programs = [m.original_module for m in _delegates(_lower(TosaCompileSpec(FP)))]
+    specs = TosaCompileSpec(FP).dump_intermediate_artifacts_to(tmp_path).to_list()
+    results = TOSABackend.preprocess_multimethod({"forward": programs, "other": programs[:1]},
+                                                 {"forward": [specs, specs], "other": [specs]})
+    payloads = [r.processed_bytes for method in ("forward", "other") for r in results[method]]
+    assert [(tmp_path / f"partition_{i}.tosa").read_bytes() for i in range(3)] == payloads
+    assert payloads[2] == payloads[0] and len(list(tmp_path.iterdir())) == 3
 
 
 def test_artifact_writer_without_a_folder_writes_nothing(tmp_path, monkeypatch):

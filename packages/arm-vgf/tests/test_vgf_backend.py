@@ -40,6 +40,10 @@ def test_compile_spec_defaults_and_encoding():
     assert settings["compiler_flags"] == ["--type-narrowing", "full"]
     assert settings["intermediate_path"] == "somewhere" == spec.get_intermediate_path()
     assert "compiler_flags=['--type-narrowing', 'full']" in repr(spec)
+    back = TosaCompileSpec.from_list(spec.to_list())  # the typed spec back, by its output format
+    assert type(back) is VgfCompileSpec and back.compiler_flags == ["--type-narrowing", "full"]
+    assert back.to_list() == spec.to_list() and back.get_intermediate_path() == "somewhere"
+    assert all(b"somewhere" not in bytes(s.value) for s in spec.to_list())  # not stored in the .pte
 
 
 def test_bad_settings_name_the_fix():
