@@ -228,7 +228,7 @@ def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-
 def _vgf_api() -> Any:
     import arm_vgf
 
-    missing = [n for n in ("VgfCompileSpec", "VgfPartitioner", "VgfQuantizer", "run_on_vulkan", "run_vgf",
+    missing = [n for n in ("VgfCompileSpec", "VgfPartitioner", "VgfQuantizer", "run_vgf_on_vulkan", "run_vgf",
                            "time_vgf", "read_vgf")
                if not hasattr(arm_vgf, n)]
     if missing:
@@ -286,7 +286,7 @@ def our_vgf(module: torch.nn.Module, inputs: tuple, precision: str = "fp", laten
         res["vgf_files"] = len(vgf_files)
         res["vgf_bytes"] = sum(f.stat().st_size for f in vgf_files)
         t0 = time.perf_counter()
-        got = vgf.run_on_vulkan(edge, *inputs)
+        got = vgf.run_vgf_on_vulkan(edge, *inputs)
         res |= {"vulkan_run_s": time.perf_counter() - t0, "vulkan_rel_err": rel_max_error(float_out, got),
                 "vulkan_sqnr_float_db": sqnr_db(float_out, got)}
         if fq_out is not None:

@@ -27,8 +27,8 @@ cache_mem_area=Axi0
 
 
 def _settings(spec):
-    (entry,) = spec.to_list()
-    return json.loads(entry.value)
+    """What the backend reads: the stored settings plus the host ones (artifact folder, .ini path)."""
+    return TosaCompileSpec.settings_from_list(spec.to_list())
 
 
 @pytest.mark.parametrize("target,tosa,system,mode", [
@@ -79,11 +79,37 @@ def test_custom_ini(tmp_path):
     ini.write_text(TINY_INI)
     spec = EthosUCompileSpec("ethos-u55-64", "My_Sys", "My_Mode", config_ini=ini)
     assert spec.config_ini == ini.resolve()
-    assert _settings(spec)["ethosu"]["config_ini"] == str(ini.resolve())
+    assert _settings(spec)["vela_config_ini"] == str(ini.resolve())
+    # the .pte keeps the file's name, not its folder (a path of the compiling machine)
+    (entry,) = spec.to_list()
+    assert json.loads(entry.value)["ethosu"]["config_ini"] == "board.ini"
+    assert str(tmp_path).encode() not in bytes(entry.value)
     with pytest.raises(ValueError, match="My_Sys"):  # the family default is not in this file
         EthosUCompileSpec("ethos-u55-64", config_ini=ini)
     with pytest.raises(ValueError, match="does not exist"):
         EthosUCompileSpec(config_ini=tmp_path / "missing.ini")
+
+
+def test_from_list_gives_the_spec_back(tmp_path):
+    ini = tmp_path / "board.ini"
+    ini.write_text(TINY_INI)
+    spec = EthosUCompileSpec("ethos-u55-64", "My_Sys", "My_Mode", ["--optimise", "Size"], ini)
+    spec.set_memory_limit(sram_bytes=65536, weight_bytes=1 << 20).include_tosa_graph(False)
+    spec.dump_intermediate_artifacts_to(tmp_path / "out").dump_debug_info()
+    specs = spec.to_list()
+    back = TosaCompileSpec.from_list(specs)
+    assert type(back) is EthosUCompileSpec and back.to_list() == specs and back.to_list().host == specs.host
+    assert (back.target, back.system_config, back.memory_mode, back.config_ini, back.extra_flags) == (
+        "ethos-u55-64", "My_Sys", "My_Mode", ini.resolve(), ["--optimise", "Size"])
+    assert (back.sram_limit_bytes, back.weight_limit_bytes, back.tosa_graph_in_payload) == (65536, 1 << 20, False)
+    assert back.get_intermediate_path() == str(tmp_path / "out") and back.get_debug_mode() == "json"
+    # stored in a .pte, the specs no longer say where the .ini is: a clear error, not vela's
+    with pytest.raises(ValueError, match="custom vela .ini"):
+        TosaCompileSpec.from_list(list(specs))
+    plain = EthosUCompileSpec("ethos-u85-256").to_list()
+    assert TosaCompileSpec.from_list(list(plain)).to_list() == plain
+    with pytest.raises(ValueError, match="not a VgfCompileSpec|not a .*'s"):
+        type("OtherSpec", (TosaCompileSpec,), {"output_format": "other"}).from_list(plain)
 
 
 def test_extra_flags_string_and_list():

@@ -23,7 +23,8 @@ OPS_MAY_IMPORT = {"arm_tosa_core.builder", "arm_tosa_core.context", "arm_tosa_co
                   "arm_tosa_core.layout", "arm_tosa_core.errors", "arm_tosa_core.specification"}
 #: what a helper may import from the package (besides other helpers)
 HELPERS_MAY_IMPORT = {"arm_tosa_core.builder", "arm_tosa_core.context", "arm_tosa_core.layout",
-                      "arm_tosa_core.errors", "arm_tosa_core.specification", "arm_tosa_core.op_dtypes"}
+                      "arm_tosa_core.errors", "arm_tosa_core.specification", "arm_tosa_core.op_dtypes",
+                      "arm_tosa_core.delegation"}
 
 
 def module_names(root: Path) -> dict[str, Path]:

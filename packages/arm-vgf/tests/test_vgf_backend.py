@@ -25,7 +25,7 @@ from arm_vgf import (
     VgfQuantizer,
     extract_vgf,
     read_vgf,
-    run_on_vulkan,
+    run_vgf_on_vulkan,
 )
 
 
@@ -40,6 +40,10 @@ def test_compile_spec_defaults_and_encoding():
     assert settings["compiler_flags"] == ["--type-narrowing", "full"]
     assert settings["intermediate_path"] == "somewhere" == spec.get_intermediate_path()
     assert "compiler_flags=['--type-narrowing', 'full']" in repr(spec)
+    back = TosaCompileSpec.from_list(spec.to_list())  # the typed spec back, by its output format
+    assert type(back) is VgfCompileSpec and back.compiler_flags == ["--type-narrowing", "full"]
+    assert back.to_list() == spec.to_list() and back.get_intermediate_path() == "somewhere"
+    assert all(b"somewhere" not in bytes(s.value) for s in spec.to_list())  # not stored in the .pte
 
 
 def test_bad_settings_name_the_fix():
@@ -65,7 +69,7 @@ def test_bool_float_casts_convert_and_run_on_vulkan(module):
     x = torch.randn(2, 8)
     edge = lower_vgf(module, (x,), VgfCompileSpec())
     assert not partition_report(edge).cpu_nodes
-    err, _ = relative_error(run_on_vulkan(edge, x), module(x))
+    err, _ = relative_error(run_vgf_on_vulkan(edge, x), module(x))
     assert err <= 1e-6
 
 
@@ -115,16 +119,16 @@ def test_type_narrowing_flag_gives_an_fp16_vgf_that_run_on_vulkan_bridges(tmp_pa
     assert [t.dtype for t in vgf_model.inputs + vgf_model.outputs] == ["float16", "float16"]
     assert {c.vk_format for c in vgf_model.constants} == {"VK_FORMAT_R16_SFLOAT"}
     with torch.no_grad():
-        out, expected = run_on_vulkan(edge, x), model(x)
+        out, expected = run_vgf_on_vulkan(edge, x), model(x)
     assert out.dtype == torch.float32
     err, mag = relative_error(out, expected)
     assert 1e-6 < err <= 1e-2, f"fp16 VGF vs fp32 eager: {err:.3g} x max|out| {mag:.3g}"
 
 
-def test_reference_model_refuses_vgf_programs_and_points_to_run_on_vulkan():
+def test_reference_model_refuses_vgf_programs_and_points_to_run_vgf_on_vulkan():
     x = torch.randn(2, 4)
     edge = lower_vgf(nn.Linear(4, 3), (x,))
-    with pytest.raises(ReferenceModelError, match=r"arm_vgf\.run_on_vulkan\(program, \*inputs\)"):
+    with pytest.raises(ReferenceModelError, match=r"arm_vgf\.run_vgf_on_vulkan\(program, \*inputs\)"):
         run_on_reference_model(edge, x)
 
 

@@ -1,4 +1,4 @@
-"""The VGF flow end to end: VgfPartitioner -> .pte -> run_on_vulkan (lavapipe here), against eager
+"""The VGF flow end to end: VgfPartitioner -> .pte -> run_vgf_on_vulkan (lavapipe here), against eager
 and against the TOSA reference model running the same TOSA graph; extract_vgf; partial delegation;
 the quantized seed flow.
 """
@@ -21,8 +21,8 @@ from arm_vgf import (
     VgfQuantizer,
     extract_vgf,
     read_vgf,
-    run_on_vulkan,
     run_vgf,
+    run_vgf_on_vulkan,
 )
 
 torch.manual_seed(0)
@@ -57,7 +57,7 @@ def test_fp_family_on_vulkan_matches_eager_and_reference(name, module, shapes, t
     assert not report.cpu_nodes and [d.backend_id for d in report.delegates] == ["VgfBackend"], report
     pte = edge.to_executorch().buffer
     with torch.no_grad():
-        out = run_on_vulkan(pte, *inputs)
+        out = run_vgf_on_vulkan(pte, *inputs)
         eager = module(*inputs)
     err, mag = relative_error(out, eager)
     assert err <= EAGER_RTOL, f"[{name}] Vulkan vs eager: {err:.3g} x max|out| {mag:.3g}"
@@ -111,8 +111,19 @@ def test_unsupported_ops_run_on_cpu_between_vgf_partitions(partial_program):
     with torch.no_grad():
         expected = module(x)
     for program in (edge, pte):  # the edge program and the .pte walk the same delegates
-        err, mag = relative_error(run_on_vulkan(program, x), expected)
+        err, mag = relative_error(run_vgf_on_vulkan(program, x), expected)
         assert err <= EAGER_RTOL, f"partial model: {err:.3g} x max|out| {mag:.3g}"
+
+
+def test_pte_does_not_depend_on_the_output_folder(partial_program, tmp_path):
+    """Another folder, and the same folder again: byte-identical .pte, the artifacts under the stems."""
+    module, x, _, pte, art = partial_program
+    assert str(art).encode() not in pte.read_bytes()
+    for folder in (tmp_path / "elsewhere", art):
+        spec = VgfCompileSpec().dump_intermediate_artifacts_to(folder).dump_debug_info()
+        assert lower_vgf(module, (x,), spec).to_executorch().buffer == pte.read_bytes()
+        assert {p.name for p in folder.iterdir()} == {
+            f"partition_{i}{suffix}" for i in range(2) for suffix in (".tosa", ".debug.json", ".vgf")}
 
 
 def test_extract_vgf_writes_each_delegate_with_a_matching_sidecar(partial_program, tmp_path):
@@ -146,7 +157,7 @@ def test_a_bool_tensor_crosses_the_vgf_boundary():
     edge = lower_vgf(module, (x,), VgfCompileSpec())
     ((_, vgf),) = payloads(edge)
     assert [t.dtype for t in read_vgf(vgf).outputs] == ["bool"]
-    assert torch.equal(run_on_vulkan(edge, x), module(x))
+    assert torch.equal(run_vgf_on_vulkan(edge, x), module(x))
 
 
 def test_seed_flow_quantized_pte_runs_bit_exact_against_the_reference(tmp_path):
@@ -166,7 +177,7 @@ def test_seed_flow_quantized_pte_runs_bit_exact_against_the_reference(tmp_path):
     pte = tmp_path / "seed.pte"
     pte.write_bytes(edge.to_executorch().buffer)
 
-    out = run_on_vulkan(pte, x)
+    out = run_vgf_on_vulkan(pte, x)
     ref = run_on_reference_model(lower_tosa(quantized, (x,), str(spec.tosa_spec)), x)
     assert torch.equal(out, ref), f"int8 Vulkan vs reference: max diff {(out - ref).abs().max():.3g}"
     with torch.no_grad():

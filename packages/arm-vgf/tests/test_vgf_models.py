@@ -6,7 +6,7 @@ from vgf_flow_helpers import lower_vgf, payloads, relative_error, run_on_kept_to
 
 from arm_tosa_core import partition_report
 from arm_tosa_core.example_models import get_example
-from arm_vgf import VgfCompileSpec, read_vgf, run_on_vulkan
+from arm_vgf import VgfCompileSpec, read_vgf, run_vgf_on_vulkan
 
 # MobileNetV2 (conv/depthwise/ReLU6/residual/pooling/linear) and a Llama block (RMSNorm, rotary
 # embedding, attention, SiLU MLP); each lowering costs ~5-10 s of exir time on 2 cores.
@@ -22,7 +22,7 @@ def test_example_model_fp_on_vulkan(name, size, tmp_path):
     assert not report.cpu_nodes and len(report.delegates) == 1, report
     with torch.no_grad():
         kept = run_on_kept_tosa(edge, inputs, tmp_path)  # before to_executorch, which runs passes
-        out = run_on_vulkan(edge.to_executorch().buffer, *inputs)
+        out = run_vgf_on_vulkan(edge.to_executorch().buffer, *inputs)
         expected = model(*inputs)
     err, mag = relative_error(out, expected)
     assert err <= 1e-4, f"{name}: Vulkan vs eager {err:.3g} x max|out| {mag:.3g}"

@@ -5,7 +5,7 @@ its example input), lowered with VgfPartitioner for TOSA-1.0+INT, serialized to 
 
 - every delegate call on Vulkan and on the TOSA reference model (the partition's TOSA graph that
   VgfBackend keeps beside its VGF), with the same delegate inputs: the integer outputs must be
-  bit-identical; so must the whole program's outputs (`run_on_vulkan` against the reference run);
+  bit-identical; so must the whole program's outputs (`run_vgf_on_vulkan` against the reference run);
 - the program on Vulkan against the fake-quantized model (convert_pt2e's output) within the core's
   INT tolerances, in output LSBs (see arm-quantizer's test_models_int.py): ResNet-18 bit-exact,
   MobileNetV2 within 2 LSBs (1-LSB rounding ties inside the network propagate through 53 layers),
@@ -27,7 +27,7 @@ from vgf_flow_helpers import compare_delegates_on_kept_tosa, lower_vgf
 from arm_quantizer import get_symmetric_quantization_config
 from arm_tosa_core import partition_report
 from arm_tosa_core.example_models import get_example
-from arm_vgf import VgfCompileSpec, VgfPartitioner, VgfQuantizer, run_on_vulkan
+from arm_vgf import VgfCompileSpec, VgfPartitioner, VgfQuantizer, run_vgf_on_vulkan
 
 SPEC = "TOSA-1.0+INT"
 # name -> (input size: image side or tokens, max error against the fake-quant model in output LSBs)
@@ -78,7 +78,7 @@ def test_example_model_int8_on_vulkan(name, tmp_path):
     # (the graph walk runs before to_executorch, whose passes rewrite the edge program).
     with torch.no_grad():
         reference, calls = compare_delegates_on_kept_tosa(edge, inputs, tmp_path)
-        out = run_on_vulkan(edge.to_executorch().buffer, *inputs)
+        out = run_vgf_on_vulkan(edge.to_executorch().buffer, *inputs)
         fake = converted(*inputs)
     assert len(calls) == len(report.delegates)
     for call in calls:
@@ -86,7 +86,7 @@ def test_example_model_int8_on_vulkan(name, tmp_path):
         assert call.bit_exact, f"{name}: {call.describe()}\n{report}"
     # the comparison means something only if the int8 results spread over many levels
     assert len(torch.unique(calls[-1].vulkan[0])) > 32, calls[-1].describe()
-    assert torch.equal(out, reference), f"{name}: run_on_vulkan differs from the reference run"
+    assert torch.equal(out, reference), f"{name}: run_vgf_on_vulkan differs from the reference run"
 
     # The whole program against the fake-quantized model, in output LSBs.
     scale = _output_scale(converted)

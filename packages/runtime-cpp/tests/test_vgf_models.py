@@ -153,7 +153,7 @@ def test_fp16_narrowed_vgf_bridges_the_fp32_boundary():
     boundary (round to nearest even) exactly as the scenario-runner path (numpy astype) does."""
     from torch import nn
 
-    from arm_vgf import VgfCompileSpec, run_on_vulkan
+    from arm_vgf import VgfCompileSpec, run_vgf_on_vulkan
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU6(), nn.Conv2d(8, 4, 3, padding=1)).eval()
@@ -166,7 +166,7 @@ def test_fp16_narrowed_vgf_bridges_the_fp32_boundary():
     edge = to_edge_transform_and_lower(torch.export.export(model, (x,)),
                                        partitioner=[VgfPartitioner(spec)])
     with torch.no_grad():
-        scenario = run_on_vulkan(edge, x)  # the in-memory program: scenario runner per delegate
+        scenario = run_vgf_on_vulkan(edge, x)  # the in-memory program: scenario runner per delegate
         (got,) = _on_runtime(edge.to_executorch().buffer, (x,))
     assert got.dtype == torch.float32
     assert torch.equal(got, scenario)

@@ -48,7 +48,7 @@ def test_payload_stores_each_constant_once(vk_lower):
             return x @ self.w + x @ self.w.clone()
 
     edge = vk_lower(Tied().eval(), (torch.randn(2, 64),))
-    size = partition_report(edge).delegates[0][2]
+    size = partition_report(edge).delegates[0].payload_bytes
     assert 64 * 64 * 4 <= size < 2 * 64 * 64 * 4
 
 
@@ -96,7 +96,7 @@ def test_unsupported_dtype_stays_on_cpu_with_reason(vk_lower):
     report = partition_report(edge)
     reasons = {c.target: c.reason for c in report.cpu_nodes}
     assert "int64" in reasons["aten.mul.Tensor"], str(report)
-    assert "aten_add_tensor" in report.delegates[0][1]
+    assert "aten_add_tensor" in report.delegates[0].nodes
 
 
 def test_blocklist_and_allowlist(vk_lower):
@@ -104,9 +104,28 @@ def test_blocklist_and_allowlist(vk_lower):
     assert any("blocklist" in c.reason for c in partition_report(edge).cpu_nodes)
     edge = vk_lower(Small().eval(), (torch.randn(1, 3, 8, 8),), operator_allowlist=["aten.convolution.default"])
     report = partition_report(edge)
-    assert "aten_convolution_default" in report.delegates[0][1]
+    assert "aten_convolution_default" in report.delegates[0].nodes
     assert {c.target for c in report.cpu_nodes} >= {"aten.relu.default", "aten.mean.dim"}
     assert all("allowlist" in c.reason for c in report.cpu_nodes)
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+def test_pte_is_reproducible(vk_lower, fp16):
+    """Two builds of the same model give the same .pte bytes: nothing host- or run-specific inside."""
+    model, x = Small().eval(), torch.randn(1, 3, 8, 8)
+    first, second = (vk_lower(model, (x,), fp16).to_executorch().buffer for _ in range(2))
+    assert first == second
+
+
+def test_partitioning_helpers_are_the_tosa_delegates():
+    """One aten key, one CPU-reason record and one PartitionReport for both delegates (issue 24)."""
+    import vulkan_delegate
+    from arm_tosa_core import delegation, report
+    from vulkan_delegate import partitioner, registry
+
+    assert registry.aten_key is partitioner.aten_key is delegation.aten_key
+    assert partitioner.record_reason is delegation.record_reason
+    assert vulkan_delegate.partition_report is report.partition_report
 
 
 def test_unknown_compile_option_is_named():

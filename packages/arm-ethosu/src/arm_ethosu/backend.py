@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 # A quantized model keeps its float-boundary quantize/dequantize on the CPU; to_executorch needs
 # their out variants, which this import registers.
@@ -21,53 +21,49 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
 from arm_tosa_core import TosaCompileSpec, register_payload_decoder
-from arm_tosa_core.backend import lower_partition, next_partition_stem
+from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
+from arm_tosa_core.lowering import lower_partition
 
 from .binstream import build_binstream, parse_binstream
+from .compile_spec import EthosUCompileSpec
 from .program_report import REPORT_BLOCK, TOSA_BLOCK, update_report_json
-from .report import PartitionReport, check_memory_budget
+from .report import PartitionReport, check_memory_budget, number_unnamed_layers
 from .vela_runner import compile_with_vela
 
 
-def _settings(compile_specs: list[CompileSpec]) -> tuple[dict, dict]:
-    settings = TosaCompileSpec.settings_from_list(compile_specs)
-    ethosu = settings.get("ethosu")
-    if not ethosu:
+def _spec(compile_specs: list[CompileSpec]) -> EthosUCompileSpec:
+    spec = TosaCompileSpec.from_list(compile_specs)
+    if not isinstance(spec, EthosUCompileSpec):
         raise ValueError("EthosUBackend got compile specs without Ethos-U settings: partition with "
                          "EthosUPartitioner(EthosUCompileSpec(...))")
-    return settings, ethosu
+    return spec
 
 
-class EthosUBackend(BackendDetails):
+class EthosUBackend(NumberedPartitionBackend, BackendDetails):
     """Lowers a partition to TOSA INT, compiles it with vela and returns the bin stream."""
 
-    @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        settings, ethosu = _settings(compile_specs)
-        path = settings.get("intermediate_path")
-        # The core would pick its own file name; lower without writing, then write under the stem
-        # that vela's files share, so partition_<n>.tosa sits next to partition_<n>_summary_*.csv.
-        core_specs = [CompileSpec("arm_compile_spec",
-                                  json.dumps({**settings, "intermediate_path": None}).encode())]
-        graph, _ = lower_partition(edge_program, core_specs)
-        stem = next_partition_stem(path) if path else "partition"
-        if path:
-            graph.write(path, stem, debug=settings.get("debug_mode") == "json")
+    @classmethod
+    def preprocess_partition(cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec],
+                             artifacts: ArtifactWriter) -> PreprocessResult:
+        spec = _spec(compile_specs)
+        graph = lower_partition(edge_program, spec)
+        artifacts.write_tosa(graph)  # the same stem as vela's files: partition_<i>.tosa, partition_<i>_*.csv
         started = time.perf_counter()
-        result = compile_with_vela(graph.flatbuffer, ethosu["target"], ethosu["system_config"],
-                                   ethosu["memory_mode"], ethosu["config_ini"], ethosu["extra_flags"],
-                                   work_dir=path, name=stem)
-        report = PartitionReport.from_vela(result, name=stem, debug_map=graph.debug_map)
-        report.vela_seconds = round(time.perf_counter() - started, 3)
-        if path:  # before the budget check, so a failing compile leaves its numbers behind
-            update_report_json(path, report)
-        check_memory_budget(report, result.limits, ethosu.get("sram_limit_bytes"),
-                            ethosu.get("weight_limit_bytes"))
+        result = compile_with_vela(graph.flatbuffer, spec.target, spec.system_config, spec.memory_mode,
+                                   spec.config_ini, spec.extra_flags, work_dir=artifacts.directory,
+                                   name=artifacts.stem)
+        report = PartitionReport.from_vela(result, name=artifacts.stem, debug_map=graph.debug_map)
+        # The payload's report is the same for the same model and flags (it goes into the .pte): vela's
+        # process-wide layer numbers start from 0, and the wall time goes only to report.json.
+        number_unnamed_layers(report.layers)
+        if artifacts.directory is not None:  # before the budget check: a failing compile leaves its numbers
+            seconds = round(time.perf_counter() - started, 3)
+            update_report_json(artifacts.directory, replace(report, vela_seconds=seconds))
+        check_memory_budget(report, result.limits, spec.sram_limit_bytes, spec.weight_limit_bytes)
         extra = {REPORT_BLOCK: json.dumps(asdict(report), separators=(",", ":")).encode()}
-        if ethosu.get("tosa_graph", False):
+        if spec.tosa_graph_in_payload:
             extra = {TOSA_BLOCK: graph.flatbuffer, **extra}
-        payload = build_binstream(result, extra)
-        return PreprocessResult(processed_bytes=payload)
+        return PreprocessResult(processed_bytes=build_binstream(result, extra))
 
 
 def tosa_graph_of(payload: bytes, compile_specs: list | None = None) -> bytes:

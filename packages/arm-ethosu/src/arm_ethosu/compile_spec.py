@@ -144,12 +144,28 @@ class EthosUCompileSpec(TosaCompileSpec):
             "target": self.target,
             "system_config": self.system_config,
             "memory_mode": self.memory_mode,
-            "config_ini": None if self.config_ini is None else str(self.config_ini),
+            # the file's name only: its folder is this machine's (the path rides in _host_specs)
+            "config_ini": None if self.config_ini is None else Path(self.config_ini).name,
             "extra_flags": list(self.extra_flags),
             "sram_limit_bytes": self.sram_limit_bytes,
             "weight_limit_bytes": self.weight_limit_bytes,
             "tosa_graph": self.tosa_graph_in_payload,
         }}
+
+    def _host_specs(self) -> dict:
+        return {} if self.config_ini is None else {"vela_config_ini": str(self.config_ini)}
+
+    @classmethod
+    def _from_settings(cls, settings: dict) -> EthosUCompileSpec:
+        ethosu = settings["ethosu"]
+        if ethosu["config_ini"] is not None and not settings.get("vela_config_ini"):
+            raise ValueError(f"these compile specs name a custom vela .ini ({ethosu['config_ini']!r}) but not "
+                             "where it is (a folder of the compiling machine, not stored in the .pte): "
+                             "build the spec again with EthosUCompileSpec(..., config_ini=<path>)")
+        spec = cls(ethosu["target"], ethosu["system_config"], ethosu["memory_mode"], ethosu["extra_flags"],
+                   settings.get("vela_config_ini"))
+        spec.set_memory_limit(ethosu["sram_limit_bytes"], ethosu["weight_limit_bytes"])
+        return spec.include_tosa_graph(ethosu["tosa_graph"])
 
     def __repr__(self) -> str:
         ini = "" if self.config_ini is None else f", config_ini={str(self.config_ini)!r}"

@@ -24,6 +24,7 @@ from executorch.exir.lowered_backend_module import executorch_call_delegate
 
 from .binstream import build_binstream, parse_binstream
 from .program_report import BACKEND_ID, REPORT_BLOCK, TOSA_BLOCK
+from .report import number_unnamed_layers
 
 _ARM_SPEC = "arm_compile_spec"
 _HOST_ONLY_SETTINGS = ("intermediate_path",)
@@ -64,22 +65,11 @@ def _payload(processed: bytes, host_graph: bool) -> bytes:
     if REPORT_BLOCK in extra:
         report = json.loads(extra[REPORT_BLOCK])
         report["vela_seconds"] = 0.0  # wall time: differs run to run
-        _renumber_layer_ids(report.get("layers") or [])
+        number_unnamed_layers(report.get("layers") or [])
         extra[REPORT_BLOCK] = json.dumps(report, separators=(",", ":")).encode()
     if not host_graph:
         extra.pop(TOSA_BLOCK, None)
     return build_binstream(stream, extra)
-
-
-def _renumber_layer_ids(layers: list[dict]) -> None:
-    """vela names unnamed layers '#<n>' from a process-wide counter: number them from 0 instead."""
-    ids = sorted({int(r["Name"][1:]) for r in layers
-                  if isinstance(r.get("Name"), str) and r["Name"][1:].isdigit() and r["Name"][0] == "#"})
-    rank = {old: new for new, old in enumerate(ids)}
-    for row in layers:
-        name = row.get("Name")
-        if isinstance(name, str) and name[:1] == "#" and name[1:].isdigit():
-            row["Name"] = f"#{rank[int(name[1:])]}"
 
 
 def _lowered_modules(edge) -> list:

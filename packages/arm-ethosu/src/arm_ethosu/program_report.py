@@ -71,8 +71,8 @@ def partition_report_of(payload: bytes, name: str | None = None) -> PartitionRep
 def ethosu_report(program: Any) -> EthosUReport:
     """vela's numbers (cycles, memory, MACs, per-layer rows) for every Ethos-U partition of `program`.
 
-    Partitions are named `partition_<i>` in execution order, unless the compile wrote intermediate
-    artifacts, in which case they keep the file stems used there.
+    Partitions are named `partition_<i>` in execution order: the stem of their artifact files (see
+    `arm_tosa_core.artifacts`), which each payload records.
     """
     payloads = ethosu_payloads(program)
     if not payloads:
@@ -95,8 +95,8 @@ def _index(report: PartitionReport) -> int:
 def update_report_json(directory: str | Path, report: PartitionReport) -> Path:
     """Add (or replace) one partition in `directory`/report.json.
 
-    The file lists the partitions compiled into `directory` by this process, as the core numbers
-    its files (partition_0, partition_1, ...): partition_0 starts a new file.
+    The file lists the partitions of the program compiled into `directory`, named by their artifact
+    stems (partition_0, partition_1, ...): partition_0 starts a new file.
     """
     path = Path(directory) / REPORT_FILE
     parts: list[PartitionReport] = []

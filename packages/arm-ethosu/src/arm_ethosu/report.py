@@ -95,6 +95,18 @@ class PartitionReport:
         return max(self.layers, key=lambda r: float(r.get("Staging Usage", 0) or 0), default=None)
 
 
+def number_unnamed_layers(layers: list[dict]) -> None:
+    """vela names unnamed layers '#<n>' from a process-wide counter: number them from 0 instead, so the
+    same model gives the same rows in every compile."""
+    ids = sorted({int(r["Name"][1:]) for r in layers
+                  if isinstance(r.get("Name"), str) and r["Name"][1:].isdigit() and r["Name"][0] == "#"})
+    rank = {old: new for new, old in enumerate(ids)}
+    for row in layers:
+        name = row.get("Name")
+        if isinstance(name, str) and name[:1] == "#" and name[1:].isdigit():
+            row["Name"] = f"#{rank[int(name[1:])]}"
+
+
 @dataclass
 class EthosUReport:
     """Per-partition vela numbers for one model."""

@@ -1,19 +1,35 @@
 """Compile specs: what the user asks of a TOSA compile, and how it travels to the backend.
 
-ExecuTorch hands a backend only a list of `CompileSpec(key, bytes)`; `to_list`/`from_list` are the one
-place that encoding lives.
+ExecuTorch hands a backend only a list of `CompileSpec(key, bytes)`, and serializes that list into the
+`.pte`; `to_list`/`from_list` are the one place that encoding lives. What only this machine means (the
+artifact folder, its debug files, a target's own file paths) is kept out of the entries: it rides on
+the list object (`CompileSpecList.host`) within this process, so the `.pte` does not depend on it.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, ClassVar
 
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from .specification import TosaSpecification
 
 _DEBUG_MODES = ("json", "none")
+_KEY = "arm_compile_spec"
+
+
+class CompileSpecList(list):
+    """ExecuTorch's `list[CompileSpec]` plus `host`: settings that name things on the compiling machine.
+
+    ExecuTorch passes this list object to the backend's `preprocess` and stores it on the lowered
+    module; only its entries are serialized, so `host` reaches the backend and never the `.pte`. A copy
+    made with `list(specs)` drops `host` (then no artifacts are written)."""
+
+    def __init__(self, specs: list[CompileSpec] = (), host: dict[str, Any] | None = None) -> None:
+        super().__init__(specs)
+        self.host: dict[str, Any] = dict(host or {})
 
 
 class TosaCompileSpec:
@@ -24,6 +40,13 @@ class TosaCompileSpec:
     """
 
     output_format = "tosa"
+    # output_format -> the spec class that writes it, for `from_list` (filled by __init_subclass__)
+    _by_format: ClassVar[dict[str, type[TosaCompileSpec]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "output_format" in cls.__dict__:
+            TosaCompileSpec._by_format[cls.output_format] = cls
 
     def __init__(self, tosa_spec: TosaSpecification | str) -> None:
         self.tosa_spec = TosaSpecification.coerce(tosa_spec)
@@ -60,30 +83,68 @@ class TosaCompileSpec:
         return self.output_format
 
     def _extra_specs(self) -> dict:
-        """Target-specific settings for subclasses to add (JSON-serialisable)."""
+        """Target-specific settings for subclasses to add (JSON-serialisable; stored in the .pte)."""
         return {}
 
-    def to_list(self) -> list[CompileSpec]:
-        """Encode as ExecuTorch `CompileSpec` entries for `BackendDetails.preprocess`."""
+    def _host_specs(self) -> dict:
+        """Target-specific settings that name things on this machine (file paths): they reach the
+        backend in `CompileSpecList.host`, never the .pte. Subclasses add theirs."""
+        return {}
+
+    def to_list(self) -> CompileSpecList:
+        """Encode as ExecuTorch `CompileSpec` entries for `BackendDetails.preprocess`.
+
+        The entries hold what the compile computes from (stored in the .pte, identical wherever the
+        artifacts go); the artifact folder and debug mode ride in the list's `host`."""
         payload = {
             "tosa_spec": str(self.tosa_spec),
             "output_format": self.get_output_format(),
-            "intermediate_path": self._intermediate_path,
-            "debug_mode": self._debug_mode,
             "integer_io": self.integer_io,
             "fold_rescales": self.fold_rescales,
             **self._extra_specs(),
         }
-        return [CompileSpec("arm_compile_spec", json.dumps(payload).encode())]
+        host = {"intermediate_path": self._intermediate_path, "debug_mode": self._debug_mode,
+                **self._host_specs()}
+        return CompileSpecList([CompileSpec(_KEY, json.dumps(payload).encode())], host)
 
     @staticmethod
     def settings_from_list(specs: list[CompileSpec]) -> dict:
-        """Decode what `to_list` wrote."""
+        """Decode what `to_list` wrote: the stored settings, plus the host ones when `specs` carries
+        them (`intermediate_path` and `debug_mode` are then None for a list read back from a .pte)."""
         for spec in specs:
-            if spec.key == "arm_compile_spec":
-                return json.loads(bytes(spec.value).decode())
+            if spec.key == _KEY:
+                settings = json.loads(bytes(spec.value).decode())
+                host = getattr(specs, "host", None) or {"intermediate_path": None, "debug_mode": None}
+                return {**settings, **host}
         raise ValueError("compile specs carry no 'arm_compile_spec' entry: build them with "
                          "TosaCompileSpec(...).to_list()")
 
+    @classmethod
+    def from_list(cls, specs: list[CompileSpec]) -> TosaCompileSpec:
+        """The typed spec `to_list` encoded (a subclass's, e.g. EthosUCompileSpec, by its output
+        format): `TosaCompileSpec.from_list(spec.to_list())` compiles as `spec` does."""
+        settings = cls.settings_from_list(specs)
+        fmt = settings.get("output_format", "tosa")
+        kind = TosaCompileSpec._by_format.get(fmt)
+        if kind is None:
+            raise ValueError(f"compile specs of output format {fmt!r}: import the package whose compile "
+                             f"spec writes it first (known: {sorted(TosaCompileSpec._by_format)})")
+        if not issubclass(kind, cls):
+            raise ValueError(f"these compile specs are a {kind.__name__}'s (output format {fmt!r}), not "
+                             f"a {cls.__name__}'s: call {kind.__name__}.from_list or TosaCompileSpec.from_list")
+        spec = kind._from_settings(settings)
+        spec.integer_io = bool(settings.get("integer_io", False))
+        spec.fold_rescales = bool(settings.get("fold_rescales", False))
+        spec.dump_intermediate_artifacts_to(settings.get("intermediate_path"))
+        return spec.dump_debug_info(settings.get("debug_mode") or "none")
+
+    @classmethod
+    def _from_settings(cls, settings: dict) -> TosaCompileSpec:
+        """A spec of this class from decoded settings; subclasses read their `_extra_specs` back."""
+        return cls(settings["tosa_spec"])
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.tosa_spec)!r})"
+
+
+TosaCompileSpec._by_format[TosaCompileSpec.output_format] = TosaCompileSpec

@@ -7,11 +7,10 @@ cross the boundary as INT32; the result lists each operator's originating torch 
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch._export.utils import (
@@ -34,10 +33,15 @@ from .helpers.intmath import lower_shared, lower_table
 from .quantized import mark_quantized_region
 from .specification import TosaSpecification
 
+if TYPE_CHECKING:
+    from .compile_spec import TosaCompileSpec
+
 
 @dataclass
 class TosaGraph:
-    """A lowered partition: the flatbuffer plus what a runtime and a report need to know."""
+    """A lowered partition: the flatbuffer plus what a runtime and a report need to know.
+
+    Files are written by `artifacts.ArtifactWriter`, not here: lowering is pure."""
 
     flatbuffer: bytes
     inputs: list[dict]
@@ -45,16 +49,13 @@ class TosaGraph:
     op_counts: dict[str, int]
     debug_map: list[dict]
 
-    def write(self, directory: str | Path, stem: str, debug: bool = False) -> Path:
-        """Write `<stem>.tosa` (and `<stem>.debug.json` when `debug`) into `directory`."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{stem}.tosa"
-        path.write_bytes(self.flatbuffer)
-        if debug:
-            (directory / f"{stem}.debug.json").write_text(json.dumps(
-                {"inputs": self.inputs, "outputs": self.outputs, "operators": self.debug_map}, indent=1))
-        return path
+
+def lower_partition(ep: ExportedProgram, spec: TosaCompileSpec) -> TosaGraph:
+    """Lower one partition as every TOSA-based backend does (TOSA, Ethos-U, VGF).
+
+    Pure: writes no file, and the same partition and spec give the same bytes. A backend gets `spec`
+    with `TosaCompileSpec.from_list(compile_specs)` and writes files with an `ArtifactWriter`."""
+    return lower_program(ep, spec.tosa_spec, fold_rescales=spec.fold_rescales)
 
 
 def constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:

@@ -24,10 +24,9 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from . import registry
 from .batch_norm_folding import fold_conv_batch_norm
 from .compile_spec import TosaCompileSpec
+from .delegation import REASON_KEY, record_reason
 from .quantized import duplicate_dequantize, mark_quantized_region
 from .trial_lowering import partition_failure, trial_reason
-
-REASON_KEY = "arm_reason"
 
 
 def mark_constants(ep: ExportedProgram) -> None:
@@ -79,9 +78,7 @@ class RegistrySupport(OperatorSupportBase):
     def is_node_supported(self, submodules, node: Node) -> bool:
         if node.op != "call_function":
             return False
-        reason = self.reason(node)
-        node.meta[REASON_KEY] = reason
-        return reason is None
+        return record_reason(node, self.reason(node))
 
 
 class TOSAPartitioner(Partitioner):

@@ -1,4 +1,8 @@
-"""partition_report: what was delegated, and for each node left on the CPU, why (in words)."""
+"""partition_report: what was delegated, and for each node left on the CPU, why (in words).
+
+One report for every delegate of this project (TOSA, Ethos-U, VGF and the Vulkan delegate, which
+re-exports it): reasons come from `delegation.cpu_reason`, TOSA payloads also list their operators.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,13 @@ import operator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import torch
 from executorch.exir.lowered_backend_module import executorch_call_delegate
 from torch.export import ExportedProgram
 
-from .partitioner import REASON_KEY
-from .registry import aten_target
+from .delegation import aten_key, cpu_reason
 
-_NOT_COMPUTE = {operator.getitem, executorch_call_delegate}
+_NOT_COMPUTE = {operator.getitem, executorch_call_delegate, torch.ops.aten.sym_size.int}
 
 
 @dataclass
@@ -96,6 +100,5 @@ def partition_report(program: Any) -> PartitionReport:
             ops = _counts(payload) if lowered.backend_id == "TOSABackend" else {}
             report.delegates.append(DelegateSummary(lowered.backend_id, inner, ops, len(payload)))
         elif node.target not in _NOT_COMPUTE:
-            reason = node.meta.get(REASON_KEY) or "not claimed by any partitioner"
-            report.cpu_nodes.append(CpuNode(node.name, str(aten_target(node.target)), reason))
+            report.cpu_nodes.append(CpuNode(node.name, str(aten_key(node.target)), cpu_reason(node)))
     return report

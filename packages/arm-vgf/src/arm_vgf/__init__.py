@@ -5,7 +5,7 @@ The flow, with optional int8 quantization::
     import torch
     from executorch.exir import to_edge_transform_and_lower
     from arm_vgf import (VgfCompileSpec, VgfPartitioner, VgfQuantizer, extract_vgf,
-                         run_on_vulkan, validate_environment)
+                         run_vgf_on_vulkan, validate_environment)
 
     spec = VgfCompileSpec()                                  # "TOSA-1.0+FP+INT+int16"
     # optional: quantize (torchao PT2E) with the shared Arm quantizer
@@ -20,11 +20,11 @@ The flow, with optional int8 quantization::
     open("model.pte", "wb").write(et.buffer)
 
     print(validate_environment())                            # Vulkan loader, device, ML SDK layers
-    out = run_on_vulkan(et, *inputs)                         # via executorch.runtime + runtime_cpp
+    out = run_vgf_on_vulkan(et, *inputs)                         # via executorch.runtime + runtime_cpp
     paths = extract_vgf("model.pte", "vgf_out/")             # model_0.vgf + model_0.json sidecar
 
 Each delegate payload is a VGF file (SPIR-V graphs and constants), so `run_on_reference_model`
-cannot run VGF programs: use `run_on_vulkan`, or keep the TOSA graphs with
+cannot run VGF programs: use `run_vgf_on_vulkan`, or keep the TOSA graphs with
 `spec.dump_intermediate_artifacts_to(dir)`.
 """
 
@@ -33,7 +33,7 @@ from .compile_spec import DEFAULT_TOSA_SPEC, VgfCompileSpec
 from .converter import VgfConversionError, convert_tosa_to_vgf
 from .environment import EnvironmentReport, VulkanEnvironmentError, validate_environment
 from .extract import extract_vgf
-from .host_runner import run_on_vulkan
+from .host_runner import run_vgf_on_vulkan
 from .partitioner import VgfPartitioner
 from .vgf_file import VgfFormatError, VgfModel, describe_vgf, read_vgf
 from .vulkan_runner import VgfRunError, prepare_vgf, run_vgf, time_vgf
@@ -56,7 +56,7 @@ __all__ = [
     "extract_vgf",
     "prepare_vgf",
     "read_vgf",
-    "run_on_vulkan",
+    "run_vgf_on_vulkan",
     "run_vgf",
     "time_vgf",
     "validate_environment",

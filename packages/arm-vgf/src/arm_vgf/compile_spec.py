@@ -18,7 +18,7 @@ class VgfCompileSpec(TosaCompileSpec):
 
     `VgfCompileSpec()` targets "TOSA-1.0+FP+INT+int16"; `compiler_flags` are extra
     `model-converter` arguments, e.g. `["--type-narrowing", "full"]` (fp32 -> fp16 inside the VGF,
-    its inputs and outputs included: `run_on_vulkan` casts at the boundary).
+    its inputs and outputs included: `run_vgf_on_vulkan` casts at the boundary).
     `dump_intermediate_artifacts_to(dir)` keeps each partition's `.tosa` and `.vgf` in `dir`.
     """
 
@@ -36,6 +36,10 @@ class VgfCompileSpec(TosaCompileSpec):
 
     def _extra_specs(self) -> dict:
         return {"compiler_flags": list(self.compiler_flags)}
+
+    @classmethod
+    def _from_settings(cls, settings: dict) -> VgfCompileSpec:
+        return cls(settings["tosa_spec"], settings.get("compiler_flags") or [])
 
     def __repr__(self) -> str:
         flags = f", compiler_flags={self.compiler_flags!r}" if self.compiler_flags else ""

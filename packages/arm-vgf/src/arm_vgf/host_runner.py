@@ -1,4 +1,4 @@
-"""run_on_vulkan: run a lowered program with its VGF delegates on a Vulkan device.
+"""run_vgf_on_vulkan: run a lowered program with its VGF delegates on a Vulkan device.
 
 A .pte (bytes, path or ExecutorchProgramManager) runs through the pip ExecuTorch runtime
 (`executorch.runtime`) with runtime_cpp's backends: VgfBackend builds each VGF's data-graph
@@ -94,7 +94,7 @@ def _settings(compile_specs: list) -> dict:
         return {}
 
 
-def run_on_vulkan(lowered_program_or_pte: Any, *inputs: Any) -> Any:
+def run_vgf_on_vulkan(lowered_program_or_pte: Any, *inputs: Any) -> Any:
     """Run a lowered program with its VGF delegates on a Vulkan device, the rest in PyTorch.
 
     Same calling convention and return value as `arm_tosa_core.run_on_reference_model`: accepts an
@@ -108,8 +108,8 @@ def run_on_vulkan(lowered_program_or_pte: Any, *inputs: Any) -> Any:
         # VgfBackend creates its Vulkan instance while the method loads: the loader must see the
         # emulation layers (each manifest in its own folder, Graph first) at that moment.
         with layer_environment():
-            return run_program(lowered_program_or_pte, inputs, None, caller="run_on_vulkan")
-    return run_program(lowered_program_or_pte, inputs, run_vgf_delegate, caller="run_on_vulkan")
+            return run_program(lowered_program_or_pte, inputs, None, caller="run_vgf_on_vulkan")
+    return run_program(lowered_program_or_pte, inputs, run_vgf_delegate, caller="run_vgf_on_vulkan")
 
 
 def _is_pte(program: Any) -> bool:

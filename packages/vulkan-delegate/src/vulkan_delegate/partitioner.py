@@ -1,5 +1,5 @@
 """VulkanPartitioner: claims the nodes whose registry entry accepts them; the rest stay on the CPU with
-a reason in `node.meta[REASON_KEY]` (shown by `partition_report`)."""
+a reason (`arm_tosa_core.delegation.record_reason`, shown by `partition_report`)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from torch.export import ExportedProgram
 from torch.fx import Node
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from .backend import BACKEND_ID, compile_specs
-from .registry import aten_key, families, lookup
+from arm_tosa_core.delegation import aten_key, record_reason
 
-REASON_KEY = "vulkan_reason"
+from .backend import BACKEND_ID, compile_specs
+from .registry import families, lookup
+
 _OPTIONS = {"force_fp16", "require_dynamic_shapes"}
 _NO_COMPUTE = {operator.getitem}
 
@@ -97,12 +98,7 @@ class _Support(OperatorSupportBase):
     def is_node_supported(self, submodules, node: Node) -> bool:
         if node.op != "call_function":
             return False
-        why = self.reason(node)
-        if why is None:
-            node.meta.pop(REASON_KEY, None)
-            return True
-        node.meta[REASON_KEY] = why
-        return False
+        return record_reason(node, self.reason(node))
 
 
 class VulkanPartitioner(Partitioner):

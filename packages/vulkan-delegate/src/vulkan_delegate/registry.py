@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from arm_tosa_core.delegation import aten_key
+
 VARIANTS = ("f32", "f16")
 MAX_RANK = 6
 
@@ -46,13 +48,6 @@ def register(name: str, targets: list, shaders: list[str], support: Support | No
         return fn
 
     return wrap
-
-
-def aten_key(target: Any) -> Any:
-    """Edge ops wrap aten overloads; key both by the aten overload."""
-    if isinstance(target, torch._ops.OpOverload):
-        return target
-    return getattr(target, "_op", target)
 
 
 def families() -> list[OpFamily]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from torch.fx import Node
 
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
+from ..delegation import aten_key
 
 aten = torch.ops.aten
 
@@ -63,11 +62,8 @@ def nan_propagate():
     return ts.NanPropagationMode.PROPAGATE
 
 
-def aten_target(target: Any) -> Any:
-    """The aten OpOverload behind an edge-dialect target (or the target itself)."""
-    from executorch.exir.dialects.edge._ops import EdgeOpOverload
-
-    return target._op if isinstance(target, EdgeOpOverload) else target
+#: The aten OpOverload behind an edge-dialect target (or the target itself): the registry's key.
+aten_target = aten_key
 
 
 COMPARE_OPS = {
