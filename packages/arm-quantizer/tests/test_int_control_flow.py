@@ -69,3 +69,20 @@ def test_cond_under_int_only_stays_on_the_cpu_naming_the_fp_int_spec():
 def test_quantized_while_loop_lowers_without_error_and_stays_on_the_cpu():
     reason = _cpu_reason("while_loop_counter", "TOSA-1.0+FP+INT+cf", "while_loop")
     assert "of its loop body cannot be lowered" in reason and "the loop carries float values" in reason
+
+
+def test_quantized_while_loop_passes_exirs_default_core_aten_check():
+    """exir's default EdgeCompileConfig (IR validity checked) on a quantized while_loop whose loop condition
+    holds `aten.sum.default`: the top level holds only the loop and quantize/dequantize, where exir skipped
+    decomposing the loop's graphs. It lowers, stays on the CPU with its reason, and equals fake-quant."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    case = next(c for c in CONTROL_FLOW if c.name == "while_float_state")
+    module, inputs = case.module(), case.inputs()
+    converted = quantize(module, inputs, "TOSA-1.0+INT+cf")
+    spec = "TOSA-1.0+FP+INT+cf"
+    edge = to_edge_transform_and_lower(torch.export.export(converted, tuple(inputs)),
+                                       partitioner=[TOSAPartitioner(TosaCompileSpec(spec))])
+    reason = next(c.reason for c in partition_report(edge).cpu_nodes if c.target == "while_loop")
+    assert "of its loop body cannot be lowered" in reason
+    _matches_fake_quant(edge, converted, inputs)

@@ -96,6 +96,20 @@ def test_int_within_one_lsb(name, module, shapes):
     check_exact(module, shapes, name)
 
 
+def test_grouped_transposed_conv_with_per_tensor_weights():
+    """Per-tensor weight qparams: one scale for every output channel of every group (the bias scale and
+    the lowering's accumulator scale repeated the scale per group instead: a size mismatch)."""
+    from arm_quantizer import get_symmetric_quantization_config
+
+    torch.manual_seed(0)
+    module = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, groups=2).eval()
+    inputs = (torch.randn(1, 4, 5, 5),)
+    edge, report, _, converted = check_int(module, inputs, case="conv_transpose_grouped_per_tensor",
+                                           config=get_symmetric_quantization_config(is_per_channel=False))
+    err, _ = max_relative_error(run_on_reference_model(edge, *inputs), run_exactly(converted, *inputs))
+    assert err <= max(output_scales(converted)) * 1.0001 and len(report.delegates) == 1, report
+
+
 def test_standalone_batch_norm_is_one_depthwise_conv():
     """conv -> GELU -> BN -> conv: the BN is one 1x1 DEPTHWISE_CONV2D whose RESCALE is the requantize."""
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GELU(), _bn(8), nn.Conv2d(8, 4, 1))

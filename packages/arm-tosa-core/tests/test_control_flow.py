@@ -116,3 +116,27 @@ def test_cond_between_convolutions_in_either_layout():
     assert (module.c1(x).mean() > 0) != (module.c1(-x).mean() > 0)
     for inputs in ((x,), (-x,)):
         _check_runs(edge, module, inputs)
+
+
+class _HardswishLoop(torch.nn.Module):
+    """Only a while_loop (and a preserved op, hardswish) at the top level; the body holds `aten.sum.default`,
+    which exir must decompose, and hardswish again."""
+
+    def forward(self, n, x):
+        from torch._higher_order_ops.while_loop import while_loop
+
+        body = lambda n, y: (n + 1.0, torch.nn.functional.hardswish(y - y.sum() * 0.1))  # noqa: E731
+        return while_loop(lambda n, y: n < 3.0, body, (n, torch.nn.functional.hardswish(x)))[1]
+
+
+@pytest.mark.parametrize("spec", ["TOSA-1.0+FP", "TOSA-1.0+FP+cf"])
+def test_while_loop_passes_exirs_default_core_aten_check(spec):
+    """exir's default EdgeCompileConfig (IR validity checked): the loop on the CPU (no "+cf") or
+    delegated, the result equals eager."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    module, inputs = _HardswishLoop(), (torch.zeros(()), torch.rand(2, 3))
+    edge = to_edge_transform_and_lower(torch.export.export(module, inputs),
+                                       partitioner=[TOSAPartitioner(TosaCompileSpec(spec))])
+    assert [c.target for c in partition_report(edge).cpu_nodes] == ([] if "+cf" in spec else ["while_loop"])
+    _check_runs(edge, module, inputs)

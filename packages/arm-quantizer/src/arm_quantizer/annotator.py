@@ -53,12 +53,14 @@ def _set(node: Node, inputs: dict, output) -> None:
 def _bias_spec(act_edge: tuple[Node, Node], weight_edge: tuple[Node, Node], axis: int,
                repeats: int = 1) -> DerivedQuantizationSpec:
     """int32 bias at scale act_scale * weight_scale per output channel (the weight's per-channel
-    scales `repeats` times over, for a grouped transposed conv)."""
+    scales `repeats` times over, for a grouped transposed conv; a per-tensor weight scale is one
+    scale for every channel)."""
 
     def derive(observers):
         act_scale, _ = observers[0].calculate_qparams()
         w_scale, _ = observers[1].calculate_qparams()
-        scale = (act_scale * w_scale.reshape(-1).repeat(repeats)).to(torch.float32)
+        w_scale = w_scale.reshape(-1)
+        scale = (act_scale * (w_scale if w_scale.numel() == 1 else w_scale.repeat(repeats))).to(torch.float32)
         return scale, torch.zeros_like(scale, dtype=torch.int32)
 
     return DerivedQuantizationSpec(derived_from=[act_edge, weight_edge], derive_qparams_fn=derive,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -19,11 +20,38 @@ from .observers import FastHistogramObserver, finite_values
 
 
 class CalibrationError(RuntimeError):
-    """convert_pt2e ran before the prepared model saw any data."""
+    """convert_pt2e ran before the prepared model saw any data, or an observer saw only NaN."""
+
+
+# The smallest scale an int8 tensor gets (activations and weights). TOSA 1.0's RESCALE applies
+# f = multiplier * 2^-shift with a 32-bit multiplier and shift in [2, 62]; the core's multiplier_shift
+# keeps a full 31-bit multiplier (2^30 <= m < 2^31) for 2^-32 <= f < 2^29, and vela takes that pair as
+# is (its shift field holds 0..63). Scales at the floor appear in RESCALEs two ways:
+# - a weighted op whose input, weights and output all sit at the floor rescales by F*F/F = F, which
+#   needs F >= 2^-32;
+# - a weighted op writing a tensor at the floor rescales its accumulator by s_in*s_w/F, which must
+#   stay below 2^29: with F = 2^-24 every accumulator scale below 2^5 fits (an input range of 2^10
+#   against weights of range 2^2 is 2^2 * 2^-5 = 2^-3: far inside); at 2^-32 an accumulator of 2^-3
+#   would already overflow.
+# So 2^-24 is the smallest floor with room on both sides (an int8 tensor keeps all 255 levels down to a
+# range of 1.5e-5). The old 2^-12 collapsed every range below 0.03 (MobileNetV3's random-init logits,
+# range 1.4e-4: 0 dB); the competitor's 2^-16 keeps 9 levels of that. int16 activations use 2^-24 too.
+SCALE_FLOOR = 2.0**-24
+# A tensor that was exactly zero for every calibration input (a dead ReLU, a pruned filter) is exact at
+# any scale. It gets 2^-12, not the floor, so an accumulator rescaled into it stays far from RESCALE's
+# 2^29 limit and an int32 bias beside a zero filter (quantized at s_in * s_w) keeps its range.
+ZERO_RANGE_SCALE = 2.0**-12
+# The range of a tensor that saw only +inf and/or -inf: the widest whose scale and end values are finite
+# float32 (the TABLE ops that make them, logit at 0/1 or cosh of large inputs, then saturate to it).
+INF_RANGE = 2.0**126
 
 
 def _require_calibration(observer_cls):
-    """An observer class that refuses to produce qparams it never measured."""
+    """An observer class that refuses to produce qparams it never measured.
+
+    Per-tensor observers measure finite values only (`finite_values`). One that saw no finite value but
+    +inf/-inf gets the widest finite range on that side (`INF_RANGE`); one that saw only NaN raises. A
+    range of exactly zero gets `ZERO_RANGE_SCALE`."""
 
     class Calibrated(observer_cls):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -35,10 +63,32 @@ def _require_calibration(observer_cls):
         def calculate_qparams(self):
             min_val = getattr(self, "min_val", None)
             if isinstance(min_val, torch.Tensor) and min_val.numel() and torch.isinf(min_val).any():
+                seen = getattr(self, "non_finite_seen", set())
+                if "+inf" in seen or "-inf" in seen:
+                    return self._infinite_range(seen)
+                if seen:
+                    raise CalibrationError(
+                        f"{type(self).__name__} saw only NaN values during calibration: the op it observes "
+                        "computed NaN for every calibration input (e.g. log or sqrt of negatives, 0/0). "
+                        "Calibrate with inputs inside the op's domain.")
                 raise CalibrationError(
                     "convert_pt2e was called before calibration: this observer never saw data. Run the "
                     "prepared model on representative inputs (prepared(*inputs)) before convert_pt2e.")
             return super().calculate_qparams()
+
+        def _infinite_range(self, seen: set[str]) -> tuple[torch.Tensor, torch.Tensor]:
+            low, high = -INF_RANGE if "-inf" in seen else 0.0, INF_RANGE if "+inf" in seen else 0.0
+            warnings.warn(f"{type(self).__name__} saw only {' and '.join(sorted(seen))} values: quantized to "
+                          f"the widest finite range [{low:g}, {high:g}]; infinities saturate to its ends",
+                          stacklevel=2)
+            return self._calculate_qparams(torch.tensor([low]), torch.tensor([high]))
+
+        def _calculate_qparams(self, min_val: torch.Tensor, max_val: torch.Tensor):
+            scale, zero_point = super()._calculate_qparams(min_val, max_val)
+            empty = (max_val.clamp(min=0) - min_val.clamp(max=0)) == 0
+            if bool(empty.any()):
+                scale = torch.where(empty.to(scale.device), torch.full_like(scale, ZERO_RANGE_SCALE), scale)
+            return scale, zero_point
 
     Calibrated.__name__ = Calibrated.__qualname__ = f"Calibrated{observer_cls.__name__}"
     return Calibrated
@@ -70,17 +120,15 @@ def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> Quantizat
     if is_dynamic:
         ctr = PlaceholderObserver.with_args(eps=2**-12)
     elif is_qat:
-        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver, eps=2**-12)
+        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver, eps=SCALE_FLOOR)
     elif dtype == torch.int8:
         # int8: clip outliers where that lowers the L2 error (torchao's histogram search, the usual
         # PT2E choice and upstream's): MobileNetV2 224 TOSA INT vs float 16.2 -> 17.8 dB (seed 0);
         # over seeds and the other example models it is within -0.4..+0.4 dB of MinMax
-        ctr = _Histogram.with_args(eps=2**-12)
+        ctr = _Histogram.with_args(eps=SCALE_FLOOR)
     else:
         # int16: rounding noise is 256x smaller than int8's, so clipping rarely pays: min/max is enough.
-        # The smallest scale is 2^-24, not int8's 2^-12: 2^-12 x 32767 is +-8, so every int16 tensor
-        # with a smaller range (most activations) would lose bits to that floor (sigmoid: 12 of 16).
-        ctr = _MinMax.with_args(eps=2**-24)
+        ctr = _MinMax.with_args(eps=SCALE_FLOOR)
     qscheme = torch.per_tensor_affine if dtype == torch.int8 else torch.per_tensor_symmetric
     return QuantizationSpec(dtype=dtype, quant_min=info.min, quant_max=info.max, qscheme=qscheme,
                             is_dynamic=is_dynamic, observer_or_fake_quant_ctr=ctr)
@@ -91,10 +139,10 @@ def _weight(is_per_channel: bool, is_qat: bool) -> QuantizationSpec:
         else (MovingAverageMinMaxObserver if is_qat else _MinMax)
     qscheme = torch.per_channel_symmetric if is_per_channel else torch.per_tensor_symmetric
     if is_qat:
-        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=observer, eps=2**-12, quant_min=-127,
+        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=observer, eps=SCALE_FLOOR, quant_min=-127,
                                                       quant_max=127, dtype=torch.int8, qscheme=qscheme)
     else:
-        ctr = observer.with_args(eps=2**-12)
+        ctr = observer.with_args(eps=SCALE_FLOOR)
     return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=qscheme, ch_axis=0,
                             is_dynamic=False, observer_or_fake_quant_ctr=ctr)
 

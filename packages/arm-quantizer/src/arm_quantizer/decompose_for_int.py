@@ -233,7 +233,12 @@ def _implementation(gm: GraphModule, node: Node) -> Callable:
 
 
 def _example(val: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(tuple(val.shape), dtype=val.dtype)
+    """A stand-in for a traced input with its shape, dtype and strides. The strides matter: torch's
+    decompositions pick `view` for a contiguous input where a non-contiguous one (attention heads split
+    by a permute) needs a copy, and a trace on a contiguous stand-in would not run on the real one."""
+    shape, stride = tuple(val.shape), tuple(val.stride())
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) if all(shape) else 0
+    return torch.zeros(extent, dtype=val.dtype).as_strided(shape, stride)
 
 
 def _as_linear(node: Node) -> None:

@@ -81,7 +81,8 @@ def finite_values(x: torch.Tensor, observer) -> torch.Tensor:
 
     An additive -inf attention mask (or a masked score) holds -inf: a histogram over it has no finite
     range (torch.histc raises), and a min/max over it gives an infinite scale. Those values quantize to
-    the end of the range whatever the scale, so they are left out, with a warning naming the observer.
+    the end of the range whatever the scale, so they are left out, with a warning naming the observer;
+    which kinds were seen ("+inf", "-inf", "nan") is kept in `observer.non_finite_seen`.
     Non-float tensors (int64 indices) carry no quantization range: they pass unobserved.
     """
     if not x.is_floating_point():
@@ -89,6 +90,9 @@ def finite_values(x: torch.Tensor, observer) -> torch.Tensor:
     finite = torch.isfinite(x)
     if bool(finite.all()):
         return x
+    seen = observer.__dict__.setdefault("non_finite_seen", set())
+    seen.update(kind for kind, hit in (("+inf", x == torch.inf), ("-inf", x == -torch.inf), ("nan", x.isnan()))
+                if bool(hit.any()))
     if not getattr(observer, "_warned_non_finite", False):
         observer._warned_non_finite = True
         warnings.warn(f"{type(observer).__name__}: ignoring {int((~finite).sum())} non-finite value(s) "

@@ -181,7 +181,22 @@ class TOSAPartitioner(Partitioner):
         if self.compile_spec.tosa_spec.support_integer():
             duplicate_dequantize(exported_program.graph)
             exported_program.graph_module.recompile()
-        return exported_program
+        return self._decompose_while_loop_bodies(exported_program)
+
+    def _decompose_while_loop_bodies(self, ep: ExportedProgram) -> ExportedProgram:
+        """Decompose now when a while_loop's graphs hold ops exir would decompose.
+
+        exir (1.3) skips its decomposition pass when no graph it looks into holds an op of its table, and
+        it looks into cond/map/scan graphs but not into while_loop's: a program whose top level holds
+        only a while_loop (and quantize/dequantize) keeps e.g. `aten.sum.default` in the loop's graphs,
+        which its Core ATen check then rejects. The ops this partitioner keeps whole stay whole."""
+        table = torch.export.default_decompositions()
+        if not any(n.op == "call_function" and n.target in table
+                   for module in _while_loop_graphs(ep.graph_module) for n in module.graph.nodes):
+            return ep
+        for op in self.ops_to_not_decompose(ep)[0]:
+            table.pop(op, None)
+        return ep.run_decompositions(table)
 
     def ops_to_not_decompose(self, ep: ExportedProgram):
         """The ops exir should keep whole: registry families marked `preserve` whose every node in
@@ -203,12 +218,37 @@ class TOSAPartitioner(Partitioner):
         preservable = {t for entry in registry.entries() if entry.preserve
                        and not (self.additional_checks and entry.preserve_for_speed)
                        for t in entry.targets}
+        # exir applies one table to every graph, and a node inside a cond/while_loop graph is not claimed
+        # by itself (its HOP is, or stays on the CPU whole): an op kept whole there could stay non-core
+        # in a graph left on the CPU, so ops found in control-flow graphs are decomposed everywhere
+        preservable -= _control_flow_targets(ep)
         nodes_by_op: dict = {}
         for node in ep.graph.nodes:
             if node.op == "call_function" and node.target in preservable:
                 nodes_by_op.setdefault(node.target, []).append(node)
         keep = [op for op, nodes in nodes_by_op.items() if all(support.reason(n) is None for n in nodes)]
         return keep, None
+
+
+def _control_flow_targets(ep: ExportedProgram) -> set:
+    """Targets of the call_function nodes of the program's control-flow graphs, at any depth."""
+    return {n.target for name, module in ep.graph_module.named_modules()
+            if name and isinstance(module, torch.fx.GraphModule)
+            for n in module.graph.nodes if n.op == "call_function"}
+
+
+def _while_loop_graphs(graph_module: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
+    """The cond and body graphs of every while_loop in `graph_module` (at any depth), with the graphs
+    nested inside them."""
+    found = []
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.higher_order.while_loop:
+            found += [m for a in node.args[:2] for m in getattr(graph_module, a.target).modules()
+                      if isinstance(m, torch.fx.GraphModule)]
+    for child in graph_module.children():
+        if isinstance(child, torch.fx.GraphModule):
+            found += _while_loop_graphs(child)
+    return found
 
 
 def _stranded_quantized_nodes(partitions) -> dict[Node, str]:

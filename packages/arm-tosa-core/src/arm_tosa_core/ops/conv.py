@@ -215,7 +215,9 @@ def lower_convolution_int(ctx: LoweringContext, node: Node) -> Value:
     x, w = ctx.val(args.input), ctx.val(args.weight)
     if x.qparams is None or w.qparams is None or not w.is_const:
         raise ValueError("quantized convolution needs a quantized input and constant quantized weights")
-    scale = float(x.qparams.scale) * np.tile(np.asarray(w.qparams.scale, dtype=np.float64), bias_repeats(node))
+    w_scale = np.asarray(w.qparams.scale, dtype=np.float64)
+    # per-channel scales of a grouped transposed conv cover one group: tiled; a per-tensor one covers all
+    scale = float(x.qparams.scale) * (np.tile(w_scale, bias_repeats(node)) if w_scale.size > 1 else w_scale)
     acc = lower_convolution(ctx, node, bias_value=bias_for_accumulator(ctx, args.bias, scale))
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=1)
 
