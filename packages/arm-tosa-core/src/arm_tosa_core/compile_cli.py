@@ -36,8 +36,10 @@ from .compile_targets import (
 )
 from .explore import (
     ModelExplorerFiles,
+    PartitionedGraph,
     is_interactive,
     open_in_model_explorer,
+    partitioned_graph,
     write_model_explorer_files,
 )
 
@@ -263,6 +265,7 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
         partitions = partition_report(lowered)
         st.detail = (f"{len(partitions.delegates)} partition(s), {100 * partitions.delegated_share:.1f} % of "
                      f"operators delegated")
+    explorer_graph = partitioned_graph(lowered) if args.explore else None  # before to_executorch
     with progress.stage("write .pte") as st:
         forms = (target.to_pte or _default_pte)(lowered, options)
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +296,7 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
     explored = None
     if args.explore:
         with progress.stage("Model Explorer files") as st:
-            explored = _explore(target, lowered, forms, accuracy, name, report_dir, out)
+            explored = _explore(target, explorer_graph, forms, accuracy, name, report_dir, out)
             st.detail = f"{explored.graph} + {len(explored.node_data)} node data file(s)"
     status = 0
     with progress.stage(f"verify on {target.runs_on}") as st:
@@ -315,12 +318,12 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
     return status
 
 
-def _explore(target: CompileTarget, lowered, forms: PteForms, accuracy, name: str, report_dir: Path, out
-             ) -> ModelExplorerFiles:
+def _explore(target: CompileTarget, graph: PartitionedGraph, forms: PteForms, accuracy, name: str,
+             report_dir: Path, out) -> ModelExplorerFiles:
     values = dict(target.node_data(forms.written)) if target.node_data is not None else {}
     if accuracy is not None:
         values["sqnr_db"] = {layer.name: layer.cumulative_db for layer in accuracy.layers}
-    files = write_model_explorer_files(lowered, report_dir / "model_explorer", name=name, node_values=values)
+    files = write_model_explorer_files(graph, report_dir / "model_explorer", name=name, node_values=values)
     print(open_in_model_explorer(files, launch=False), file=out)
     return files
 

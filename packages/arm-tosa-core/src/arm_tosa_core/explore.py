@@ -17,6 +17,7 @@ starts Model Explorer on them from a terminal, and elsewhere returns the command
 from __future__ import annotations
 
 import json
+import math
 import operator
 import os
 import sys
@@ -26,10 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from executorch.exir import memory
 from executorch.exir.lowered_backend_module import executorch_call_delegate
 from torch.export import ExportedProgram
 
 GRAPH_FILE = "graph.json"
+# what to_executorch adds to a lowered program (it plans memory in place)
+_MEMORY_PLANNING = {memory.alloc, memory.free, memory.view}
 CPU_PARTITION = -1
 # Colours per measure: (value, background) thresholds or two gradient stops (low, high).
 _PARTITION_THRESHOLDS = [{"value": CPU_PARTITION, "bgColor": "#f6b4b4"}, {"value": 1e9, "bgColor": "#b4d7f6"}]
@@ -48,7 +52,9 @@ class ModelExplorerFiles:
 
 
 @dataclass
-class _Node:
+class ExplorerNode:
+    """One node of the graph Model Explorer shows."""
+
     id: str
     label: str
     namespace: str
@@ -76,15 +82,58 @@ def _reason(node: torch.fx.Node) -> str:
     return reasons[0] if reasons else "not claimed by any partitioner"
 
 
-def _inputs(node: torch.fx.Node) -> list[torch.fx.Node]:
-    return [a for a in node.all_input_nodes]
+def _names(node: torch.fx.Node) -> tuple[str, ...]:
+    """The node's name, then the names it had in the graphs it was made from, nearest first (export
+    and to_edge rename nodes: a quantized model's `conv2d_2` becomes `aten_conv2d_default_2`), so
+    measures taken on the model (SQNR) or on the lowering (NPU cycles) find it."""
+    names, level = [node.name], list(node.meta.get("from_node") or [])
+    while level:
+        names += [source.name for source in level if source.name not in names]
+        level = [parent for source in level for parent in (source.from_node or [])]
+    return tuple(names)
+
+
+def _assign(nodes: list[ExplorerNode], by_name: Mapping[str, float]) -> dict[str, float]:
+    """{node id: value}: each name's value goes to the one node that is nearest to it (its own name
+    before the name of a graph it came from: a quantize node also descends from the relu it
+    observes, further up)."""
+    best: dict[str, tuple[int, str]] = {}
+    for node in nodes:
+        for distance, name in enumerate(node.names):
+            if name in by_name and (name not in best or distance < best[name][0]):
+                best[name] = (distance, node.id)
+    return {node_id: float(by_name[name]) for name, (_, node_id) in best.items()}
+
+
+def _finite(value: float) -> bool:
+    # node data is JSON for a browser: no Infinity/NaN (an error-free layer's SQNR is inf)
+    return math.isfinite(value)
+
+
 
 
 def _user_inputs(ep: ExportedProgram) -> list[str]:
     return list(ep.graph_signature.user_inputs)
 
 
-def _graph_nodes(ep: ExportedProgram) -> list[_Node]:
+@dataclass(frozen=True)
+class PartitionedGraph:
+    """The operators of a lowered program as Model Explorer will show them."""
+
+    nodes: list[ExplorerNode]
+
+
+def partitioned_graph(lowered: Any) -> PartitionedGraph:
+    """The graph of `lowered` (an EdgeProgramManager or ExportedProgram after
+    `to_edge_transform_and_lower`), taken before `to_executorch`, which renames the CPU operators
+    (out variants) and adds buffers in place."""
+    ep = lowered.exported_program() if hasattr(lowered, "exported_program") else lowered
+    if not isinstance(ep, ExportedProgram):
+        raise TypeError(f"partitioned_graph takes a lowered program, not {type(lowered).__name__}")
+    return PartitionedGraph(_graph_nodes(ep))
+
+
+def _graph_nodes(ep: ExportedProgram) -> list[ExplorerNode]:
     gm, nodes, source = ep.graph_module, [], {}  # source: fx node -> the graph node id it reads from
     user_inputs = set(_user_inputs(ep))
     partition = 0
@@ -92,10 +141,12 @@ def _graph_nodes(ep: ExportedProgram) -> list[_Node]:
         if node.op == "placeholder":
             if node.name in user_inputs:
                 source[node] = node.name
-                nodes.append(_Node(node.name, "input", "", [], {"shape": _shape(node)}, (node.name,)))
+                nodes.append(ExplorerNode(node.name, "input", "", [], {"shape": _shape(node)}, (node.name,)))
         elif node.op == "output":
-            ins = [source[a] for a in _inputs(node) if a in source]
-            nodes.append(_Node("output", "output", "", ins, {}, ()))
+            ins = [source[a] for a in node.all_input_nodes if a in source]
+            nodes.append(ExplorerNode("output", "output", "", ins, {}, ()))
+        elif node.op != "call_function" or node.target in _MEMORY_PLANNING:
+            continue  # lowered-module attributes; to_executorch's buffers (not operators)
         elif node.target is executorch_call_delegate:
             lowered = getattr(gm, node.args[0].target)
             inner, outputs = _partition_nodes(lowered, partition, [source.get(a) for a in node.args[1:]])
@@ -105,15 +156,15 @@ def _graph_nodes(ep: ExportedProgram) -> list[_Node]:
         elif node.target is operator.getitem and isinstance(source.get(node.args[0]), list):
             source[node] = source[node.args[0]][node.args[1]]  # a delegate's output j
         else:
-            ins = [source[a] for a in _inputs(node) if isinstance(source.get(a), str)]
+            ins = [source[a] for a in node.all_input_nodes if isinstance(source.get(a), str)]
             source[node] = node.name
-            nodes.append(_Node(node.name, _op_label(node), "", ins,
+            nodes.append(ExplorerNode(node.name, _op_label(node), "", ins,
                                {"target": str(node.target), "shape": _shape(node), "placement": "CPU",
-                                "cpu_reason": _reason(node)}, (node.name,), CPU_PARTITION))
+                                "cpu_reason": _reason(node)}, _names(node), CPU_PARTITION))
     return nodes
 
 
-def _partition_nodes(lowered: Any, index: int, outer: list[str | None]) -> tuple[list[_Node], list[str]]:
+def _partition_nodes(lowered: Any, index: int, outer: list[str | None]) -> tuple[list[ExplorerNode], list[str]]:
     """The operators of one delegated partition, inside the layer "partition <i> (<backend>)"; and the
     node id each of its outputs comes from."""
     ep: ExportedProgram = lowered.original_module
@@ -128,26 +179,26 @@ def _partition_nodes(lowered: Any, index: int, outer: list[str | None]) -> tuple
         if node.op == "call_function":
             node_id = f"p{index}/{node.name}"
             source[node] = node_id
-            ins = [source[a] for a in _inputs(node) if a in source]
-            nodes.append(_Node(node_id, _op_label(node), namespace, ins,
+            ins = [source[a] for a in node.all_input_nodes if a in source]
+            nodes.append(ExplorerNode(node_id, _op_label(node), namespace, ins,
                                {"target": str(node.target), "shape": _shape(node),
                                 "placement": f"partition {index}", "backend": lowered.backend_id},
-                               (node.name,), index))
+                               _names(node), index))
         elif node.op == "output":
             outputs = [source.get(a, "") for a in node.args[0]]
     return nodes, outputs
 
 
-def _graph_json(graph_id: str, nodes: list[_Node], values: Mapping[str, Mapping[str, float]]) -> dict:
+def _graph_json(graph_id: str, nodes: list[ExplorerNode], measures: Mapping[str, Mapping[str, float]]
+                ) -> dict:
     out = []
     for n in nodes:
         attrs = dict(n.attrs)
         if n.partition is not None:
             attrs["partition"] = str(n.partition)
-        for measure, by_name in values.items():
-            hit = [by_name[k] for k in n.names if k in by_name]
-            if hit:
-                attrs[measure] = f"{hit[0]:.6g}"
+        for measure, by_id in measures.items():
+            if n.id in by_id:
+                attrs[measure] = f"{by_id[n.id]:.6g}"
         out.append({
             "id": n.id, "label": n.label, "namespace": n.namespace,
             "attrs": [{"key": k, "value": v} for k, v in attrs.items() if v != ""],
@@ -171,25 +222,24 @@ def write_model_explorer_files(lowered: Any, out_dir: str | os.PathLike, name: s
                                node_values: Mapping[str, Mapping[str, float]] | None = None
                                ) -> ModelExplorerFiles:
     """Write the partitioned graph of `lowered` (an EdgeProgramManager or ExportedProgram after
-    `to_edge_transform_and_lower`) and its node data into `out_dir`.
+    `to_edge_transform_and_lower`, or the `partitioned_graph` taken of one) and its node data into
+    `out_dir`; `name` becomes the graph's id and label.
 
-    `node_values`: extra measures, {measure: {torch node name: value}} (a name is a node of the lowered
-    program or of a partition's original graph); each becomes `<measure>.json` and a node attribute.
+    `node_values`: extra measures, {measure: {torch node name: value}}; a name is that of a node of
+    the lowered program or of one it was made from (the quantized model's, for instance), and each
+    measure becomes `<measure>.json` and a node attribute.
     """
-    ep = lowered.exported_program() if hasattr(lowered, "exported_program") else lowered
-    if not isinstance(ep, ExportedProgram):
-        raise TypeError(f"write_model_explorer_files takes a lowered program, not {type(lowered).__name__}")
+    graph_of = lowered if isinstance(lowered, PartitionedGraph) else partitioned_graph(lowered)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    values = {k: dict(v) for k, v in (node_values or {}).items()}
-    nodes = _graph_nodes(ep)
+    nodes = graph_of.nodes
+    measures = {measure: _assign(nodes, by_name) for measure, by_name in (node_values or {}).items()}
     graph = out / GRAPH_FILE
-    graph.write_text(json.dumps({"label": name, "graphs": [_graph_json(name, nodes, values)]}, indent=1))
-    measures = {"partition": {n.id: n.partition for n in nodes if n.partition is not None}}
-    for measure, by_name in values.items():
-        measures[measure] = {n.id: float(by_name[k]) for n in nodes for k in n.names[:1] if k in by_name}
+    graph.write_text(json.dumps({"label": name, "graphs": [_graph_json(name, nodes, measures)]}, indent=1))
+    measures = {"partition": {n.id: n.partition for n in nodes if n.partition is not None}, **measures}
     paths = {}
-    for measure, results in measures.items():
+    for measure, by_id in measures.items():
+        results = {k: v for k, v in by_id.items() if _finite(v)}
         if results:
             paths[measure] = out / f"{measure}.json"
             paths[measure].write_text(json.dumps(_node_data(name, measure, results), indent=1))
