@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
 from .compile_inputs import LoadedModel, load_model, load_samples, random_samples
 from .compile_targets import (
@@ -34,6 +35,8 @@ from .compile_targets import (
     load_families,
     resolve_with_family,
 )
+from .errors import MissingToolError
+from .example_models import EXAMPLE_MODELS
 from .explore import (
     ModelExplorerFiles,
     PartitionedGraph,
@@ -42,6 +45,9 @@ from .explore import (
     partitioned_graph,
     write_model_explorer_files,
 )
+from .reference import run_on_reference_model
+from .report import partition_report
+from .testing import max_relative_error
 
 DEFAULT_TARGET = "ethos-u55-128"
 _STAGES = 6
@@ -159,16 +165,12 @@ def _calibration(args, model: LoadedModel) -> tuple[list, str]:
 
 
 def _lower(target: CompileTarget, spec, module: torch.nn.Module, inputs):
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-
     ep = torch.export.export(module, inputs)
     return to_edge_transform_and_lower(ep, partitioner=[target.partitioner(spec)],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
 
 
 def _default_pte(lowered, options) -> PteForms:
-    from executorch.exir import ExecutorchBackendConfig
-
     pte = lowered.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
     return PteForms(pte, pte)
 
@@ -178,9 +180,6 @@ def _run_pte(target: CompileTarget, pte: bytes, lowered, inputs) -> tuple[Any, s
 
     Without the C++ runtime (runtime-cpp, an optional extra) a TOSA-graph target is checked on the
     lowered program instead: the same delegate graphs on the TOSA reference model, in-process."""
-    from .errors import MissingToolError
-    from .reference import run_on_reference_model
-
     if target.run_pte is not None:
         return target.run_pte(pte, *inputs), ""
     try:
@@ -192,8 +191,6 @@ def _run_pte(target: CompileTarget, pte: bytes, lowered, inputs) -> tuple[Any, s
 
 
 def _verify(flow: QuantizationFlow | None, quantized, module, inputs, actual) -> tuple[float, float]:
-    from .testing import max_relative_error
-
     with torch.no_grad():
         expected = flow.reference(quantized, inputs) if quantized is not None else module(*inputs)
     return max_relative_error(actual, expected)
@@ -203,14 +200,9 @@ def _accuracy_report(flow: QuantizationFlow, target: CompileTarget, quantized, s
                      host_pte: bytes, report_dir: Path, out):
     """Per-layer SQNR (fake-quant and TOSA reference-model stages, the target column as the target
     says) plus the output SQNR of the .pte on the host where it runs there."""
-    from .errors import MissingToolError
 
     def run_pte(*x):
-        if target.run_pte is not None:
-            return target.run_pte(host_pte, *x)
-        from .reference import run_on_reference_model
-
-        return run_on_reference_model(host_pte, *x)
+        return (target.run_pte or run_on_reference_model)(host_pte, *x)
 
     try:
         report = flow.accuracy_report(quantized, samples, lowered, run_pte, target.own_result)
@@ -260,8 +252,6 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
     with progress.stage(f"lower for {args.target}") as st:
         lowered = _lower(target, spec, quantized if quantized is not None else model.module,
                          model.example_inputs)
-        from .report import partition_report
-
         partitions = partition_report(lowered)
         st.detail = (f"{len(partitions.delegates)} partition(s), {100 * partitions.delegated_share:.1f} % of "
                      f"operators delegated")
@@ -339,8 +329,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{family.family}: {', '.join(family.names)}")
             return 0
         if args.list_examples:
-            from .example_models import EXAMPLE_MODELS
-
             for example in EXAMPLE_MODELS.values():
                 print(f"{example.name}: {example.description}")
             return 0

@@ -31,6 +31,8 @@ from executorch.exir import memory
 from executorch.exir.lowered_backend_module import executorch_call_delegate
 from torch.export import ExportedProgram
 
+from .intermediates import source_names
+
 GRAPH_FILE = "graph.json"
 # what to_executorch adds to a lowered program (it plans memory in place)
 _MEMORY_PLANNING = {memory.alloc, memory.free, memory.view}
@@ -86,11 +88,7 @@ def _names(node: torch.fx.Node) -> tuple[str, ...]:
     """The node's name, then the names it had in the graphs it was made from, nearest first (export
     and to_edge rename nodes: a quantized model's `conv2d_2` becomes `aten_conv2d_default_2`), so
     measures taken on the model (SQNR) or on the lowering (NPU cycles) find it."""
-    names, level = [node.name], list(node.meta.get("from_node") or [])
-    while level:
-        names += [source.name for source in level if source.name not in names]
-        level = [parent for source in level for parent in (source.from_node or [])]
-    return tuple(names)
+    return (node.name, *[name for name, _ in source_names(node)])
 
 
 def _assign(nodes: list[ExplorerNode], by_name: Mapping[str, float]) -> dict[str, float]:
