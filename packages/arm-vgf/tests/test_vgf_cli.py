@@ -2,6 +2,7 @@
 a VGF .pte and the extracted .vgf beside it; the .pte runs on Vulkan (runtime_cpp's VgfBackend on
 lavapipe or a GPU) and matches eager PyTorch."""
 
+import json
 import math
 
 import torch
@@ -38,3 +39,29 @@ def test_vgf_int8_target_and_foreign_options(tmp_path, capsys):
     err = capsys.readouterr().err
     assert status == 1 and "--sram-limit (Ethos-U (vela)) does not apply to target 'vgf-int8'" in err
     assert not (tmp_path / "x.pte").exists()
+
+
+TINY = '''
+import torch
+from torch import nn
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 4, 1))
+    return model.eval(), (torch.randn(1, 3, 16, 16),)
+'''
+
+
+def test_vgf_int8_accuracy_report_runs_the_pte_on_vulkan(tmp_path, capsys):
+    (tmp_path / "tiny.py").write_text(TINY)
+    status = main([f"{tmp_path / 'tiny.py'}:make_model", "--target", "vgf-int8", "-o", str(tmp_path / "t.pte"),
+                   "--accuracy-report", "--calibration-samples", "3"])
+    out = capsys.readouterr().out
+    assert status == 0
+    # the int8 VGF on Vulkan computes exactly what the quantized model does
+    assert "max abs error vs the quantized PyTorch model: 0 " in out
+    data = json.loads((tmp_path / "t_report" / "accuracy.json").read_text())
+    db = data["output_db"]
+    assert math.isfinite(db["target"]) and abs(db["target"] - db["fake_quant"]) < 1.0, db
+    assert abs(db["tosa_reference"] - db["fake_quant"]) < 1.0, db  # the lowered TOSA graphs

@@ -37,12 +37,13 @@ class Pt2eFlow:
             return run_exactly(quantized, *inputs)
 
     def accuracy_report(self, quantized: torch.fx.GraphModule, samples: Sequence[tuple], lowered: Any,
-                        run_pte: Callable[..., Any] | None, target_note: str) -> AccuracyReport:
+                        run_pte: Callable[..., Any] | None, target_note: str,
+                        pte_stage: str = "tosa_reference") -> AccuracyReport:
         """Per-layer SQNR (fake-quant and TOSA reference-model stages) plus, with `run_pte`, the
-        output SQNR of the written .pte executed on the host."""
+        output SQNR of the written .pte executed on the host, as `output_db[pte_stage]`."""
         from .accuracy import output_error_db, quantization_error_report
 
         report = quantization_error_report(quantized, samples, lowered=lowered, target_note=target_note)
         if run_pte is not None:
-            report.output_db["tosa_reference"] = output_error_db(quantized, samples, run_pte)
+            report.output_db[pte_stage] = output_error_db(quantized, samples, run_pte)
         return report

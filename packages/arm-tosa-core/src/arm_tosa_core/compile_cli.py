@@ -204,8 +204,10 @@ def _accuracy_report(flow: QuantizationFlow, target: CompileTarget, quantized, s
     def run_pte(*x):
         return (target.run_pte or run_on_reference_model)(host_pte, *x)
 
+    # a .pte of TOSA graphs runs on the reference model; another runs on the target itself (VGF on Vulkan)
+    stage = "tosa_reference" if target.run_pte is None else "target"
     try:
-        report = flow.accuracy_report(quantized, samples, lowered, run_pte, target.own_result)
+        report = flow.accuracy_report(quantized, samples, lowered, run_pte, target.own_result, stage)
     except (ValueError, MissingToolError) as exc:  # no host graph in the payload, no C++ runtime
         print(f"note: the .pte did not run on the host ({exc}); its output SQNR is the lowered "
               "program's", file=out)

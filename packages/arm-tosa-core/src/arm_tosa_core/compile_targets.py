@@ -34,8 +34,9 @@ class QuantizationFlow(Protocol):
         """What the quantized model computes, exactly (the number the target must reproduce)."""
 
     def accuracy_report(self, quantized: torch.nn.Module, samples: Sequence[tuple], lowered: Any,
-                        run_pte: Callable[..., Any] | None, target_note: str) -> Any:
-        """An object with `format_table()`, `to_json()`, `write_csv(path)`, `plot_png(path)`,
+                        run_pte: Callable[..., Any] | None, target_note: str,
+                        pte_stage: str = "tosa_reference") -> Any:
+        """Per-layer SQNR; with `run_pte`, the .pte's output SQNR as `output_db[pte_stage]`. An object with `format_table()`, `to_json()`, `write_csv(path)`, `plot_png(path)`,
         `layers` (each with `.name` and `.cumulative_db`) and `output_db` (dict)."""
 
 

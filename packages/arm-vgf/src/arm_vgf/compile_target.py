@@ -12,7 +12,8 @@ from typing import Any
 from arm_tosa_core.compile_targets import CompileTarget, TargetFamily
 
 _PROFILES = {"vgf": "TOSA-1.0+FP", "vgf-int8": "TOSA-1.0+INT"}
-VGF_OWN_RESULT = "the VGF on Vulkan: see the output SQNR of the .pte (run by runtime_cpp's VgfBackend)"
+VGF_OWN_RESULT = ("per layer not measured; the model output's `target` SQNR is the .pte on Vulkan "
+                  "(runtime_cpp's VgfBackend)")
 
 
 def _spec(name: str, options: dict[str, Any]):
