@@ -322,7 +322,11 @@ def _explore(target: CompileTarget, graph: PartitionedGraph, forms: PteForms, ac
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `arm-compile` console script."""
-    families = load_families()
+    try:
+        families = load_families()
+    except RuntimeError as exc:  # a broken target package: say which, not a traceback
+        print(f"arm-compile: error: {exc}", file=sys.stderr)
+        return 1
     parser = build_parser(families)
     args = parser.parse_args(argv)
     try:
