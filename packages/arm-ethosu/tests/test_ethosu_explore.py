@@ -108,3 +108,15 @@ def test_files_open_in_model_explorer_config(explored):
     # not a terminal: the files are written and the command printed, no server started
     message = open_in_model_explorer(files)
     assert message.endswith(files.command()) and "--node_data_paths=" in message
+
+
+def test_partition_tosa_files_open_with_the_tosa_adapter(explored):
+    # the `explore` extra's TOSA adapter reads the partitions' .tosa files the report folder keeps
+    from tosa_adapter_model_explorer.main import TosaFlatbufferAdapter
+
+    tosa_files = sorted(explored.parent.glob("*.tosa"))
+    assert len(tosa_files) == 2  # one per Ethos-U partition
+    for path in tosa_files:
+        graphs = TosaFlatbufferAdapter().convert(str(path), {})["graphs"]
+        labels = {node.label for graph in graphs for node in graph.nodes}
+        assert "CONV2D" in labels, (path, labels)
