@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from arm_ethosu import ethosu_report
-from arm_ethosu.cli import main
-from arm_ethosu.cli_inputs import load_model, load_samples
-from arm_ethosu.targets import CompileTarget, TargetFamily, load_families, resolve_target
+from arm_tosa_core.compile_cli import main
+from arm_tosa_core.compile_inputs import load_model, load_samples
+from arm_tosa_core.compile_targets import CompileTarget, TargetFamily, load_families, resolve_target
 
 MODEL_FILE = '''
 import torch
@@ -95,7 +95,12 @@ def test_tosa_fp_target(model_file, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["{model}:make_model", "--target", "ethos-u99"], "unknown target 'ethos-u99'"),
-    (["{model}:make_model", "--target", "TOSA-1.0+FP", "--system-config", "X"], "takes no target options"),
+    (["{model}:make_model", "--target", "TOSA-1.0+FP", "--system-config", "X"],
+     "--system-config (Ethos-U (vela)) does not apply to target 'TOSA-1.0+FP'"),
+    (["{model}:make_model", "--target", "TOSA-1.0+FP", "--target-sqnr", "30"], "--target-sqnr (Ethos-U"),
+    (["{model}:make_model", "--target", "TOSA-1.0+FP", "--accuracy-report"], "runs float"),
+    (["{model}:make_model", "--target", "vulkan", "--host-graph"], "--host-graph (Ethos-U (vela)) does not apply"),
+    (["{model}:make_model", "--fp16"], "--fp16 (Vulkan delegate) does not apply to target 'ethos-u55-128'"),
     (["{model}:make_model", "--target", "TOSA-2.0+INT"], "TOSA"),
     (["{model}:nope"], "has no function 'nope'"),
     (["{model}:not_a_pair"], "must return (model, example_inputs)"),

@@ -2,7 +2,7 @@
 
 import json
 
-from arm_ethosu.cli import main
+from arm_tosa_core.compile_cli import main
 
 MODEL_FILE = '''
 import torch

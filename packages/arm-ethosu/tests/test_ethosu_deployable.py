@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from arm_ethosu import ethosu_payloads, parse_binstream
-from arm_ethosu.cli import build_parser, compile_model, main
 from arm_ethosu.program_report import TOSA_BLOCK
 from arm_tosa_core import ReferenceModelError, run_on_reference_model
+from arm_tosa_core.compile_cli import build_parser, compile_model, main
 
 MODEL_FILE = '''
 import torch

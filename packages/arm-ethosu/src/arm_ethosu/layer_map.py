@@ -30,8 +30,9 @@ def _owner_name(name: str, known: set[str]) -> str | None:
 
 
 def torch_names(layers: Sequence[dict], debug_map: Sequence[dict]) -> list[dict]:
-    """For each vela layer row: ``{"module", "op", "label", "tosa_ops"}``, in row order.
+    """For each vela layer row: ``{"node", "module", "op", "label", "tosa_ops"}``, in row order.
 
+    ``node``: the torch node of the layer's main operator ("" when unknown);
     ``tosa_ops`` lists every TOSA operator folded into the layer as ``"OP <- module · op"``;
     ``label`` is ``"module · op"`` of the layer's main operator (``"(top level) · add"`` for an
     op in the model's own forward).
@@ -62,6 +63,7 @@ def torch_names(layers: Sequence[dict], debug_map: Sequence[dict]) -> list[dict]
         op = (main or {}).get("torch_op", "") or ""
         label = f"{module or '(top level)'} · {op or '?'}" if main else f"(vela) · {row.get('NNG Operator', '?')}"
         out.append({
+            "node": (main or {}).get("node") or "",
             "module": module,
             "op": op,
             "label": label,
@@ -72,8 +74,9 @@ def torch_names(layers: Sequence[dict], debug_map: Sequence[dict]) -> list[dict]
 
 
 def annotate_layers(layers: list[dict], debug_map: Sequence[dict]) -> None:
-    """Add the PyTorch columns (``Module``, ``Torch Op``, ``PyTorch``, ``TOSA Ops``) to vela's rows."""
+    """Add the PyTorch columns (``Module``, ``Torch Op``, ``PyTorch``, ``TOSA Ops``, ``Node``) to vela's rows."""
     for row, names in zip(layers, torch_names(layers, debug_map), strict=True):
+        row["Node"] = names["node"]
         row["Module"] = names["module"]
         row["Torch Op"] = names["op"]
         row["PyTorch"] = names["label"]

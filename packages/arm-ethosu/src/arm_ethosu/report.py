@@ -19,7 +19,7 @@ from .vela_runner import VelaResult
 _LAYER_COLUMNS = ("PyTorch", "Name", "NNG Operator", "Target", "Op Cycles", "NPU", "Staging Usage", "MAC Count",
                   "Util% (MAC)")
 # Columns of layers.csv: the PyTorch names first, then every column vela wrote.
-_TORCH_COLUMNS = ("partition", "PyTorch", "Module", "Torch Op", "TOSA Ops")
+_TORCH_COLUMNS = ("partition", "PyTorch", "Module", "Torch Op", "TOSA Ops", "Node")
 
 
 def _kib_to_bytes(value: object) -> int:

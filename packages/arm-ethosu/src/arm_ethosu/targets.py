@@ -1,81 +1,15 @@
-"""Compile targets for the `arm-compile` CLI, found through the "arm_toolkit.targets" entry points.
-
-A target package adds its targets by declaring, in its pyproject.toml,
-
-    [project.entry-points."arm_toolkit.targets"]
-    my-npu = "my_package.targets:FAMILY"
-
-where FAMILY is a `TargetFamily` (or a callable returning one). arm-ethosu registers the Ethos-U
-family and the plain TOSA specifications the same way.
-"""
+"""The `arm-compile` targets of this package: the Ethos-U family (every vela accelerator) and the plain
+TOSA specifications, registered under arm-tosa-core's "arm_toolkit.targets" entry points (see
+`arm_tosa_core.compile_targets`)."""
 
 from __future__ import annotations
 
-import importlib.metadata
-from collections.abc import Callable
-from dataclasses import dataclass
+import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-ENTRY_POINT_GROUP = "arm_toolkit.targets"
-
-
-@dataclass(frozen=True)
-class CompileTarget:
-    """How to compile for one target name.
-
-    `compile_spec(options)` builds the spec (options: the CLI's target options that were given, by
-    name; raise ValueError for ones the target does not take); `partitioner(spec)` and
-    `quantizer(spec)` (returning None for float specs) follow. `report(pte_bytes, out_dir)` writes
-    the target's report files and returns the text to print (None: the partition report only).
-    `own_result`: what the accuracy report's target column holds for this target (its own result,
-    or why there is none on this machine).
-    """
-
-    name: str
-    compile_spec: Callable[[dict[str, Any]], Any]
-    partitioner: Callable[[Any], Any]
-    quantizer: Callable[[Any], Any] | None = None
-    report: Callable[[Any, Path], str] | None = None
-    own_result: str = "not measured: no runner for this target's own result on this machine"
-
-
-@dataclass(frozen=True)
-class TargetFamily:
-    """A set of targets: `resolve(name)` returns a CompileTarget, or None when the name is not one of
-    this family's. `names` are what `arm-compile --list-targets` shows."""
-
-    family: str
-    names: tuple[str, ...]
-    resolve: Callable[[str], CompileTarget | None]
-
-
-def load_families() -> list[TargetFamily]:
-    """Every family registered under the entry-point group, in a stable order (by entry-point name)."""
-    families = []
-    for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            obj = ep.load()
-        except Exception as exc:  # a broken plugin must not hide the others
-            raise RuntimeError(f"target entry point {ep.name!r} ({ep.value}) failed to load: {exc}. "
-                               "Reinstall or remove the package that declares it") from exc
-        family = obj() if callable(obj) and not isinstance(obj, TargetFamily) else obj
-        if not isinstance(family, TargetFamily):
-            raise RuntimeError(f"target entry point {ep.name!r} ({ep.value}) gave "
-                               f"{type(family).__name__}, not a TargetFamily")
-        families.append(family)
-    return families
-
-
-def resolve_target(name: str, families: list[TargetFamily] | None = None) -> CompileTarget:
-    """The CompileTarget for `name`; ValueError listing the known targets when none claims it."""
-    families = load_families() if families is None else families
-    for family in families:
-        target = family.resolve(name)
-        if target is not None:
-            return target
-    known = "; ".join(f"{f.family}: {', '.join(f.names)}" for f in families) or "none installed"
-    raise ValueError(f"unknown target {name!r}. Known targets - {known}")
+from arm_tosa_core.compile_targets import CompiledProgram, CompileTarget, PteForms, TargetFamily
 
 
 # -- Ethos-U ------------------------------------------------------------------------------------
@@ -114,45 +48,118 @@ def _ethosu_report(pte: bytes, out_dir: Path) -> str:
     return report.format_table()
 
 
+def _ethosu_pte(lowered, options: dict[str, Any]) -> PteForms:
+    from .deployable import pte_variants
+
+    variants = pte_variants(lowered)  # reproducible: no host path, no wall time inside
+    written = variants.host if options.get("host_graph") else variants.deployable
+    note = ""
+    if variants.host_graph_bytes:
+        share = 100 * variants.host_graph_bytes / len(variants.deployable)
+        kept = "included (--host-graph)" if options.get("host_graph") else "left out; --host-graph keeps them"
+        note = (f"host graphs: {variants.host_graph_bytes} bytes (+{share:.1f} % over the deployable "
+                f"{len(variants.deployable)}-byte .pte), {kept}")
+    # the host twin (the very vela payload plus the host graph) is what runs on this machine
+    return PteForms(written, variants.host, note)
+
+
+def _target_sqnr(program: CompiledProgram) -> str:
+    from .mixed_precision_cli import run_target_sqnr
+    from .program_report import ethosu_report
+
+    out, goal = sys.stdout, program.options["target_sqnr"]
+    result = run_target_sqnr(program.module, program.example_inputs, program.samples,
+                             ethosu_report(program.pte.written), goal, spec=program.spec)
+    print(result.summary(), file=out)
+    print("# quantizer configuration (paste after building your quantizer):", file=out)
+    print(result.config_python(), file=out)
+    if result.cycles_note == "est.":
+        print("note: this .pte is all-int8, and int16 does not compile for this target here, so the extra "
+              "cycles are estimates (a moved layer's int8 cycles again)", file=out)
+    else:
+        print("note: this .pte is all-int8; quantize with the configuration above for the mixed one "
+              "(extra cycles: vela's all-a16w8 compile minus its all-int8 compile, per unit, plus "
+              "the int8<->int16 boundaries' RESCALE passes)", file=out)
+    return f"{'met' if result.met else 'not met'}, {len(result.moved)} unit(s) moved"
+
+
+def _ethosu_stages(options: dict[str, Any]):
+    goal = options.get("target_sqnr")
+    return [] if goal is None else [(f"mixed precision search (target {goal:g} dB)", _target_sqnr)]
+
+
+def _npu_cycles_per_node(pte: bytes) -> dict[str, dict[str, float]]:
+    """vela's per-layer NPU cycles, summed per torch node (the layer's main TOSA operator's node)."""
+    from .program_report import ethosu_report
+
+    cycles: dict[str, float] = {}
+    for partition in ethosu_report(pte).partitions:
+        for row in partition.layers:
+            node = row.get("Node")
+            if node:
+                cycles[node] = cycles.get(node, 0.0) + float(row.get("NPU") or 0)
+    return {"npu_cycles": cycles}
+
+
 def _ethosu_target(name: str) -> CompileTarget | None:
     from .vela_config import accelerator_targets
 
     if name not in accelerator_targets():
         return None
+    from arm_quantizer import Pt2eFlow
+
     from .partitioner import EthosUPartitioner
     from .quantizer import EthosUQuantizer
 
     return CompileTarget(name, lambda options: _ethosu_spec(name, options), EthosUPartitioner,
-                         EthosUQuantizer, _ethosu_report, ETHOSU_OWN_RESULT)
+                         lambda spec: Pt2eFlow(EthosUQuantizer(spec)), _ethosu_report, ETHOSU_OWN_RESULT,
+                         to_pte=_ethosu_pte, extra_stages=_ethosu_stages, node_data=_npu_cycles_per_node)
 
 
 ETHOSU_OWN_RESULT = ("not measured: no Ethos-U NPU or FVP on this machine. The .pte's host graph is the "
                      "TOSA INT graph vela compiled, so the host run is bit-exact with the TOSA columns")
 
 
+def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
+    ethos.add_argument("--system-config", help="vela system config (default per family)")
+    ethos.add_argument("--memory-mode", help="vela memory mode (default per family)")
+    ethos.add_argument("--vela-config", help="a custom vela .ini file (default vela's Arm/vela.ini)")
+    ethos.add_argument("--vela-flags", help='extra vela flags, given with "=": --vela-flags="--optimise Size"')
+    ethos.add_argument("--sram-limit", type=int, help="fail when a partition needs more SRAM (bytes)")
+    ethos.add_argument("--host-graph", action="store_true", help="keep each partition's TOSA INT graph in "
+                       "the .pte so it also runs on a host (executorch.runtime + runtime_cpp); the default "
+                       ".pte is the deployable one, vela's payload only")
+    ethos.add_argument("--target-sqnr", type=float, metavar="DB",
+                       help="choose the modules whose activations move to int16 (a16w8) so the output SQNR "
+                            "vs float reaches DB, by SQNR gained per extra NPU cycle; prints the quantizer "
+                            "config")
+
+
+ETHOSU_OPTIONS = ("system_config", "memory_mode", "vela_config", "vela_flags", "sram_limit", "host_graph",
+                  "target_sqnr")
+
+
 def ethosu_family() -> TargetFamily:
     from .vela_config import accelerator_targets
 
-    return TargetFamily("Ethos-U (vela)", accelerator_targets(), _ethosu_target)
+    return TargetFamily("Ethos-U (vela)", accelerator_targets(), _ethosu_target, _ethosu_arguments,
+                        ETHOSU_OPTIONS)
 
 
 # -- plain TOSA ---------------------------------------------------------------------------------
 def _tosa_target(name: str) -> CompileTarget | None:
     if not name.upper().startswith("TOSA-"):
         return None
-    from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
+    from arm_quantizer import Pt2eFlow, TOSAQuantizer, get_symmetric_quantization_config
     from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
 
     def spec(options: dict[str, Any]):
-        if options:
-            raise ValueError(f"{name} takes no target options (got {', '.join(sorted(options))}); "
-                             "they apply to Ethos-U targets")
         return TosaCompileSpec(name)  # ValueError with the valid forms when the string is bad
 
     def quantizer(compile_spec):
         if not compile_spec.tosa_spec.support_integer():
             return None
-        return TOSAQuantizer(compile_spec).set_global(get_symmetric_quantization_config())
+        return Pt2eFlow(TOSAQuantizer(compile_spec).set_global(get_symmetric_quantization_config()))
 
     return CompileTarget(name, spec, TOSAPartitioner, quantizer,
                          own_result="the TOSA reference model is this target's own result: see the TOSA columns")

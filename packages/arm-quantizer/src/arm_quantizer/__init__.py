@@ -18,6 +18,7 @@ from .config import (
 )
 from .exact_reference import run_exactly
 from .mixed_precision import MixedPrecisionResult, quantize_with_overrides, search_mixed_precision
+from .pt2e_flow import Pt2eFlow
 from .quantizer import TOSAQuantizer, default_quantizer
 
 __version__ = "0.1.0"
@@ -26,6 +27,7 @@ __all__ = [
     "AccuracyReport",
     "LayerError",
     "MixedPrecisionResult",
+    "Pt2eFlow",
     "output_sqnr",
     "quantization_error_report",
     "CalibrationError",

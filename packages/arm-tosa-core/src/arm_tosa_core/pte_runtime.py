@@ -17,13 +17,18 @@ import torch
 
 from .errors import MissingToolError, ReferenceModelError
 
+RUNTIME_INSTALL_HINT = ('pip install "arm-ethosu[runtime]" (or "arm-tosa-core[runtime]", '
+                        '"arm-vgf[runtime]"; it builds the C++ runtime, so it needs CMake and a C++ compiler), '
+                        "or `uv sync` in the workspace root, which installs it")
+
 
 def _runtime():
     try:
         import runtime_cpp
-    except ImportError as exc:  # pragma: no cover - the workspace always installs it
-        raise MissingToolError("runtime-cpp is not installed, so .pte files cannot run on the host: "
-                               "run `uv sync` in the workspace root") from exc
+    except ImportError as exc:  # an optional extra: compiling works without it
+        raise MissingToolError("runtime-cpp (the C++ backends of the ExecuTorch runtime) is not installed, "
+                               f"so .pte files cannot run on the host. For host execution: {RUNTIME_INSTALL_HINT}"
+                               ) from exc
     from executorch.runtime import Runtime
 
     return runtime_cpp, Runtime.get()
