@@ -11,12 +11,17 @@ from ..registry import aten_key, float_tensors, register
 
 aten = torch.ops.aten
 SUM, MEAN, MAX, MIN = range(4)
-_REDUCE = {aten.mean.dim: MEAN, aten.sum.dim_IntList: SUM, aten.amax.default: MAX, aten.amin.default: MIN}
+_REDUCE = {aten.mean.dim: MEAN, aten.mean.default: MEAN, aten.sum.dim_IntList: SUM, aten.amax.default: MAX,
+           aten.amin.default: MIN}
 
 
 def _dims(node: Node) -> list[int]:
+    """The reduced dims, sorted and non-negative. No dim, None and an empty list all mean every dim
+    (torch: `x.sum()` is `sum(x, [])`, `amax(x)` is `amax(x, [])`)."""
     rank = node.args[0].meta["val"].dim()
-    dims = node.args[1] if len(node.args) > 1 and node.args[1] is not None else list(range(rank))
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+        return list(range(rank))
     dims = [dims] if isinstance(dims, int) else list(dims)
     return sorted(d % rank for d in dims) if rank else []
 
@@ -38,7 +43,7 @@ def _reduce_support(node: Node) -> str | None:
 @register("reduce", list(_REDUCE), ["reduce"], support=_reduce_support)
 def lower_reduce(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
-    dims = _dims(node) or [0]
+    dims = _dims(node) or [0]  # a rank-0 input: one element, read as shape [1]
     y = ctx.out(node)
     outer, red, inner = split3(x.shape or [1], dims[0], dims[-1])
     ctx.dispatch("reduce", [x, y], [_REDUCE[aten_key(node.target)], outer, red, inner],
