@@ -23,10 +23,17 @@ def r(*shape):
 
 
 def _bool_mask(*shape):
-    """A random keep-mask with at least one kept key per row (an all-False row is NaN in torch too)."""
+    """A random keep-mask with at least one kept key per row."""
     m = r(*shape) > 0
     m[..., 0] = True
     return m
+
+
+def _masked_row(mask, row=1):
+    """`mask` with query row `row` masked out entirely (torch's SDPA gives 0 there, not NaN)."""
+    mask = mask.clone()
+    mask[..., row, :] = False if mask.dtype == torch.bool else -torch.inf
+    return mask
 
 
 class _ConstMaskAttention(nn.Module):
@@ -111,6 +118,16 @@ CASES = {
     "sdpa_mask_bool": (Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
                        (r(2, 2, 5, 8), r(2, 2, 7, 8), r(2, 2, 7, 8), _bool_mask(2, 1, 5, 7))),
     "sdpa_mask_bool_const": (_ConstMaskAttention(_bool_mask(5, 7)), (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8))),
+    "sdpa_mask_bool_masked_row": (Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+                                  (r(2, 2, 5, 8), r(2, 2, 7, 8), r(2, 2, 7, 8), _masked_row(_bool_mask(2, 1, 5, 7)))),
+    "sdpa_mask_bool_const_masked_row": (_ConstMaskAttention(_masked_row(_bool_mask(5, 7), row=4)),
+                                        (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8))),
+    "sdpa_mask_float_masked_row": (Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+                                   (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8), _masked_row(r(5, 7) * 3, row=0))),
+    "sdpa_causal_more_queries": (Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                                 (r(1, 2, 7, 8), r(1, 2, 4, 8), r(1, 2, 4, 8))),
+    "sdpa_causal_more_keys": (Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                              (r(1, 2, 3, 8), r(1, 2, 6, 8), r(1, 2, 6, 8))),
 }
 
 
@@ -121,7 +138,8 @@ def test_op_fp32(name, vk_check):
 
 
 FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv_depthwise", "conv_pointwise", "maxpool",
-               "avgpool", "mean_hw", "softmax", "layer_norm", "view_permute", "cat", "sdpa_causal", "sdpa_gqa_causal", "sdpa_mask_float", "sdpa_mask_bool"]
+               "avgpool", "mean_hw", "softmax", "layer_norm", "view_permute", "cat", "sdpa_causal", "sdpa_gqa_causal", "sdpa_mask_float", "sdpa_mask_bool",
+               "sdpa_mask_bool_masked_row", "sdpa_mask_float_masked_row"]
 
 
 @pytest.mark.parametrize("name", FP16_SAMPLE)
@@ -154,3 +172,15 @@ def test_repeated_kv_heads_are_read_not_copied(vk_lower):
     delegated = edge.exported_program().graph_module.lowered_module_0.original_module
     assert [d.shader for d in lower_program(delegated, fp16=False).dispatches] == [
         "matmul_f32", "softmax_f32", "matmul_f32", "copy_f32_f32"]
+
+
+def test_softmax_of_a_masked_row_is_nan_as_in_torch(vk_lower):
+    """Plain softmax keeps torch's NaN for a row of only -inf (only attention turns it into 0)."""
+    from vulkan_delegate import run_on_vulkan
+
+    x = r(3, 6)
+    x[1] = -torch.inf
+    model = Fn(lambda a: F.softmax(a, -1))
+    y, ref = run_on_vulkan(vk_lower(model, (x,)).to_executorch(), x), model(x)
+    assert ref[1].isnan().all()
+    torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-6, equal_nan=True)

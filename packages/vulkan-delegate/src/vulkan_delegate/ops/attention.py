@@ -98,7 +98,7 @@ def lower_sdpa(ctx, node: Node) -> None:
     if a["attn_mask"] is not None:
         scores = _apply_mask(ctx, scores, a["attn_mask"])
     probs = ctx.g.new_tensor([b, h, s, kv])
-    softmax(ctx, scores, probs, 3, causal_q=s if a["is_causal"] else None)
+    softmax(ctx, scores, probs, 3, causal_q=s if a["is_causal"] else None, masked_rows_zero=True)
     y = ctx.out(node)
     ps, vs = contiguous_strides([b, h_kv, g * s, kv]), contiguous_strides(v.shape)
     dispatch_matmul(ctx, probs, v, ctx.g.alias(y, [b, h_kv, g * s, d]), kv, ps, vs, [b, h_kv])

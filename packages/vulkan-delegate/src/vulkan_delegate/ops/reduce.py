@@ -50,11 +50,15 @@ def lower_reduce(ctx, node: Node) -> None:
                  (outer * inner,))
 
 
-def softmax(ctx, x, y, dim: int, log: bool = False, causal_q: int | None = None) -> None:
-    """Softmax over `dim`; with `causal_q` (the query count), scores [.., q, kv] keep kv <= q (as torch)."""
+def softmax(ctx, x, y, dim: int, log: bool = False, causal_q: int | None = None,
+            masked_rows_zero: bool = False) -> None:
+    """Softmax over `dim`; with `causal_q` (the query count), scores [.., q, kv] keep kv <= q (as torch).
+    `masked_rows_zero` (attention): a row of only -inf scores gives 0, as torch's SDPA does (plain
+    softmax gives NaN there, as torch.softmax does)."""
     outer, red, inner = split3(x.shape, dim, dim)
     ctx.dispatch("softmax", [x, y], [outer, red, inner, int(log), int(causal_q is not None),
-                                     causal_q if causal_q is not None else 1], (outer * inner,))
+                                     causal_q if causal_q is not None else 1, int(masked_rows_zero)],
+                 (outer * inner,))
 
 
 def _softmax_support(node: Node) -> str | None:
