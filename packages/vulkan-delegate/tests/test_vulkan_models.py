@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from arm_tosa_core.example_models import get_example, llama_block
-from vulkan_delegate import run_on_vulkan
+from vulkan_delegate import partition_report, run_on_vulkan
 
 
 def rel_err(y, ref):
@@ -68,3 +68,34 @@ def test_dynamic_batch(vk_lower):
         y, ref = run_on_vulkan(pte, x), model(x)
         assert y.shape == (n, 1000)
         assert ((y - ref).abs().max() / ref.abs().max()).item() < 1e-4, n
+
+
+def _run_and_compare(edge, model, x):
+    y, ref = run_on_vulkan(edge.to_executorch(), x), model(x)
+    assert y.shape == ref.shape
+    assert ((y - ref).abs().max() / ref.abs().max()).item() < 1e-4
+
+
+def test_unbounded_dynamic_dim_stays_on_cpu_with_reason(vk_lower):
+    """torch.export.Dim without max: the arena cannot be planned, so the nodes stay on the CPU naming
+    the fix (torch's int_oo bound reports is_finite, which used to crash the lowering)."""
+    model = torch.nn.Sequential(torch.nn.ReLU()).eval()
+    x = torch.randn(2, 8)
+    edge = vk_lower(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    reasons = [c.reason for c in partition_report(edge).cpu_nodes]
+    assert reasons and all("no upper bound" in r and "max=" in r for r in reasons), reasons
+    _run_and_compare(edge, model, x)
+
+
+def test_non_polynomial_input_size_stays_on_cpu_with_reason(vk_lower):
+    """A stride-2 conv of a dynamic height gives floor((h - 1) / 2) + 1 rows: the conv and the mean
+    reading it stay on the CPU with the reason (the mean's input size used to crash the lowering)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, stride=2, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten()).eval()
+    x = torch.randn(1, 3, 16, 16)
+    edge = vk_lower(model, (x,), dynamic_shapes=({2: torch.export.Dim("h", min=4, max=32)},))
+    report = partition_report(edge)
+    assert {c.target for c in report.cpu_nodes} >= {"aten.convolution.default", "aten.mean.dim"}, str(report)
+    assert all("not a polynomial" in c.reason for c in report.cpu_nodes), str(report)
+    _run_and_compare(edge, model, torch.randn(1, 3, 11, 16))

@@ -31,8 +31,9 @@ def _op_name(target: Any) -> str:
 
 
 def _dynamic_reason(node: Node) -> str | None:
-    """Sizes must be integer polynomials of input dims with an upper bound (the arena is planned at it)."""
-    vals = [node.meta.get("val")]
+    """Sizes must be integer polynomials of input dims with an upper bound (the arena is planned at it),
+    those of the node's inputs too (a delegate input's size is evaluated by the runtime as well)."""
+    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
     for v in vals:
         for t in v if isinstance(v, list | tuple) else [v]:
             if not isinstance(t, torch.Tensor):
@@ -48,7 +49,7 @@ def _dynamic_reason(node: Node) -> str | None:
                 env = d.node.shape_env
                 for s in expr.free_symbols:
                     upper = env.var_to_range[s].upper
-                    if not upper.is_finite:
+                    if not isinstance(upper, int | sympy.Integer):  # torch's int_oo claims is_finite
                         return (f"dynamic dim {s} has no upper bound; export with "
                                 f"torch.export.Dim('{s}', max=N)")
     return None

@@ -17,6 +17,7 @@ import torch
 from torch.fx import Node
 
 from ..graph import U8, contiguous_strides, numel
+from ..opcodes import opcode
 from ..registry import register
 from .elementwise import broadcast_strides
 from .matmul import dispatch_matmul
@@ -121,6 +122,6 @@ def _apply_mask(ctx, scores, mask_arg: Node):
     if const is not None and m.dtype == torch.bool:
         const = torch.zeros(const.shape).masked_fill(~const, -math.inf)
     mask = ctx.g.constant(const.float()) if const is not None else ctx.inp(mask_arg)
-    ctx.dispatch("binary", [scores, mask, out], [0, n, *sizes, *broadcast_strides(scores.shape, shape),
+    ctx.dispatch("binary", [scores, mask, out], [opcode("binary", "add"), n, *sizes, *broadcast_strides(scores.shape, shape),
                                                  *broadcast_strides(mask.shape, shape), 1.0], (n,))
     return out

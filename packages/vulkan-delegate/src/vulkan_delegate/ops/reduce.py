@@ -7,12 +7,12 @@ import torch
 from torch.fx import Node
 
 from ..graph import numel
+from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
 
 aten = torch.ops.aten
-SUM, MEAN, MAX, MIN = range(4)
-_REDUCE = {aten.mean.dim: MEAN, aten.mean.default: MEAN, aten.sum.dim_IntList: SUM, aten.amax.default: MAX,
-           aten.amin.default: MIN}
+_REDUCE = {aten.mean.dim: "mean", aten.mean.default: "mean", aten.sum.dim_IntList: "sum",
+           aten.amax.default: "max", aten.amin.default: "min"}
 
 
 def _dims(node: Node) -> list[int]:
@@ -46,7 +46,7 @@ def lower_reduce(ctx, node: Node) -> None:
     dims = _dims(node) or [0]  # a rank-0 input: one element, read as shape [1]
     y = ctx.out(node)
     outer, red, inner = split3(x.shape or [1], dims[0], dims[-1])
-    ctx.dispatch("reduce", [x, y], [_REDUCE[aten_key(node.target)], outer, red, inner],
+    ctx.dispatch("reduce", [x, y], [opcode("reduce", _REDUCE[aten_key(node.target)]), outer, red, inner],
                  (outer * inner,))
 
 
@@ -95,7 +95,7 @@ def lower_layer_norm(ctx, node: Node) -> None:
                                         int(node.args[3] is not None), 0], (rows, 1, 1))
 
 
-@register("rms_norm", [aten.rms_norm.default], ["norm"], support=float_tensors)
+@register("rms_norm", [aten.rms_norm.default], ["norm"], support=float_tensors, preserve=[aten.rms_norm.default])
 def lower_rms_norm(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
     shape = list(node.args[1])
