@@ -211,3 +211,19 @@ def test_fp16_one_element_bias_loads_and_runs(vk_check):
     short of it: "tensor outside its buffer" at load)."""
     torch.manual_seed(0)
     vk_check(nn.Conv2d(3, 1, 3).eval(), (torch.randn(1, 3, 6, 6),), fp16=True)
+
+
+def test_claimed_node_whose_lowering_fails_stays_on_cpu(vk_lower, monkeypatch):
+    """The partitioner lowers every node its rules accept on trial: one whose rule raises stays on the
+    CPU with the failure as its reason, and to_edge_transform_and_lower does not raise."""
+    from vulkan_delegate.registry import lookup
+
+    fam = lookup(torch.ops.aten.relu.default)
+
+    def fails(ctx, node):
+        raise ValueError("a case the rule cannot lower")
+
+    monkeypatch.setattr(fam, "lower", fails)
+    edge = vk_lower(Small().eval(), (torch.randn(1, 3, 8, 8),))
+    reasons = {c.target: c.reason for c in partition_report(edge).cpu_nodes}
+    assert "a case the rule cannot lower" in reasons.get("aten.relu.default", ""), reasons

@@ -20,6 +20,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from .backend import BACKEND_ID, compile_specs
 from .registry import aten_key, families, lookup
+from .trial import trial_reason
 
 REASON_KEY = "vulkan_reason"
 _OPTIONS = {"force_fp16", "require_dynamic_shapes"}
@@ -56,7 +57,9 @@ def _dynamic_reason(node: Node) -> str | None:
 
 
 def constant_nodes(ep: ExportedProgram) -> set[Node]:
-    """Weights and the nodes computed only from weights: the lowering folds them at compile time."""
+    """Weights and the nodes computed only from weights that the lowering folds at compile time: those
+    with a float value, and integer ones (a slice of a position-id buffer) read only by folded nodes,
+    so the fold never needs a value from outside the partition."""
     sig = ep.graph_signature
     names = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *sig.inputs_to_lifted_tensor_constants}
     consts: set[Node] = set()
@@ -66,7 +69,12 @@ def constant_nodes(ep: ExportedProgram) -> set[Node]:
         elif (n.op == "call_function" and n.target not in _NO_COMPUTE and n.all_input_nodes
               and all(a in consts for a in n.all_input_nodes)):
             consts.add(n)
-    return consts
+    folded = {n for n in consts if n.op == "placeholder"}
+    for n in reversed(ep.graph.nodes):
+        if n in consts and n.op == "call_function" and (
+                _folds_to_float(n) or (n.users and all(u in folded for u in n.users))):
+            folded.add(n)
+    return folded
 
 
 def _folds_to_float(node: Node) -> bool:
@@ -75,11 +83,14 @@ def _folds_to_float(node: Node) -> bool:
 
 
 class _Support(OperatorSupportBase):
-    def __init__(self, allow: set[str] | None, block: set[str], consts: set[Node] = frozenset()) -> None:
-        self.allow, self.block, self.consts = allow, block, consts
+    """`ep` given (at partition time): a node the rules accept is also lowered on trial (trial.py)."""
+
+    def __init__(self, allow: set[str] | None, block: set[str], consts: set[Node] = frozenset(),
+                 ep: ExportedProgram | None = None) -> None:
+        self.allow, self.block, self.consts, self.ep = allow, block, consts, ep
 
     def reason(self, node: Node) -> str | None:
-        if node.target in _NO_COMPUTE or (node in self.consts and _folds_to_float(node)):
+        if node.target in _NO_COMPUTE or node in self.consts:
             return None
         name = _op_name(node.target)
         if name in self.block:
@@ -93,7 +104,10 @@ class _Support(OperatorSupportBase):
             why = fam.support(node)
             if why:
                 return why
-        return _dynamic_reason(node)
+        why = _dynamic_reason(node)
+        if why is None and self.ep is not None:
+            why = trial_reason(self.ep, node)
+        return why
 
     def is_node_supported(self, submodules, node: Node) -> bool:
         if node.op != "call_function":
@@ -129,7 +143,7 @@ class VulkanPartitioner(Partitioner):
             _op_name(o) if not isinstance(o, str) else o for o in operator_allowlist}
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        support = _Support(self.allow, self.block, constant_nodes(exported_program))
+        support = _Support(self.allow, self.block, constant_nodes(exported_program), exported_program)
         partitions = CapabilityBasedPartitioner(exported_program.graph_module, support,
                                                 allows_single_node_partition=True).propose_partitions()
         tags = {}
