@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from executorch.exir import to_edge_transform_and_lower
+from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+from executorch.exir.lowered_backend_module import executorch_call_delegate
 
 from arm_tosa_core.testing import compare_outputs
 from vulkan_delegate import VulkanPartitioner, device_name, partition_report, run_on_vulkan
+from vulkan_delegate.registry import aten_key
 
 FP32_TOL, FP16_TOL = 1e-4, 1e-2
 
@@ -17,10 +19,30 @@ def vulkan_device() -> str:
     return device_name()  # builds the runtime once; fails with the install command when unusable
 
 
-def lower(model: torch.nn.Module, inputs: tuple, fp16: bool = False, dynamic_shapes=None, **kw):
+#: id(model) -> the targets its lowering delegated (the numeric-coverage sweep reads it, so a full run
+#: lowers each case once)
+DELEGATED: dict[int, set] = {}
+
+
+def delegated_targets(edge) -> set:
+    """The aten overloads (and custom ops) inside the program's Vulkan partitions."""
+    ep = edge.exported_program()
+    out = set()
+    for node in ep.graph.nodes:
+        if node.target is executorch_call_delegate:
+            inner = getattr(ep.graph_module, node.args[0].target).original_module.graph.nodes
+            out |= {aten_key(n.target) for n in inner if n.op == "call_function"}
+    return out
+
+
+def lower(model: torch.nn.Module, inputs: tuple, fp16: bool = False, dynamic_shapes=None,
+          skip_dim_order: bool = False, **kw):
     ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
-    return to_edge_transform_and_lower(
-        ep, partitioner=[VulkanPartitioner({"force_fp16": fp16}, **kw)])
+    edge = to_edge_transform_and_lower(
+        ep, partitioner=[VulkanPartitioner({"force_fp16": fp16}, **kw)],
+        compile_config=EdgeCompileConfig(_skip_dim_order=True) if skip_dim_order else None)
+    DELEGATED[id(model)] = delegated_targets(edge)
+    return edge
 
 
 def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
@@ -49,6 +71,12 @@ def check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **kw):
 def vk_check():
     """`vk_check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **partitioner_kw)`."""
     return check
+
+
+@pytest.fixture
+def vk_delegated() -> dict[int, set]:
+    """id(model) -> the targets its last lowering delegated (every lowering here records it)."""
+    return DELEGATED
 
 
 @pytest.fixture

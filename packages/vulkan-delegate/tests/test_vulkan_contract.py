@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from executorch.runtime import Runtime
 from torch import nn
 
-from vulkan_delegate import BACKEND_ID, VulkanPartitioner, partition_report
+from vulkan_delegate import BACKEND_ID, VulkanPartitioner, opcodes, partition_report
 from vulkan_delegate.registry import shader_names
 from vulkan_delegate.runtime import runtime_shader_names
 
@@ -164,3 +166,83 @@ def test_run_on_vulkan_reuses_the_loaded_method(vk_lower, tmp_path):
     os.utime(path, ns=(0, path.stat().st_mtime_ns + 10**9))  # a new mtime even on a coarse clock
     assert torch.allclose(run_on_vulkan(path, x), other(x), rtol=1e-4, atol=1e-5)
     assert len(runtime._methods) == 2
+
+
+RUNTIME_SRC = Path(__file__).resolve().parents[2] / "runtime-cpp" / "src" / "vulkan_delegate"
+
+
+def test_generated_opcode_files_are_current():
+    """shaders/opcodes.glsl and opcodes.h are what vulkan_delegate/opcodes.py generates now (after an
+    edit of an op table: python -m vulkan_delegate.opcodes packages/runtime-cpp/src/vulkan_delegate)."""
+    for rel, text in opcodes.generated_files().items():
+        assert (RUNTIME_SRC / rel).read_text() == text, f"{rel} is stale: regenerate it"
+
+
+@pytest.mark.parametrize("shader", sorted(opcodes.OP_TABLES))
+def test_every_opcode_has_a_shader_branch(shader):
+    """Each op of a table is handled by name in its shader (`case UNARY_EXP:` ...), and no shader
+    branch compares the op word with a bare number."""
+    src = (RUNTIME_SRC / "shaders" / f"{shader}.comp").read_text()
+    for op in opcodes.OP_TABLES[shader]:
+        assert re.search(rf"\b{shader.upper()}_{op.upper()}\b", src), f"{shader}.comp does not handle {op}"
+    assert not re.search(r"case\s+\d+\s*:|op\s*==\s*\d", src), f"{shader}.comp matches a numeric op code"
+
+
+class Exp(nn.Module):
+    def forward(self, x):
+        return torch.exp(x)
+
+
+def test_unknown_opcode_is_refused_at_load(vk_lower, monkeypatch):
+    """A payload whose unary op code is outside the runtime's table fails to load (an Error), instead
+    of running as some other op."""
+    from vulkan_delegate.ops import elementwise
+
+    monkeypatch.setitem(opcodes.OP_TABLES, "unary", (*opcodes.OP_TABLES["unary"], "not_in_the_runtime"))
+    monkeypatch.setitem(elementwise._SIMPLE, torch.ops.aten.exp.default, "not_in_the_runtime")
+    x = torch.randn(8)
+    pte = bytes(vk_lower(Exp(), (x,)).to_executorch().buffer)
+    with pytest.raises(RuntimeError):
+        _load(pte).execute([x])
+
+
+def test_opcode_names_are_checked():
+    with pytest.raises(KeyError, match="its ops: affine"):
+        opcodes.opcode("unary", "reciprocol")
+
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+def test_constants_lie_inside_the_blob(fp16):
+    """Each constant's declared bytes are stored, also a 1-element fp16 constant (2 bytes, bound as a
+    whole 32-bit word)."""
+    from vulkan_delegate.graph import F16, F32, Graph
+
+    g = Graph(compute_dtype=F16 if fp16 else F32)
+    for value in (torch.randn(3, 3), torch.randn(1)):
+        g.constant(value)
+    for t in g.tensors:
+        assert t.storage.offset + t.storage.nbytes_max <= len(g.constants)
+
+
+def test_fp16_one_element_bias_loads_and_runs(vk_check):
+    """force_fp16 with a 1-element conv bias as the last constant (the payload used to end 2 bytes
+    short of it: "tensor outside its buffer" at load)."""
+    torch.manual_seed(0)
+    vk_check(nn.Conv2d(3, 1, 3).eval(), (torch.randn(1, 3, 6, 6),), fp16=True)
+
+
+def test_claimed_node_whose_lowering_fails_stays_on_cpu(vk_lower, monkeypatch):
+    """The partitioner lowers every node its rules accept on trial: one whose rule raises stays on the
+    CPU with the failure as its reason, and to_edge_transform_and_lower does not raise."""
+    from vulkan_delegate.registry import lookup
+
+    fam = lookup(torch.ops.aten.relu.default)
+
+    def fails(ctx, node):
+        raise ValueError("a case the rule cannot lower")
+
+    monkeypatch.setattr(fam, "lower", fails)
+    edge = vk_lower(Small().eval(), (torch.randn(1, 3, 8, 8),))
+    reasons = {c.target: c.reason for c in partition_report(edge).cpu_nodes}
+    assert "a case the rule cannot lower" in reasons.get("aten.relu.default", ""), reasons

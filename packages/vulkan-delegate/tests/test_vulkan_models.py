@@ -11,7 +11,7 @@ import torch
 
 from arm_tosa_core.example_models import get_example, llama_block
 from arm_tosa_core.testing import compare_outputs
-from vulkan_delegate import run_on_vulkan
+from vulkan_delegate import partition_report, run_on_vulkan
 
 
 def rel_err(y, ref):
@@ -71,3 +71,74 @@ def test_dynamic_batch(vk_lower):
         y, ref = run_on_vulkan(pte, x), model(x)
         assert y.shape == (n, 1000)
         assert ((y - ref).abs().max() / ref.abs().max()).item() < 1e-4, n
+
+
+def _run_and_compare(edge, model, x):
+    y, ref = run_on_vulkan(edge.to_executorch(), x), model(x)
+    assert y.shape == ref.shape
+    assert ((y - ref).abs().max() / ref.abs().max()).item() < 1e-4
+
+
+def test_unbounded_dynamic_dim_stays_on_cpu_with_reason(vk_lower):
+    """torch.export.Dim without max: the arena cannot be planned, so the nodes stay on the CPU naming
+    the fix (torch's int_oo bound reports is_finite, which used to crash the lowering)."""
+    model = torch.nn.Sequential(torch.nn.ReLU()).eval()
+    x = torch.randn(2, 8)
+    edge = vk_lower(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    reasons = [c.reason for c in partition_report(edge).cpu_nodes]
+    assert reasons and all("no upper bound" in r and "max=" in r for r in reasons), reasons
+    _run_and_compare(edge, model, x)
+
+
+def test_non_polynomial_input_size_stays_on_cpu_with_reason(vk_lower):
+    """A stride-2 conv of a dynamic height gives floor((h - 1) / 2) + 1 rows: the conv and the mean
+    reading it stay on the CPU with the reason (the mean's input size used to crash the lowering)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, stride=2, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten()).eval()
+    x = torch.randn(1, 3, 16, 16)
+    edge = vk_lower(model, (x,), dynamic_shapes=({2: torch.export.Dim("h", min=4, max=32)},))
+    report = partition_report(edge)
+    assert {c.target for c in report.cpu_nodes} >= {"aten.convolution.default", "aten.mean.dim"}, str(report)
+    assert all("not a polynomial" in c.reason for c in report.cpu_nodes), str(report)
+    _run_and_compare(edge, model, torch.randn(1, 3, 11, 16))
+
+
+def _hf_encoder(name: str) -> torch.nn.Module:
+    """A small random-init Hugging Face encoder returning last_hidden_state (no hub download)."""
+    transformers = pytest.importorskip("transformers")
+    if name == "bert":
+        cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                      intermediate_size=64, max_position_embeddings=32)
+        model = transformers.BertModel(cfg)
+    else:
+        cfg = transformers.DistilBertConfig(vocab_size=100, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                                            max_position_embeddings=32)
+        model = transformers.DistilBertModel(cfg)
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids).last_hidden_state
+
+    return LastHidden().eval()
+
+
+@pytest.mark.parametrize("name", ["bert", "distilbert"])
+def test_hf_encoder_lowers_and_matches_eager(name, vk_lower):
+    """BERT / DistilBERT (small configs): lowering used to raise for aten.embedding (claimed as a
+    weight-only fold whose integer indices stayed outside the partition). Now it lowers, the encoder
+    runs on the GPU within 1e-4 of eager, and each CPU node (the token embedding, integer index
+    arithmetic) carries its reason."""
+    torch.manual_seed(0)
+    model = _hf_encoder(name)
+    ids = torch.randint(0, 100, (1, 8))
+    edge = vk_lower(model, (ids,))
+    report = partition_report(edge)
+    assert report.delegated_count > 50, str(report)
+    assert all(c.reason for c in report.cpu_nodes), str(report)
+    assert any(c.target == "aten.embedding.default" for c in report.cpu_nodes), str(report)
+    _run_and_compare(edge, model, ids)

@@ -6,6 +6,7 @@
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "opcodes.h"
 #include "shader_table.h"
 
 namespace vkdg {
@@ -25,6 +26,33 @@ constexpr uint32_t kMaxGroups = 65535;
 #define VK_TRY(call) ET_CHECK_OK_OR_RETURN_ERROR(vkc::vk_error((call), #call))
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Every dispatch of a shader that picks its function by an op code (opcodes.h) gives a static code
+// inside that shader's table: a payload from another op table is refused here, never run as some
+// other op.
+Error check_op_codes(const Program& prog) {
+  for (size_t i = 0; i < prog.dispatches.size(); ++i) {
+    const DispatchDesc& d = prog.dispatches[i];
+    const std::string& name = prog.shaders[d.shader];
+    for (const OpCodeTable& table : kOpCodeTables) {
+      size_t len = std::strlen(table.shader);
+      if (name.compare(0, len, table.shader) != 0 || name.size() <= len || name[len] != '_') continue;
+      int64_t code = -1;
+      if (d.push.size() > table.push_word && !d.push[table.push_word].is_float) {
+        const Expr& e = d.push[table.push_word].e;
+        if (e.terms.empty()) code = 0;
+        else if (e.terms.size() == 1 && e.terms[0].symbols.empty()) code = e.terms[0].coef;
+      }
+      if (code < 0 || code >= static_cast<int64_t>(table.count)) {
+        ET_LOG(Error, "VkComputeBackend: dispatch %zu of %s has op code %lld; this runtime knows %u %s ops "
+               "(lower the model again with the vulkan_delegate that matches this runtime)",
+               i, name.c_str(), static_cast<long long>(code), table.count, table.shader);
+        return Error::InvalidProgram;
+      }
+    }
+  }
+  return Error::Ok;
+}
 
 }  // namespace
 
@@ -66,6 +94,7 @@ Error Method::init(const uint8_t* payload, size_t size) {
       ET_LOG(Error, "VkComputeBackend: shader %s is not in this runtime; rebuild runtime-cpp", name.c_str());
       return Error::DelegateInvalidCompatibility;
     }
+  ET_CHECK_OK_OR_RETURN_ERROR(check_op_codes(prog_));
   ET_CHECK_OK_OR_RETURN_ERROR(Device::create(prog_.fp16(), &dev_));
   uint64_t staging = 0;
   std::vector<int64_t> max_symbols;

@@ -122,7 +122,9 @@ class Graph:
             pad = (-len(self.constants)) % ARENA_ALIGN
             self.constants.extend(b"\0" * pad)
             storage = Storage(KIND_CONST, max(len(data), 4), offset=len(self.constants))
-            self.constants.extend(data)
+            # every declared byte is stored: a 1-element fp16 constant (2 bytes) is bound as 4, and the
+            # runtime refuses a tensor reaching past the blob's end
+            self.constants.extend(data + b"\0" * (storage.nbytes_max - len(data)))
             self._const_index[key] = storage
         t = Tensor(len(self.tensors), dtype, list(arr.shape), storage)
         self.tensors.append(t)

@@ -22,6 +22,7 @@ from arm_tosa_core.delegation import aten_key, record_reason
 
 from .backend import BACKEND_ID, compile_specs
 from .registry import families, lookup
+from .trial import trial_reason
 
 _OPTIONS = {"force_fp16", "require_dynamic_shapes"}
 _NO_COMPUTE = {operator.getitem}
@@ -32,8 +33,9 @@ def _op_name(target: Any) -> str:
 
 
 def _dynamic_reason(node: Node) -> str | None:
-    """Sizes must be integer polynomials of input dims with an upper bound (the arena is planned at it)."""
-    vals = [node.meta.get("val")]
+    """Sizes must be integer polynomials of input dims with an upper bound (the arena is planned at it),
+    those of the node's inputs too (a delegate input's size is evaluated by the runtime as well)."""
+    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
     for v in vals:
         for t in v if isinstance(v, list | tuple) else [v]:
             if not isinstance(t, torch.Tensor):
@@ -49,14 +51,16 @@ def _dynamic_reason(node: Node) -> str | None:
                 env = d.node.shape_env
                 for s in expr.free_symbols:
                     upper = env.var_to_range[s].upper
-                    if not upper.is_finite:
+                    if not isinstance(upper, int | sympy.Integer):  # torch's int_oo claims is_finite
                         return (f"dynamic dim {s} has no upper bound; export with "
                                 f"torch.export.Dim('{s}', max=N)")
     return None
 
 
 def constant_nodes(ep: ExportedProgram) -> set[Node]:
-    """Weights and the nodes computed only from weights: the lowering folds them at compile time."""
+    """Weights and the nodes computed only from weights that the lowering folds at compile time: those
+    with a float value, and integer ones (a slice of a position-id buffer) read only by folded nodes,
+    so the fold never needs a value from outside the partition."""
     sig = ep.graph_signature
     names = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *sig.inputs_to_lifted_tensor_constants}
     consts: set[Node] = set()
@@ -66,7 +70,12 @@ def constant_nodes(ep: ExportedProgram) -> set[Node]:
         elif (n.op == "call_function" and n.target not in _NO_COMPUTE and n.all_input_nodes
               and all(a in consts for a in n.all_input_nodes)):
             consts.add(n)
-    return consts
+    folded = {n for n in consts if n.op == "placeholder"}
+    for n in reversed(ep.graph.nodes):
+        if n in consts and n.op == "call_function" and (
+                _folds_to_float(n) or (n.users and all(u in folded for u in n.users))):
+            folded.add(n)
+    return folded
 
 
 def _folds_to_float(node: Node) -> bool:
@@ -75,11 +84,14 @@ def _folds_to_float(node: Node) -> bool:
 
 
 class _Support(OperatorSupportBase):
-    def __init__(self, allow: set[str] | None, block: set[str], consts: set[Node] = frozenset()) -> None:
-        self.allow, self.block, self.consts = allow, block, consts
+    """`ep` given (at partition time): a node the rules accept is also lowered on trial (trial.py)."""
+
+    def __init__(self, allow: set[str] | None, block: set[str], consts: set[Node] = frozenset(),
+                 ep: ExportedProgram | None = None) -> None:
+        self.allow, self.block, self.consts, self.ep = allow, block, consts, ep
 
     def reason(self, node: Node) -> str | None:
-        if node.target in _NO_COMPUTE or (node in self.consts and _folds_to_float(node)):
+        if node.target in _NO_COMPUTE or node in self.consts:
             return None
         name = _op_name(node.target)
         if name in self.block:
@@ -93,7 +105,10 @@ class _Support(OperatorSupportBase):
             why = fam.support(node)
             if why:
                 return why
-        return _dynamic_reason(node)
+        why = _dynamic_reason(node)
+        if why is None and self.ep is not None:
+            why = trial_reason(self.ep, node)
+        return why
 
     def is_node_supported(self, submodules, node: Node) -> bool:
         if node.op != "call_function":
@@ -124,7 +139,7 @@ class VulkanPartitioner(Partitioner):
             _op_name(o) if not isinstance(o, str) else o for o in operator_allowlist}
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        support = _Support(self.allow, self.block, constant_nodes(exported_program))
+        support = _Support(self.allow, self.block, constant_nodes(exported_program), exported_program)
         partitions = CapabilityBasedPartitioner(exported_program.graph_module, support,
                                                 allows_single_node_partition=True).propose_partitions()
         tags = {}

@@ -20,14 +20,16 @@ void main() {
     ib += c * PU(14 + d);
   }
   float x = float(a[ia]), z = float(b[ib]);
-  int op = PI(0);
   float r;
-  if (op == 0) r = x + PF(20) * z;
-  else if (op == 1) r = x - PF(20) * z;
-  else if (op == 2) r = x * z;
-  else if (op == 3) r = x / z;
-  else if (op == 4) r = max(x, z);
-  else if (op == 5) r = min(x, z);
-  else r = pow_signed(x, z);
+  switch (PI(0)) {  // op codes: opcodes.glsl
+    case BINARY_ADD: r = x + PF(20) * z; break;
+    case BINARY_SUB: r = x - PF(20) * z; break;
+    case BINARY_MUL: r = x * z; break;
+    case BINARY_DIV: r = x / z; break;
+    case BINARY_MAXIMUM: r = max(x, z); break;
+    case BINARY_MINIMUM: r = min(x, z); break;
+    case BINARY_POW: r = pow_signed(x, z); break;
+    default: r = UNKNOWN_OP_NAN; break;
+  }
   y[i] = T(r);
 }

@@ -1,4 +1,6 @@
-// Shared by every shader: the element type, the push-constant words and the 1-D invocation index.
+// Shared by every shader: the element type, the push-constant words, the op codes (opcodes.glsl,
+// generated from vulkan_delegate/opcodes.py) and the 1-D invocation index.
+#include "opcodes.glsl"
 #ifdef FP16
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -9,6 +11,8 @@ layout(push_constant) uniform PushConstants { uint p[32]; } pc;
 #define PU(i) pc.p[i]
 #define PI(i) int(pc.p[i])
 #define PF(i) uintBitsToFloat(pc.p[i])
+// The default branch of an op-code switch: unreachable (the runtime refuses unknown codes at load).
+#define UNKNOWN_OP_NAN uintBitsToFloat(0x7fc00000u)
 
 // 1-D shaders: the runtime folds more than 65535 workgroups into y.
 uint linear_id() {

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // variants: f32 f16
-// Reduce the middle of [outer, red, inner]: push = op (0 sum, 1 mean, 2 max, 3 min), outer, red, inner.
+// Reduce the middle of [outer, red, inner]: push = op (opcodes.glsl), outer, red, inner.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer X { T x[]; };
@@ -13,10 +13,12 @@ void main() {
   if (i >= outer * inner) return;
   uint o = i / inner, j = i % inner, base = o * red * inner + j;
   int op = PI(0);
-  float acc = op == 2 ? -1.0 / 0.0 : (op == 3 ? 1.0 / 0.0 : 0.0);
+  float acc = op == REDUCE_MAX ? -1.0 / 0.0 : (op == REDUCE_MIN ? 1.0 / 0.0 : 0.0);
   for (uint r = 0; r < red; ++r) {
     float v = float(x[base + r * inner]);
-    acc = op == 2 ? max(acc, v) : (op == 3 ? min(acc, v) : acc + v);
+    acc = op == REDUCE_MAX ? max(acc, v) : (op == REDUCE_MIN ? min(acc, v) : acc + v);
   }
-  y[i] = T(op == 1 ? acc / float(red) : acc);
+  if (op == REDUCE_MEAN) acc /= float(red);
+  else if (op != REDUCE_SUM && op != REDUCE_MAX && op != REDUCE_MIN) acc = UNKNOWN_OP_NAN;
+  y[i] = T(acc);
 }

@@ -1,8 +1,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // variants: f32 f16
-// (Log-)softmax over the middle of [outer, red, inner]: push = outer, red, inner, log, causal, q_len.
+// (Log-)softmax over the middle of [outer, red, inner]: push = outer, red, inner, log, causal, q_len,
+// masked_rows_zero.
 // Causal (attention scores [.., q, kv], inner 1): keeps kv <= q (torch's is_causal), others get 0.
+// masked_rows_zero (attention): a row whose kept scores are all -inf (masked out) is 0, as torch's
+// SDPA gives; plain softmax leaves it NaN, as torch.softmax does.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer X { T x[]; };
@@ -19,6 +22,10 @@ void main() {
   float sum = 0.0;
   for (uint r = 0; r < limit; ++r) sum += exp(float(x[base + r * inner]) - mx);
   bool lg = PU(3) != 0;
+  if (PU(6) != 0 && isinf(mx) && mx < 0.0) {
+    for (uint r = 0; r < red; ++r) y[base + r * inner] = T(0.0);
+    return;
+  }
   for (uint r = 0; r < red; ++r) {
     float v = float(x[base + r * inner]) - mx;
     float out_v = r < limit ? (lg ? v - log(sum) : exp(v) / sum) : (lg ? -1.0 / 0.0 : 0.0);

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // variants: f32 f16
-// y = f(x; alpha, beta): push = op, n, alpha, beta (op codes: vulkan_delegate/ops/elementwise.py)
+// y = f(x; alpha, beta): push = op, n, alpha, beta (op codes: opcodes.glsl)
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { T x[]; };
@@ -19,22 +19,25 @@ void main() {
   if (i >= PU(1)) return;
   float v = float(x[i]), a = PF(2), b = PF(3), r;
   switch (PI(0)) {
-    case 0: r = a * v + b; break;
-    case 1: r = clamp(v, a, b); break;
-    case 2: r = 1.0 / (1.0 + exp(-v)); break;
-    case 3: r = tanh(clamp(v, -15.0, 15.0)); break;
-    case 4: r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476)); break;
-    case 5: r = 0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0))); break;
-    case 6: r = v / (1.0 + exp(-v)); break;
-    case 7: r = v * clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
-    case 8: r = clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
-    case 9: r = exp(v); break;
-    case 10: r = inversesqrt(v); break;
-    case 11: r = sqrt(v); break;
-    case 12: r = pow_signed(v, a); break;
-    case 13: r = abs(v); break;
-    case 14: r = log(v); break;
-    default: r = 1.0 / v; break;
+    case UNARY_AFFINE: r = a * v + b; break;
+    case UNARY_CLAMP: r = clamp(v, a, b); break;
+    case UNARY_SIGMOID: r = 1.0 / (1.0 + exp(-v)); break;
+    case UNARY_TANH: r = tanh(clamp(v, -15.0, 15.0)); break;
+    case UNARY_GELU: r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476)); break;
+    case UNARY_GELU_TANH:
+      r = 0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0)));
+      break;
+    case UNARY_SILU: r = v / (1.0 + exp(-v)); break;
+    case UNARY_HARDSWISH: r = v * clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
+    case UNARY_HARDSIGMOID: r = clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
+    case UNARY_EXP: r = exp(v); break;
+    case UNARY_RSQRT: r = inversesqrt(v); break;
+    case UNARY_SQRT: r = sqrt(v); break;
+    case UNARY_POW: r = pow_signed(v, a); break;
+    case UNARY_ABS: r = abs(v); break;
+    case UNARY_LOG: r = log(v); break;
+    case UNARY_RECIPROCAL: r = 1.0 / v; break;
+    default: r = UNKNOWN_OP_NAN; break;
   }
   y[i] = T(r);
 }

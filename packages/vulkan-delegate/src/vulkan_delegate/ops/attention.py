@@ -17,6 +17,7 @@ import torch
 from torch.fx import Node
 
 from ..graph import U8, contiguous_strides, numel
+from ..opcodes import opcode
 from ..registry import register
 from .elementwise import broadcast_strides
 from .matmul import dispatch_matmul
@@ -98,7 +99,7 @@ def lower_sdpa(ctx, node: Node) -> None:
     if a["attn_mask"] is not None:
         scores = _apply_mask(ctx, scores, a["attn_mask"])
     probs = ctx.g.new_tensor([b, h, s, kv])
-    softmax(ctx, scores, probs, 3, causal_q=s if a["is_causal"] else None)
+    softmax(ctx, scores, probs, 3, causal_q=s if a["is_causal"] else None, masked_rows_zero=True)
     y = ctx.out(node)
     ps, vs = contiguous_strides([b, h_kv, g * s, kv]), contiguous_strides(v.shape)
     dispatch_matmul(ctx, probs, v, ctx.g.alias(y, [b, h_kv, g * s, d]), kv, ps, vs, [b, h_kv])
@@ -121,6 +122,6 @@ def _apply_mask(ctx, scores, mask_arg: Node):
     if const is not None and m.dtype == torch.bool:
         const = torch.zeros(const.shape).masked_fill(~const, -math.inf)
     mask = ctx.g.constant(const.float()) if const is not None else ctx.inp(mask_arg)
-    ctx.dispatch("binary", [scores, mask, out], [0, n, *sizes, *broadcast_strides(scores.shape, shape),
+    ctx.dispatch("binary", [scores, mask, out], [opcode("binary", "add"), n, *sizes, *broadcast_strides(scores.shape, shape),
                                                  *broadcast_strides(mask.shape, shape), 1.0], (n,))
     return out

@@ -8,6 +8,7 @@ from torch.fx import Node
 
 from ..graph import numel
 from ..lower import dim_of, shape_of
+from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
 from .elementwise import CLAMPS, INF, broadcast_strides, clamp_bounds
 
@@ -107,15 +108,14 @@ def lower_batch_norm(ctx, node: Node) -> None:
     y = ctx.g.new_tensor(x.shape)
     sizes = [1] * (6 - len(x.shape)) + list(x.shape)
     n = numel(x.shape)
-    for op, a, b, o in ((2, x, scale, tmp), (0, tmp, shift, y)):
-        ctx.dispatch("binary", [a, b, o], [op, n, *sizes, *broadcast_strides(a.shape, x.shape),
+    for op, a, b, o in (("mul", x, scale, tmp), ("add", tmp, shift, y)):
+        ctx.dispatch("binary", [a, b, o], [opcode("binary", op), n, *sizes, *broadcast_strides(a.shape, x.shape),
                                           *broadcast_strides(b.shape, x.shape), 1.0], (n,))
     ctx.values[node] = [y, None, None]
 
 
 MAXPOOL = aten.max_pool2d_with_indices.default
-POOLS = [MAXPOOL, aten.max_pool2d.default, aten.avg_pool2d.default, aten._adaptive_avg_pool2d.default,
-         aten.adaptive_avg_pool2d.default]
+POOLS = [MAXPOOL, aten.avg_pool2d.default, aten._adaptive_avg_pool2d.default]  # the forms exir's graphs hold
 
 
 def _pool_support(node: Node) -> str | None:
@@ -125,11 +125,11 @@ def _pool_support(node: Node) -> str | None:
     t = _target(node)
     if t == MAXPOOL and any(u.args[1] != 0 for u in node.users):
         return "max pool indices are used"
-    if t in (MAXPOOL, aten.max_pool2d.default) and len(node.args) > 5 and node.args[5]:
+    if t == MAXPOOL and len(node.args) > 5 and node.args[5]:
         return "max pool with ceil_mode"
     if t == aten.avg_pool2d.default and len(node.args) > 4 and node.args[4]:
         return "avg pool with ceil_mode"
-    if t in (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default):
+    if t == aten._adaptive_avg_pool2d.default:
         h, w = x.shape[2:]
         oh, ow = node.args[1]
         if not all(isinstance(v, int) for v in (h, w)) or h % oh or w % ow:
@@ -152,7 +152,7 @@ def lower_pool(ctx, node: Node) -> None:
     n, c, h, w = x.shape
     a = list(node.args) + [None] * 8
     mode, include_pad, divisor = 0, 1, 0
-    if t in (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default):
+    if t == aten._adaptive_avg_pool2d.default:
         oh, ow = node.args[1]
         k = [h // oh, w // ow]
         s, p, d, mode = k, [0, 0], [1, 1], 1

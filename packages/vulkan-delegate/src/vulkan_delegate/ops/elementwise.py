@@ -8,16 +8,14 @@ from torch.fx import Node
 
 from ..graph import contiguous_strides, numel
 from ..lower import shape_of
+from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
 
 aten = __import__("torch").ops.aten
 
-BINARY = {aten.add.Tensor: 0, aten.sub.Tensor: 1, aten.mul.Tensor: 2, aten.div.Tensor: 3,
-          aten.maximum.default: 4, aten.minimum.default: 5, aten.pow.Tensor_Tensor: 6}
-
-# unary op codes of shaders/unary.comp: y = f(x; alpha, beta)
-AFFINE, CLAMP, SIGMOID, TANH, GELU, GELU_TANH, SILU, HARDSWISH, HARDSIGMOID = range(9)
-EXP, RSQRT, SQRT, POW, ABS, LOG, RECIPROCAL = range(9, 16)
+# op names of shaders/binary.comp and unary.comp (their codes: vulkan_delegate/opcodes.py)
+BINARY = {aten.add.Tensor: "add", aten.sub.Tensor: "sub", aten.mul.Tensor: "mul", aten.div.Tensor: "div",
+          aten.maximum.default: "maximum", aten.minimum.default: "minimum", aten.pow.Tensor_Tensor: "pow"}
 INF = math.inf
 
 
@@ -43,7 +41,7 @@ def lower_binary(ctx, node: Node) -> None:
     y = ctx.out(node)
     shape = y.shape
     sizes = [1] * (6 - len(shape)) + list(shape)
-    ctx.dispatch("binary", [a, b, y], [BINARY[_key(node)], numel(shape), *sizes,
+    ctx.dispatch("binary", [a, b, y], [opcode("binary", BINARY[_key(node)]), numel(shape), *sizes,
                                        *broadcast_strides(a.shape, shape),
                                        *broadcast_strides(b.shape, shape), alpha], (numel(shape),))
 
@@ -53,17 +51,18 @@ def _key(node: Node):
     return aten.div.Tensor if t == aten.div.Tensor_mode else t
 
 
-def unary(ctx, node: Node, op: int, alpha: float = 0.0, beta: float = 0.0) -> None:
+def unary(ctx, node: Node, op: str, alpha: float = 0.0, beta: float = 0.0) -> None:
+    """y = op(x; alpha, beta) with `op` one of opcodes.OP_TABLES["unary"]."""
     x = ctx.inp(node.args[0])
     y = ctx.out(node)
     n = numel(y.shape)
-    ctx.dispatch("unary", [x, y], [op, n, float(alpha), float(beta)], (n,))
+    ctx.dispatch("unary", [x, y], [opcode("unary", op), n, float(alpha), float(beta)], (n,))
 
 
-_SIMPLE = {aten.sigmoid.default: SIGMOID, aten.tanh.default: TANH, aten.silu.default: SILU,
-           aten.hardswish.default: HARDSWISH, aten.hardsigmoid.default: HARDSIGMOID,
-           aten.exp.default: EXP, aten.rsqrt.default: RSQRT, aten.sqrt.default: SQRT,
-           aten.abs.default: ABS, aten.log.default: LOG, aten.reciprocal.default: RECIPROCAL}
+_SIMPLE = {aten.sigmoid.default: "sigmoid", aten.tanh.default: "tanh", aten.silu.default: "silu",
+           aten.hardswish.default: "hardswish", aten.hardsigmoid.default: "hardsigmoid",
+           aten.exp.default: "exp", aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt",
+           aten.abs.default: "abs", aten.log.default: "log", aten.reciprocal.default: "reciprocal"}
 
 
 def clamp_bounds(node: Node) -> tuple[float, float]:
@@ -91,10 +90,14 @@ def _clamp_support(node: Node) -> str | None:
 
 @register("clamp", CLAMPS, ["unary"], support=_clamp_support)
 def lower_clamp(ctx, node: Node) -> None:
-    unary(ctx, node, CLAMP, *clamp_bounds(node))
+    unary(ctx, node, "clamp", *clamp_bounds(node))
 
 
-@register("activation", list(_SIMPLE), ["unary"], support=float_tensors)
+# kept whole by exir (else decomposed into 3-5 dispatches)
+_KEEP_WHOLE = [aten.silu.default, aten.hardswish.default, aten.hardsigmoid.default]
+
+
+@register("activation", list(_SIMPLE), ["unary"], support=float_tensors, preserve=_KEEP_WHOLE)
 def lower_activation(ctx, node: Node) -> None:
     unary(ctx, node, _SIMPLE[aten_key(node.target)])
 
@@ -107,7 +110,7 @@ def _gelu_support(node: Node) -> str | None:
 
 @register("gelu", [aten.gelu.default], ["unary"], support=_gelu_support)
 def lower_gelu(ctx, node: Node) -> None:
-    unary(ctx, node, GELU_TANH if node.kwargs.get("approximate") == "tanh" else GELU)
+    unary(ctx, node, "gelu_tanh" if node.kwargs.get("approximate") == "tanh" else "gelu")
 
 
 def _scalar_support(node: Node) -> str | None:
@@ -126,17 +129,17 @@ def lower_scalar(ctx, node: Node) -> None:
     s = float(node.args[1]) if len(node.args) > 1 else 0.0
     alpha = float(node.kwargs.get("alpha", 1.0))
     if t == aten.pow.Tensor_Scalar:
-        unary(ctx, node, POW, s)
+        unary(ctx, node, "pow", s)
     elif t == aten.mul.Scalar:
-        unary(ctx, node, AFFINE, s, 0.0)
+        unary(ctx, node, "affine", s, 0.0)
     elif t == aten.div.Scalar:
-        unary(ctx, node, AFFINE, 1.0 / s, 0.0)
+        unary(ctx, node, "affine", 1.0 / s, 0.0)
     elif t == aten.add.Scalar:
-        unary(ctx, node, AFFINE, 1.0, s * alpha)
+        unary(ctx, node, "affine", 1.0, s * alpha)
     elif t == aten.sub.Scalar:
-        unary(ctx, node, AFFINE, 1.0, -s * alpha)
+        unary(ctx, node, "affine", 1.0, -s * alpha)
     else:  # neg
-        unary(ctx, node, AFFINE, -1.0, 0.0)
+        unary(ctx, node, "affine", -1.0, 0.0)
 
 
 __all__ = ["broadcast_strides", "clamp_bounds", "CLAMPS", "shape_of"]

@@ -11,6 +11,7 @@ from torch.fx import Node
 
 from ..graph import Tensor, contiguous_strides, numel
 from ..lower import shape_of
+from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
 from .conv import only_user
 from .elementwise import CLAMPS, INF, clamp_bounds
@@ -55,7 +56,7 @@ def _mm_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
-@register("mm", [aten.mm.default, aten.addmm.default, aten.bmm.default, aten.linear.default],
+@register("mm", [aten.mm.default, aten.addmm.default, aten.bmm.default],
           ["matmul"], support=_mm_support)
 def lower_mm(ctx, node: Node) -> None:
     t = aten_key(node.target)
@@ -64,10 +65,6 @@ def lower_mm(ctx, node: Node) -> None:
         bias_arg, a_arg, b_arg = node.args[:3]
         beta, alpha = float(node.kwargs.get("beta", 1.0)), float(node.kwargs.get("alpha", 1.0))
         transpose_b = False
-    elif t == aten.linear.default:
-        a_arg, b_arg = node.args[:2]
-        bias_arg = node.args[2] if len(node.args) > 2 else None
-        transpose_b = True
     else:
         a_arg, b_arg = node.args[:2]
         transpose_b = False
@@ -103,6 +100,6 @@ def lower_mm(ctx, node: Node) -> None:
         z = ctx.g.new_tensor(y.shape)
         sizes = [1] * (6 - rank) + list(y.shape)
         n = numel(y.shape)
-        ctx.dispatch("binary", [y, c, z], [0, n, *sizes, *broadcast_strides(y.shape, y.shape),
+        ctx.dispatch("binary", [y, c, z], [opcode("binary", "add"), n, *sizes, *broadcast_strides(y.shape, y.shape),
                                            *broadcast_strides(c.shape, y.shape), beta], (n,))
         ctx.values[node] = z

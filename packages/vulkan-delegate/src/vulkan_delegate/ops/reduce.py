@@ -7,16 +7,21 @@ import torch
 from torch.fx import Node
 
 from ..graph import numel
+from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
 
 aten = torch.ops.aten
-SUM, MEAN, MAX, MIN = range(4)
-_REDUCE = {aten.mean.dim: MEAN, aten.sum.dim_IntList: SUM, aten.amax.default: MAX, aten.amin.default: MIN}
+_REDUCE = {aten.mean.dim: "mean", aten.mean.default: "mean", aten.sum.dim_IntList: "sum",
+           aten.amax.default: "max", aten.amin.default: "min"}
 
 
 def _dims(node: Node) -> list[int]:
+    """The reduced dims, sorted and non-negative. No dim, None and an empty list all mean every dim
+    (torch: `x.sum()` is `sum(x, [])`, `amax(x)` is `amax(x, [])`)."""
     rank = node.args[0].meta["val"].dim()
-    dims = node.args[1] if len(node.args) > 1 and node.args[1] is not None else list(range(rank))
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+        return list(range(rank))
     dims = [dims] if isinstance(dims, int) else list(dims)
     return sorted(d % rank for d in dims) if rank else []
 
@@ -38,18 +43,22 @@ def _reduce_support(node: Node) -> str | None:
 @register("reduce", list(_REDUCE), ["reduce"], support=_reduce_support)
 def lower_reduce(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
-    dims = _dims(node) or [0]
+    dims = _dims(node) or [0]  # a rank-0 input: one element, read as shape [1]
     y = ctx.out(node)
     outer, red, inner = split3(x.shape or [1], dims[0], dims[-1])
-    ctx.dispatch("reduce", [x, y], [_REDUCE[aten_key(node.target)], outer, red, inner],
+    ctx.dispatch("reduce", [x, y], [opcode("reduce", _REDUCE[aten_key(node.target)]), outer, red, inner],
                  (outer * inner,))
 
 
-def softmax(ctx, x, y, dim: int, log: bool = False, causal_q: int | None = None) -> None:
-    """Softmax over `dim`; with `causal_q` (the query count), scores [.., q, kv] keep kv <= q (as torch)."""
+def softmax(ctx, x, y, dim: int, log: bool = False, causal_q: int | None = None,
+            masked_rows_zero: bool = False) -> None:
+    """Softmax over `dim`; with `causal_q` (the query count), scores [.., q, kv] keep kv <= q (as torch).
+    `masked_rows_zero` (attention): a row of only -inf scores gives 0, as torch's SDPA does (plain
+    softmax gives NaN there, as torch.softmax does)."""
     outer, red, inner = split3(x.shape, dim, dim)
     ctx.dispatch("softmax", [x, y], [outer, red, inner, int(log), int(causal_q is not None),
-                                     causal_q if causal_q is not None else 1], (outer * inner,))
+                                     causal_q if causal_q is not None else 1, int(masked_rows_zero)],
+                 (outer * inner,))
 
 
 def _softmax_support(node: Node) -> str | None:
@@ -86,7 +95,7 @@ def lower_layer_norm(ctx, node: Node) -> None:
                                         int(node.args[3] is not None), 0], (rows, 1, 1))
 
 
-@register("rms_norm", [aten.rms_norm.default], ["norm"], support=float_tensors)
+@register("rms_norm", [aten.rms_norm.default], ["norm"], support=float_tensors, preserve=[aten.rms_norm.default])
 def lower_rms_norm(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
     shape = list(node.args[1])

@@ -12,10 +12,10 @@ from ..registry import aten_key, float_tensors, register
 
 aten = torch.ops.aten
 
-VIEWS = [aten.view_copy.default, aten._unsafe_view.default, aten.view.default, aten.reshape.default,
-         aten.squeeze_copy.dims, aten.squeeze_copy.dim, aten.squeeze_copy.default,
-         aten.unsqueeze_copy.default, aten.clone.default, aten.alias_copy.default,
-         torch.ops.dim_order_ops._clone_dim_order.default, aten._to_copy.default,
+# the forms exir's edge graphs hold (views are functionalized to *_copy; clone and _to_copy become the
+# dim-order ops unless dim order is skipped)
+VIEWS = [aten.view_copy.default, aten.squeeze_copy.dims, aten.unsqueeze_copy.default, aten.alias_copy.default,
+         aten.clone.default, aten._to_copy.default, torch.ops.dim_order_ops._clone_dim_order.default,
          torch.ops.dim_order_ops._to_dim_order_copy.default]
 
 
@@ -26,6 +26,8 @@ def _view_support(node: Node) -> str | None:
     order = node.kwargs.get("dim_order")
     if order is not None and list(order) != sorted(order):
         return "a non-contiguous dim order"
+    if node.kwargs.get("memory_format") not in (None, torch.contiguous_format, torch.preserve_format):
+        return f"a copy to memory format {node.kwargs['memory_format']}"
     return float_tensors(node)
 
 
@@ -41,19 +43,11 @@ def _copy_from(ctx, node: Node, dims: list, src_strides: list, src_off=0) -> Non
     del dims
 
 
-@register("permute", [aten.permute_copy.default, aten.permute.default, aten.t_copy.default,
-                      aten.transpose_copy.int], ["copy"], support=float_tensors, variants=())
-def lower_permute(ctx, node: Node) -> None:
+@register("permute", [aten.permute_copy.default], ["copy"], support=float_tensors, variants=())
+def lower_permute(ctx, node: Node) -> None:  # exir turns t and transpose into permute_copy
     x_shape = shape_of(node.args[0])
     rank = len(x_shape)
-    t = aten_key(node.target)
-    if t in (aten.permute_copy.default, aten.permute.default):
-        perm = [d % rank for d in node.args[1]]
-    else:
-        perm = list(range(rank))
-        if rank >= 2:
-            d0, d1 = (node.args[1] % rank, node.args[2] % rank) if len(node.args) > 2 else (0, 1)
-            perm[d0], perm[d1] = perm[d1], perm[d0]
+    perm = [d % rank for d in node.args[1]]
     s = contiguous_strides(x_shape)
     _copy_from(ctx, node, perm, [s[p] for p in perm])
 
@@ -85,7 +79,7 @@ def lower_slice(ctx, node: Node) -> None:
     _copy_from(ctx, node, [], strides, start * s[dim])
 
 
-@register("expand", [aten.expand_copy.default, aten.expand.default], ["copy"], support=float_tensors,
+@register("expand", [aten.expand_copy.default], ["copy"], support=float_tensors,
           variants=())
 def lower_expand(ctx, node: Node) -> None:
     x_shape = shape_of(node.args[0])
