@@ -32,16 +32,18 @@ def test_model_fp32(name, vk_check):
 @pytest.mark.parametrize("name", sorted(SIZES))
 def test_model_fp16(name, vk_check):
     """FP16 (force_fp16: fp16 storage of weights and activations, fp32 arithmetic in every shader) vs
-    eager FP32, as max|y - ref| / max|ref|: within 1e-2, or within eager PyTorch FP16's own distance
-    from FP32 where that is larger. It is larger only for MobileNetV2 with these seeded random weights
+    eager FP32, as max|y - ref| / max|ref|: within 1e-2, or within 1.5x eager PyTorch FP16's own
+    distance from FP32 where the network amplifies fp16 rounding (issue 23's bound: eager's own fp16
+    distance depends on the host CPU's fp16 kernels, measured 3.5e-2 on one machine and 3.0e-2 on another). It is larger only for MobileNetV2 with these seeded random weights
     (measured on lavapipe: ours 3.1e-2, eager fp16 3.5e-2, an fp32-math model with fp16-rounded weights
     and activations 3.4e-2; rounding the weights alone to fp16 already gives 2.3e-2): the network
     amplifies fp16 rounding ~60x, so no fp16-storage implementation reaches 1e-2 there."""
     model, inputs = get_example(name).build(input_size=SIZES[name])
     eager_fp16 = copy.deepcopy(model).half()(*[x.half() for x in inputs]).float()
-    tol = max(1e-2, rel_err(eager_fp16, model(*inputs)))
+    eager_distance = rel_err(eager_fp16, model(*inputs))
+    tol = max(1e-2, 1.5 * eager_distance)
     if name == "mobilenet_v2":
-        assert tol > 1e-2  # the exception above, and only there
+        assert eager_distance > 1e-2  # the exception above, and only there
     vk_check(model, inputs, fp16=True, tol=tol)
 
 
