@@ -163,7 +163,8 @@ def test_same_partition_compiles_for_u65_and_u85(seed, target):
     assert not any(c.reason.startswith("ethos-") for c in seed["partitions"].cpu_nodes)
     gm = seed["edge"].exported_program().graph_module
     (lowered,) = [m for _, m in gm.named_children() if getattr(m, "backend_id", None) == "EthosUBackend"]
-    result = EthosUBackend.preprocess(lowered.original_module, EthosUCompileSpec(target).to_list())
+    result = EthosUBackend.preprocess(lowered.original_module,
+                                      EthosUCompileSpec(target).include_host_graph().to_list())
     (part,) = ethosu_report_of(result.processed_bytes)
     assert part.target == target and part.cpu_ops == 0 and part.npu_ops >= 1
     u55 = ethosu_report(seed["pte"]).partitions[0]
