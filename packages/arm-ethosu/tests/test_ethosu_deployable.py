@@ -86,7 +86,7 @@ def _python_api_edge(folder, host_graph: bool):
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
-    from arm_ethosu.cli_inputs import load_model, random_samples
+    from arm_tosa_core.compile_inputs import load_model, random_samples
 
     folder.mkdir()
     (folder / "tiny_model.py").write_text(MODEL_FILE)
