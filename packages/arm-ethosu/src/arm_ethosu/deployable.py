@@ -23,11 +23,9 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.lowered_backend_module import executorch_call_delegate
 
 from .binstream import build_binstream, parse_binstream
-from .program_report import BACKEND_ID, REPORT_BLOCK, TOSA_BLOCK
-from .report import number_unnamed_layers
+from .program_report import BACKEND_ID, TOSA_BLOCK
 
 _ARM_SPEC = "arm_compile_spec"
-_HOST_ONLY_SETTINGS = ("intermediate_path",)
 
 
 @dataclass(frozen=True)
@@ -44,14 +42,13 @@ class PteVariants:
 
 
 def _portable_specs(specs, host_graph: bool | None = None) -> list[CompileSpec]:
-    """The compile specs without host paths; for an Ethos-U delegate (`host_graph` given) the stored
-    host-graph switch says what the payload holds, as the same spec lowered directly would."""
+    """The compile specs (host paths never enter them: `TosaCompileSpec.to_list` keeps those in `.host`);
+    for an Ethos-U delegate (`host_graph` given) the stored host-graph switch says what the payload
+    holds, as the same spec lowered directly would."""
     out = []
     for spec in specs:
         if spec.key == _ARM_SPEC:
             settings = json.loads(bytes(spec.value))
-            for key in _HOST_ONLY_SETTINGS:
-                settings.pop(key, None)
             if host_graph is not None and "ethosu" in settings:
                 settings["ethosu"]["tosa_graph"] = host_graph
             spec = CompileSpec(_ARM_SPEC, json.dumps(settings, sort_keys=True).encode())
@@ -62,11 +59,6 @@ def _portable_specs(specs, host_graph: bool | None = None) -> list[CompileSpec]:
 def _payload(processed: bytes, host_graph: bool) -> bytes:
     stream = parse_binstream(processed)
     extra = dict(stream.extra)
-    if REPORT_BLOCK in extra:
-        report = json.loads(extra[REPORT_BLOCK])
-        report["vela_seconds"] = 0.0  # wall time: differs run to run
-        number_unnamed_layers(report.get("layers") or [])
-        extra[REPORT_BLOCK] = json.dumps(report, separators=(",", ":")).encode()
     if not host_graph:
         extra.pop(TOSA_BLOCK, None)
     return build_binstream(stream, extra)
@@ -81,7 +73,8 @@ def _lowered_modules(edge) -> list:
 def pte_variants(edge) -> PteVariants:
     """Deployable and host .pte bytes of an EdgeProgramManager lowered with the host graph included
     (`EthosUCompileSpec(...).include_host_graph()`; without it both are the deployable one).
-    Delegates of other backends only lose their host paths."""
+    Delegates of other backends are left as they are. The backend's payload is already reproducible
+    (vela's wall time and layer numbers are fixed in `EthosUBackend`), so only the TOSA block differs."""
     lowered = _lowered_modules(edge)
     original = [(m._processed_bytes, m._compile_specs) for m in lowered]
     config = ExecutorchBackendConfig(extract_delegate_segments=False)
