@@ -51,8 +51,10 @@ def _pytest(session: nox.Session, package: str) -> None:
     # pytest exits 5 when it collects no test: nox treats that as a failure, as it should.
     # -n auto: the 2-core CI machine runs two test processes; exir's per-compile cost dominates.
     # Cases marked slow run in `nox -s test-full`, keeping the default suite well under 30 minutes.
+    # --durations: CI's log names the slowest cases, so the suite's time budget can be kept
     session.run("uv", "run", "--frozen", "--no-sync", "pytest", "-n", "auto", "--dist", "loadfile",
-                "-m", "not slow", f"packages/{package}/tests", *session.posargs, external=True)
+                "--durations=15", "-m", "not slow", f"packages/{package}/tests", *session.posargs,
+                external=True)
 
 
 @nox.session(name="test-core")
