@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vulkan_delegate import partition_report
+from vulkan_delegate import partition_report, run_on_vulkan
 
 
 class Wav2LetterStyle(nn.Module):
@@ -80,3 +80,30 @@ def test_model_fully_delegated_in_one_partition(name, fp16, vk_check):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
     edge = vk_check(model, (x,), fp16=fp16)
     assert len(partition_report(edge).delegates) == 1, str(partition_report(edge))
+
+
+class DynamicLength1d(nn.Module):
+    """Sizes that are polynomials of the sequence length: stride-1 conv1d, padding, a stride-2
+    transposed conv1d, flip."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(4, 6, 3, padding=1)
+        self.up = nn.ConvTranspose1d(6, 3, 4, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.up(F.pad(F.leaky_relu(self.conv(x), 0.1), (1, 2), value=0.25)).flip(-1)
+
+
+def test_dynamic_sequence_length_1d(vk_lower):
+    """One payload at several lengths up to the export bound."""
+    model = _seeded(DynamicLength1d)
+    length = torch.export.Dim("length", min=2, max=32)
+    edge = vk_lower(model, (torch.randn(1, 4, 16),), dynamic_shapes=({2: length},))
+    assert not partition_report(edge).cpu_nodes, str(partition_report(edge))
+    pte = edge.to_executorch()
+    for n in (32, 5, 17):
+        x = torch.randn(1, 4, n, generator=torch.Generator().manual_seed(n))
+        y, ref = run_on_vulkan(pte, x), model(x)
+        assert y.shape == ref.shape
+        assert ((y - ref).abs().max() / ref.abs().max()).item() < 1e-4, n

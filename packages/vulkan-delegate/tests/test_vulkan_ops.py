@@ -312,3 +312,18 @@ def test_every_claimed_target_has_a_numeric_case(vk_lower, vk_delegated):
         covered |= vk_delegated[id(model)]
     missing = sorted(f"{f.name}: {t}" for f in families() for t in f.targets if aten_key(t) not in covered)
     assert not missing, "claimed targets without a numeric case (add one to a table here):\n" + "\n".join(missing)
+
+
+def test_unsupported_forms_of_new_families_stay_on_cpu_with_reason(vk_lower):
+    """Forms the issue-23 families do not cover (bicubic or reflection grid sampling, 3-D convolution)
+    stay on the CPU with the reason; the rest of the graph is still delegated."""
+    conv3d = nn.Conv3d(2, 2, 1)
+    model = Fn(lambda a, g, v: (F.grid_sample(a, g, mode="bicubic", align_corners=False).relu(),
+                                F.grid_sample(a, g, padding_mode="reflection", align_corners=False).relu(),
+                                conv3d(v).relu()))
+    report = partition_report(vk_lower(model, (r(1, 2, 4, 5), r(1, 3, 3, 2), r(1, 2, 3, 3, 3))))
+    reasons = sorted(c.reason for c in report.cpu_nodes)
+    assert reasons == ["convolution of a rank-5 input (the Vulkan delegate runs 1-D and 2-D convolutions)",
+                       "grid_sample mode 2 (the Vulkan delegate samples bilinear or nearest)",
+                       "grid_sample padding mode 2 (the Vulkan delegate pads with zeros or the border)"], str(report)
+    assert sum(len(d.nodes) for d in report.delegates) == 3, str(report)  # the three relus
