@@ -194,7 +194,8 @@ CASES = {
 SLOW_CASES = {"conv1d_stride_dil_groups", "conv1d_pointwise_bn_relu", "conv_transpose2d_groups_dil_relu",
               "conv_transpose1d", "leaky_relu_default_slope", "group_norm_no_affine_3d", "upsample_nearest_scale",
               "upsample_nearest_frac_scale", "upsample_bilinear_align_size", "upsample_bilinear_frac_down",
-              "constant_pad_3d_crop", "grid_sample_nearest_border_align", "pixel_unshuffle", "repeat_new_dims"}
+              "constant_pad_3d_crop", "grid_sample_nearest_border_align", "pixel_shuffle", "pixel_unshuffle",
+              "repeat_new_dims", "sign_erf"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CASES else n
