@@ -95,6 +95,7 @@ class DynamicLength1d(nn.Module):
         return self.up(F.pad(F.leaky_relu(self.conv(x), 0.1), (1, 2), value=0.25)).flip(-1)
 
 
+@pytest.mark.slow
 def test_dynamic_sequence_length_1d(vk_lower):
     """One payload at several lengths up to the export bound."""
     model = _seeded(DynamicLength1d)

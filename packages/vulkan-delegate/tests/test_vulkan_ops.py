@@ -209,7 +209,7 @@ FP16_SAMPLE = ["add_bcast", "gelu", "linear_relu", "bmm", "conv_bn_relu6", "conv
                "avgpool", "mean_hw", "softmax", "layer_norm", "view_permute", "cat", "sdpa_causal", "sdpa_gqa_causal", "sdpa_mask_float", "sdpa_mask_bool",
                "sdpa_mask_bool_masked_row", "sdpa_mask_float_masked_row",
                "conv1d", "conv_transpose2d", "upsample_bilinear_scale", "group_norm", "constant_pad", "sin_cos"]
-FP16_SLOW = {"conv1d", "constant_pad", "sin_cos"}
+FP16_SLOW = {"conv1d", "constant_pad", "sin_cos", "group_norm"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in FP16_SLOW else n
