@@ -14,7 +14,7 @@ struct OpCodeTable {
 };
 
 constexpr OpCodeTable kOpCodeTables[] = {
-    {"unary", 0, 16},
+    {"unary", 0, 25},
     {"binary", 0, 7},
     {"reduce", 0, 4},
 };

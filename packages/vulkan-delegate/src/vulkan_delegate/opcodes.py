@@ -17,7 +17,8 @@ from pathlib import Path
 OP_TABLES: dict[str, tuple[str, ...]] = {
     # y = f(x; alpha, beta)
     "unary": ("affine", "clamp", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "hardswish", "hardsigmoid",
-              "exp", "rsqrt", "sqrt", "pow", "abs", "log", "reciprocal"),
+              "exp", "rsqrt", "sqrt", "pow", "abs", "log", "reciprocal", "sin", "cos", "leaky_relu", "round", "floor",
+              "ceil", "trunc", "sign", "erf"),
     # y = op(a, alpha * b), broadcast
     "binary": ("add", "sub", "mul", "div", "maximum", "minimum", "pow"),
     # y = reduce(x) over the middle of [outer, red, inner]

@@ -17,7 +17,16 @@
 #define UNARY_ABS 13
 #define UNARY_LOG 14
 #define UNARY_RECIPROCAL 15
-#define UNARY_OP_COUNT 16
+#define UNARY_SIN 16
+#define UNARY_COS 17
+#define UNARY_LEAKY_RELU 18
+#define UNARY_ROUND 19
+#define UNARY_FLOOR 20
+#define UNARY_CEIL 21
+#define UNARY_TRUNC 22
+#define UNARY_SIGN 23
+#define UNARY_ERF 24
+#define UNARY_OP_COUNT 25
 #define BINARY_ADD 0
 #define BINARY_SUB 1
 #define BINARY_MUL 2

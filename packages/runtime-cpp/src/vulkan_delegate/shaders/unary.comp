@@ -37,6 +37,15 @@ void main() {
     case UNARY_ABS: r = abs(v); break;
     case UNARY_LOG: r = log(v); break;
     case UNARY_RECIPROCAL: r = 1.0 / v; break;
+    case UNARY_SIN: r = sin(v); break;
+    case UNARY_COS: r = cos(v); break;
+    case UNARY_LEAKY_RELU: r = v > 0.0 ? v : a * v; break;
+    case UNARY_ROUND: r = roundEven(v); break;  // torch.round: half to even
+    case UNARY_FLOOR: r = floor(v); break;
+    case UNARY_CEIL: r = ceil(v); break;
+    case UNARY_TRUNC: r = trunc(v); break;
+    case UNARY_SIGN: r = sign(v); break;
+    case UNARY_ERF: r = erf_approx(v); break;
     default: r = UNKNOWN_OP_NAN; break;
   }
   y[i] = T(r);

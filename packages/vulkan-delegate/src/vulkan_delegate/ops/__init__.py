@@ -1,3 +1,14 @@
 """Op families of the Vulkan delegate; importing this package registers them."""
 
-from . import attention, conv, elementwise, matmul, quantized, reduce, shape  # noqa: F401
+from . import (  # noqa: F401
+    attention,
+    conv,
+    elementwise,
+    group_norm,
+    matmul,
+    movement,
+    quantized,
+    reduce,
+    resample,
+    shape,
+)

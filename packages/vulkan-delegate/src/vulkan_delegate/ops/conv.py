@@ -29,11 +29,14 @@ def only_user(node: Node, targets) -> Node | None:
 
 def _conv_support(node: Node) -> str | None:
     x = node.args[0].meta["val"]
-    if x.dim() != 4:
-        return f"convolution of a rank-{x.dim()} input (the Vulkan delegate runs 2-D convolutions)"
-    if node.args[6]:
-        return "transposed convolution"
+    if x.dim() not in (3, 4):
+        return f"convolution of a rank-{x.dim()} input (the Vulkan delegate runs 1-D and 2-D convolutions)"
     return float_tensors(node)
+
+
+def _as_2d(v: list, fill: int) -> list:
+    """A 1-D convolution's stride/padding/dilation as the 2-D ones of height 1."""
+    return [fill, *v] if len(v) == 1 else list(v)
 
 
 def _bn_params(ctx, bn: Node):
@@ -47,19 +50,21 @@ def _bn_params(ctx, bn: Node):
     return scale, beta - vals[2] * scale
 
 
-@register("conv2d", [aten.convolution.default], ["conv2d", "matmul"], support=_conv_support)
+@register("conv2d", [aten.convolution.default], ["conv2d", "conv_transpose2d", "matmul"], support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
-    x_node, w_node, b_node, stride, padding, dilation, _, _, groups = node.args
+    """2-D convolutions, and 1-D ones as 2-D of height 1 (views: no copy); transposed ones gather on
+    their own shader."""
+    x_node, w_node, b_node, stride, padding, dilation, transposed, _, groups = node.args
     w = ctx.const_value(w_node)
     b = ctx.const_value(b_node) if b_node is not None else None
     weight_const = w is not None and (b_node is None or b is not None)
     last = node
     bn = only_user(node, [BN])
-    if weight_const and bn is not None and _bn_params(ctx, bn) is not None:
+    if weight_const and not transposed and bn is not None and _bn_params(ctx, bn) is not None:
         first = [u for u in bn.users if u.args[1] == 0]
         if len(bn.users) == 1 and first:
             scale, shift = _bn_params(ctx, bn)
-            w = w * scale.reshape(-1, 1, 1, 1)
+            w = w * scale.reshape(-1, *[1] * (w.dim() - 1))
             b = (b if b is not None else torch.zeros_like(shift)) * scale + shift
             ctx.fused.update([bn, first[0]])
             last = first[0]
@@ -73,19 +78,25 @@ def lower_conv(ctx, node: Node) -> None:
     wt = ctx.g.constant(w.float()) if weight_const else ctx.inp(w_node)
     bt = ctx.g.constant(b.float()) if b is not None else (ctx.inp(b_node) if b_node is not None else wt)
     y = ctx.out(last, [*shape_of(node)])
+    if len(x.shape) == 3:  # conv1d: [N, C, L] is [N, C, 1, L]
+        x, y, wt = (ctx.g.alias(t, [t.shape[0], t.shape[1], 1, t.shape[2]]) for t in (x, y, wt))
+        stride, padding, dilation = _as_2d(stride, 1), _as_2d(padding, 0), _as_2d(dilation, 1)
     n, c, h, wd = x.shape
-    oc, _, kh, kw = wt.shape
-    _, _, oh, ow = y.shape
+    _, _, kh, kw = wt.shape
+    _, oc, oh, ow = y.shape
     has_bias = int(b_node is not None or b is not None)
+    push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
+            dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
+    if transposed:
+        ctx.dispatch("conv_transpose2d", [x, wt, bt, y], push, (oh * ow, oc, n))
+        return
     if kh == kw == 1 and list(stride) == [1, 1] and list(padding) == [0, 0] and groups == 1:
         # pointwise: y[n] = W[oc, c] @ x[n][c, hw] on the tiled matmul shader (most of a MobileNet)
         hw = h * wd
         ctx.dispatch("matmul", [wt, x, bt, y], [oc, hw, c, n, 0, 0, c, 1, 0, c * hw, hw, 1, 2 * has_bias, 1.0,
                                                 float(lo), float(hi)], (hw, oc, n))
         return
-    ctx.dispatch("conv2d", [x, wt, bt, y],
-                 [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
-                  dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
+    ctx.dispatch("conv2d", [x, wt, bt, y], push, (oh * ow, oc, n))
 
 
 def _bn_support(node: Node) -> str | None:

@@ -62,7 +62,10 @@ def unary(ctx, node: Node, op: str, alpha: float = 0.0, beta: float = 0.0) -> No
 _SIMPLE = {aten.sigmoid.default: "sigmoid", aten.tanh.default: "tanh", aten.silu.default: "silu",
            aten.hardswish.default: "hardswish", aten.hardsigmoid.default: "hardsigmoid",
            aten.exp.default: "exp", aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt",
-           aten.abs.default: "abs", aten.log.default: "log", aten.reciprocal.default: "reciprocal"}
+           aten.abs.default: "abs", aten.log.default: "log", aten.reciprocal.default: "reciprocal",
+           aten.sin.default: "sin", aten.cos.default: "cos", aten.round.default: "round",
+           aten.floor.default: "floor", aten.ceil.default: "ceil", aten.trunc.default: "trunc",
+           aten.sign.default: "sign", aten.erf.default: "erf"}
 
 
 def clamp_bounds(node: Node) -> tuple[float, float]:
@@ -100,6 +103,21 @@ _KEEP_WHOLE = [aten.silu.default, aten.hardswish.default, aten.hardsigmoid.defau
 @register("activation", list(_SIMPLE), ["unary"], support=float_tensors, preserve=_KEEP_WHOLE)
 def lower_activation(ctx, node: Node) -> None:
     unary(ctx, node, _SIMPLE[aten_key(node.target)])
+
+
+def _leaky_relu_support(node: Node) -> str | None:
+    if not isinstance(_slope(node), int | float):
+        return "leaky_relu slope is not a number"
+    return float_tensors(node)
+
+
+@register("leaky_relu", [aten.leaky_relu.default], ["unary"], support=_leaky_relu_support)
+def lower_leaky_relu(ctx, node: Node) -> None:
+    unary(ctx, node, "leaky_relu", float(_slope(node)))
+
+
+def _slope(node: Node):
+    return node.args[1] if len(node.args) > 1 else node.kwargs.get("negative_slope", 0.01)
 
 
 def _gelu_support(node: Node) -> str | None:
