@@ -111,6 +111,14 @@ CASES = {
     "maxpool": (nn.MaxPool2d(3, 2, 1), (r(1, 4, 11, 11),)),
     "avgpool": (nn.AvgPool2d(3, 2, 1), (r(1, 4, 11, 11),)),
     "avgpool_nopad": (nn.AvgPool2d(2, count_include_pad=False, padding=1), (r(1, 2, 7, 7),)),
+    # as_strided: a pure restride (ConvNeXt's pooled features) and an overlapping window read
+    "as_strided_restride": (Fn(lambda x: torch.as_strided(x.mean((2, 3), keepdim=True), (1, 6, 1, 1),
+                                                         (6, 1, 6, 6)) * 2), (r(1, 6, 4, 4),)),
+    "as_strided_windows": (Fn(lambda x: torch.as_strided(x * 1, (3, 4), (2, 1), 1)), (r(10),)),
+    # ceil_mode (GoogLeNet's pools): the last window hangs over the input's edge
+    "maxpool_ceil": (nn.MaxPool2d(3, 2, ceil_mode=True), (r(1, 3, 8, 8),)),
+    "avgpool_ceil": (nn.AvgPool2d(3, 2, 1, ceil_mode=True), (r(1, 3, 8, 8),)),
+    "avgpool_ceil_nopad": (nn.AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False), (r(1, 2, 7, 7),)),
     "adaptive_avg": (nn.AdaptiveAvgPool2d(1), (r(1, 16, 7, 7),)),
     "adaptive_avg_2x2": (nn.AdaptiveAvgPool2d(2), (r(1, 3, 8, 6),)),
     # reductions and normalization

@@ -130,16 +130,14 @@ POOLS = [MAXPOOL, aten.avg_pool2d.default, aten._adaptive_avg_pool2d.default]  #
 
 
 def _pool_support(node: Node) -> str | None:
+    """ceil_mode needs nothing of its own: the output size comes from the node, pool2d.comp skips window
+    taps outside the input, and its average divisor is torch's (window clipped to the padded input)."""
     x = node.args[0].meta["val"]
     if x.dim() != 4:
         return f"pooling of a rank-{x.dim()} input"
     t = _target(node)
     if t == MAXPOOL and any(u.args[1] != 0 for u in node.users):
         return "max pool indices are used"
-    if t == MAXPOOL and len(node.args) > 5 and node.args[5]:
-        return "max pool with ceil_mode"
-    if t == aten.avg_pool2d.default and len(node.args) > 4 and node.args[4]:
-        return "avg pool with ceil_mode"
     if t == aten._adaptive_avg_pool2d.default:
         h, w = x.shape[2:]
         oh, ow = node.args[1]

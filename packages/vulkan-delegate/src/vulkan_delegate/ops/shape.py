@@ -90,6 +90,32 @@ def lower_expand(ctx, node: Node) -> None:
     _copy_from(ctx, node, [], strides)
 
 
+def _as_strided_support(node: Node) -> str | None:
+    """as_strided reads the input's storage: that storage is the delegate's contiguous buffer only when
+    the input is contiguous, and every addressed element must lie inside it (static sizes only)."""
+    x = node.args[0].meta["val"]
+    size, stride = node.args[1], node.args[2]
+    offset = node.args[3] if len(node.args) > 3 and node.args[3] is not None else 0
+    if not all(isinstance(v, int) for v in [*size, *stride, offset, *x.shape]):
+        return "as_strided with a dynamic size, stride or offset"
+    if not x.is_contiguous():
+        return "as_strided of a non-contiguous input"
+    if min(stride, default=0) < 0 or offset < 0:
+        return "as_strided with a negative stride or offset"
+    if any(n == 0 for n in size):
+        return "as_strided to an empty tensor"
+    if offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) >= x.numel():
+        return "as_strided reaching past its input's elements"
+    return float_tensors(node)
+
+
+@register("as_strided", [aten.as_strided_copy.default], ["copy"], support=_as_strided_support, variants=())
+def lower_as_strided(ctx, node: Node) -> None:
+    """One strided copy (exir writes a layout restride, e.g. ConvNeXt's pooled NHWC view, this way)."""
+    offset = node.args[3] if len(node.args) > 3 and node.args[3] is not None else 0
+    _copy_from(ctx, node, [], list(node.args[2]) or [0], offset)
+
+
 def _cat_support(node: Node) -> str | None:
     return float_tensors(node)
 
