@@ -339,13 +339,14 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   const int ofm_shift = static_cast<int>(regs.param(kOfmScale) & 0x3F);
   const int rounding = (regs.p(kOfmPrecision) >> 14) & 3;
   const int in_rounding = (regs.p(kIfmPrecision) >> 14) & 3;
-  // Operand scaling for ADD/SUB. In 16-bit mode both operands are multiplied by their 16-bit
-  // scale. In the 32-bit modes OPA_SCALE (with its shift) scales the selected operand (1: IFM,
-  // 2: IFM2) and OPB_SCALE multiplies the other one: the reading under which vela's streams
-  // compute what the TOSA graph they come from computes.
+  // Operand scaling for ADD/SUB. In 16-bit mode (0) both operands are multiplied by their 16-bit
+  // scale. In the 32-bit modes OPA_SCALE with its shift scales the selected operand (1: IFM,
+  // 2: IFM2) and the other operand is shifted left by 19 bits (8-bit inputs; 14 for 16-bit),
+  // the fixed point vela's add/sub scaling ("input_shift" 20 / 15, halved) and its streams assume.
   const int64_t opa = regs.data(kOpaScale);
   const int opa_shift = static_cast<int>(regs.param(kOpaScale) & 0x3F);
   const int64_t opb = regs.data(kOpbScale);
+  const int unscaled_shift = ifm.type.bits == 8 ? 19 : 14;
   const bool add_sub = mode == 1 || mode == 2;
   const int64_t scalar_value = ifm2.type.is_signed ? regs.s16(kIfm2Scalar) : regs.p(kIfm2Scalar);
   for (int y = 0; y < o.h; ++y) {
@@ -370,10 +371,10 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
             b *= static_cast<int16_t>(opb & 0xFFFF);
           } else if (scale_mode == 1) {
             a = scale_round(a, opa, opa_shift, in_rounding);
-            b *= opb;
+            b *= int64_t{1} << unscaled_shift;
           } else {
             b = scale_round(b, opa, opa_shift, in_rounding);
-            a *= opb;
+            a *= int64_t{1} << unscaled_shift;
           }
           r = mode == 1 ? a + b : a - b;
         } else if (mode == 0) {
