@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
@@ -86,7 +87,7 @@ Error copy_io(const char* what, size_t i, const VelaIo& io, const TensorArg& arg
 struct EthosUProgram {
   std::vector<VelaIo> inputs;
   std::vector<VelaIo> outputs;
-  std::unique_ptr<TosaRunner> runner;  // set when the host graph runs instead of the simulator
+  std::unique_ptr<TosaRunner> runner;  // the host graph, when the payload carries one
   npu::CommandStream commands;
   std::vector<uint8_t> weights, scratch, scratch_fast;
   npu::Memory memory{};
@@ -111,20 +112,26 @@ struct EthosUProgram {
       if (!program->simulator) return Error::MemoryAllocationFailed;
       sim = program->simulator->check_supported();
     }
-    if (sim == Error::Ok) {
-      ET_CHECK_OK_OR_RETURN_ERROR(program->map_memory(stream));
-    } else if (sim != Error::NotSupported) {
+    if (sim != Error::Ok && sim != Error::NotSupported) {
       return sim;  // a malformed stream is an error even when a host graph is present
-    } else if (stream.tosa_graph == nullptr) {
+    }
+    if (sim == Error::NotSupported && stream.tosa_graph == nullptr) {
       ET_LOG(Error, "%s: the host NPU simulator cannot run this payload's command stream (see the "
                     "line above) and the payload has no host graph. Compile with "
                     "`arm-compile <model> --host-graph` (EthosUCompileSpec(...).include_host_graph()) "
                     "to run it on the TOSA reference model instead", kId);
       return Error::NotSupported;
+    }
+    if (sim == Error::Ok) {
+      ET_CHECK_OK_OR_RETURN_ERROR(program->map_memory(stream));
     } else {
       ET_LOG(Info, "%s: running the payload's host graph on the TOSA reference model (the NPU "
                    "simulator cannot run this stream, see above)", kId);
       program->simulator.reset();
+    }
+    if (stream.tosa_graph != nullptr) {
+      // The host twin: the execution path when the simulator cannot run the stream, and a check
+      // that the payload's parts come from one compile either way.
       ET_CHECK_OK_OR_RETURN_ERROR(
           TosaRunner::create(kId, stream.tosa_graph, stream.tosa_graph_size, &program->runner));
       if (program->runner->num_inputs() != program->inputs.size() ||
@@ -142,9 +149,15 @@ struct EthosUProgram {
 
   // The driver's base pointers: weights (read-only), scratch and fast scratch (writable).
   Error map_memory(const VelaBinStream& stream) {
-    weights.assign(stream.weight_data, stream.weight_data + stream.weight_size);
-    scratch.assign(stream.scratch_size, 0);
-    scratch_fast.assign(stream.scratch_fast_size, 0);
+    try {
+      weights.assign(stream.weight_data, stream.weight_data + stream.weight_size);
+      scratch.assign(stream.scratch_size, 0);
+      scratch_fast.assign(stream.scratch_fast_size, 0);
+    } catch (const std::bad_alloc&) {
+      ET_LOG(Error, "%s: cannot allocate the %u + %u bytes of scratch the payload declares", kId,
+             stream.scratch_size, stream.scratch_fast_size);
+      return Error::MemoryAllocationFailed;
+    }
     memory[static_cast<size_t>(stream.weight_region)] = {weights.data(), weights.size(), false};
     memory[static_cast<size_t>(stream.scratch_region)] = {scratch.data(), scratch.size(), true};
     if (stream.scratch_fast_size > 0) {
@@ -194,3 +207,25 @@ ProgramBackend<EthosUProgram> g_backend(kId);
 }  // namespace runtime_cpp
 
 RUNTIME_CPP_REGISTER_FN(ethosu) { return static_cast<int>(runtime_cpp::g_backend.register_once()); }
+
+// Fuzz hook: parse a payload and run its command stream on the simulator with zeroed inputs;
+// returns the Error code (0 = the stream ran). Scratch is capped so that a mutated size field
+// does not ask the fuzzer's process for gigabytes.
+extern "C" __attribute__((visibility("default"))) int runtime_cpp_fuzz_ethosu_command_stream(
+    const uint8_t* data, size_t size) {
+  using namespace runtime_cpp;
+  VelaBinStream stream;
+  Error err = parse_vela_bin_stream(data, size, &stream);
+  if (err != Error::Ok) return static_cast<int>(err);
+  if (uint64_t{stream.scratch_size} + stream.scratch_fast_size > (uint64_t{64} << 20)) {
+    return static_cast<int>(Error::InvalidProgram);
+  }
+  EthosUProgram program;
+  err = npu::parse_command_stream(stream.cmd_data, stream.cmd_size, &program.commands);
+  if (err != Error::Ok) return static_cast<int>(err);
+  npu::Simulator simulator(program.commands);
+  err = simulator.check_supported();
+  if (err == Error::Ok) err = program.map_memory(stream);
+  if (err == Error::Ok) err = simulator.run(program.memory, nullptr);
+  return static_cast<int>(err);
+}

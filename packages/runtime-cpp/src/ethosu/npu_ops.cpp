@@ -58,6 +58,18 @@ OfmShape ofm_shape(const Registers& regs) {
   return {regs.p(kOfmHeightM1) + 1, regs.p(kOfmWidthM1) + 1, regs.p(kOfmDepthM1) + 1};
 }
 
+// Every OFM element has its own address, so an OFM larger than its region (or an operation of
+// more than 2^32 multiply-accumulates) can only come from a corrupt stream: refusing it up front
+// keeps a malformed stream from running for hours before its first out-of-region write.
+Error check_plausible(const Command& at, const OfmShape& o, const FeatureMap& ofm, uint64_t macs) {
+  if (ofm.mem != nullptr &&
+      uint64_t(o.h) * o.w * o.c * uint64_t(ofm.type.bytes()) > ofm.mem->size) {
+    return fail(at, "the OFM shape needs more bytes than its region holds");
+  }
+  if (macs > (uint64_t{1} << 32)) return fail(at, "the operation is implausibly large (over 2^32 MACs)");
+  return Error::Ok;
+}
+
 // Reads IFM element (iy, ix, c) in the (possibly upscaled) input space; `*pad` when the position
 // is padding. False on an out-of-region address.
 struct IfmReader {
@@ -170,10 +182,9 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   }
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, nullptr, &act));
-  if (record != nullptr) {
-    *record = {at.offset, depthwise ? "depthwise" : "conv", {o.h, o.w, o.c}, {k.h, k.w},
-               uint64_t(o.h) * o.w * o.c * k.h * k.w * (depthwise ? 1 : ifm_depth), 0};
-  }
+  const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w * (depthwise ? 1 : ifm_depth);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
+  if (record != nullptr) *record = {at.offset, depthwise ? "depthwise" : "conv", {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
   if (memory == nullptr) return Error::Ok;
 
   // Weights: decode the stream and place each value by the traversal order.
@@ -181,6 +192,9 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   const uint64_t w_len = regs.data(kWeightLength);
   const uint8_t* w_bytes = region_bytes(*memory, w_region, regs.addr(kWeightBase), w_len);
   if (w_bytes == nullptr) return fail(at, "the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies outside its region");
+  if (uint64_t(o.c) * k.h * k.w * (depthwise ? 1 : ifm_depth) > (uint64_t{1} << 24)) {
+    return fail(at, "the kernel needs more than 2^24 weights: corrupt kernel or depth registers");
+  }
   const int ofm_ublock = config.macs_per_cc <= 32 ? 4 : 8;
   std::vector<int64_t> order;
   weight_order(o.c, ifm_depth, k, std::min(regs.p(kOfmBlkDepthM1) + 1, o.c), depthwise,
@@ -268,10 +282,9 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, O
   if (k.upscale == 3) return fail(at, "IFM upscale mode 3 is not defined");
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, nullptr, &act));
-  if (record != nullptr) {
-    *record = {at.offset, mode == 0 ? "pool_max" : "pool_avg", {o.h, o.w, o.c}, {k.h, k.w},
-               uint64_t(o.h) * o.w * o.c * k.h * k.w, 0};
-  }
+  const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w;
+  ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
+  if (record != nullptr) *record = {at.offset, mode == 0 ? "pool_max" : "pool_avg", {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
   if (memory == nullptr) return Error::Ok;
   const int64_t scale = regs.data(kOfmScale);
   const int shift = static_cast<int>(regs.param(kOfmScale) & 0x3F);
@@ -332,6 +345,7 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, nullptr, &act));
   const OfmShape o = ofm_shape(regs);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, uint64_t(o.h) * o.w * o.c));
   if (record != nullptr) *record = {at.offset, kNames[mode], {o.h, o.w, o.c}, {1, 1}, 0, 0};
   if (memory == nullptr) return Error::Ok;
 

@@ -1,5 +1,7 @@
 #include "ethosu/npu_simulator.h"
 
+#include <new>
+
 #include <executorch/runtime/platform/log.h>
 
 #include "ethosu/npu_state.h"
@@ -51,7 +53,12 @@ Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpReco
 Error Simulator::check_supported() const { return walk(stream_, nullptr, nullptr); }
 
 Error Simulator::run(const Memory& memory, std::vector<OpRecord>* records) const {
-  return walk(stream_, &memory, records);
+  try {
+    return walk(stream_, &memory, records);
+  } catch (const std::bad_alloc&) {
+    ET_LOG(Error, "EthosUBackend: out of host memory while simulating the command stream");
+    return Error::MemoryAllocationFailed;
+  }
 }
 
 }  // namespace npu
