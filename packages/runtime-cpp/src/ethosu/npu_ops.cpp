@@ -165,7 +165,7 @@ void weight_order(int ofm_depth, int ifm_depth, const Kernel& k, int ofm_block_d
 }  // namespace
 
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
-               const NpuConfig& config, OpRecord* record) {
+               const NpuConfig& config, const std::vector<uint8_t>* shram, OpRecord* record) {
   FeatureMap ifm, ofm;
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
@@ -181,7 +181,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
     return fail(at, "a second core's weight stream (WEIGHT1) is not simulated yet", Error::NotSupported);
   }
   Activation act;
-  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, nullptr, &act));
+  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
   const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w * (depthwise ? 1 : ifm_depth);
   ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
   if (record != nullptr) *record = {at.offset, depthwise ? "depthwise" : "conv", {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
@@ -270,7 +270,8 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   return Error::Ok;
 }
 
-Error run_pool(const Registers& regs, const Command& at, const Memory* memory, OpRecord* record) {
+Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
+               const std::vector<uint8_t>* shram, OpRecord* record) {
   FeatureMap ifm, ofm;
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
@@ -281,7 +282,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, O
   if (mode == 2) return fail(at, "REDUCE_SUM pooling is not simulated yet", Error::NotSupported);
   if (k.upscale == 3) return fail(at, "IFM upscale mode 3 is not defined");
   Activation act;
-  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, nullptr, &act));
+  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
   const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w;
   ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
   if (record != nullptr) *record = {at.offset, mode == 0 ? "pool_max" : "pool_avg", {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
@@ -320,7 +321,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, O
 }
 
 Error run_elementwise(const Registers& regs, const Command& at, const Memory* memory,
-                      OpRecord* record) {
+                      const std::vector<uint8_t>* shram, OpRecord* record) {
   // Modes: 0 MUL, 1 ADD, 2 SUB, 3 MIN, 4 MAX, 5 LRELU, 6 ABS, 7 CLZ, 8 SHR, 9 SHL.
   static const char* const kNames[] = {"mul", "add", "sub", "min", "max", "lrelu", "abs", "clz", "shr", "shl"};
   const int mode = at.param;
@@ -343,7 +344,7 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   const int scale_mode = (regs.p(kIfmPrecision) >> 8) & 3;
   if (scale_mode == 3) return fail(at, "IFM scale mode 3 is not defined");
   Activation act;
-  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, nullptr, &act));
+  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
   const OfmShape o = ofm_shape(regs);
   ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, uint64_t(o.h) * o.w * o.c));
   if (record != nullptr) *record = {at.offset, kNames[mode], {o.h, o.w, o.c}, {1, 1}, 0, 0};
@@ -412,21 +413,29 @@ Error run_dma(const Registers& regs, const Command& at, const Memory* memory,
               std::vector<uint8_t>* shram, OpRecord* record) {
   const int src_cfg = regs.p(kDmaSrcRegion), dst_cfg = regs.p(kDmaDstRegion);
   const uint64_t len = regs.addr(kDmaLen);
-  if (((src_cfg | dst_cfg) >> 8) & 1) {
-    return fail(at, "DMA to or from the NPU's internal memory (LUT) is not simulated yet", Error::NotSupported);
+  const bool to_shram = ((dst_cfg >> 8) & 1) != 0;
+  if ((src_cfg >> 8) & 1) {
+    return fail(at, "DMA from the NPU's internal memory is not simulated yet", Error::NotSupported);
   }
   if (((src_cfg >> 9) & 3) != 0 || ((dst_cfg >> 9) & 3) != 0) {
     return fail(at, "2D/3D strided DMA is not simulated yet", Error::NotSupported);
   }
   if (record != nullptr) *record = {at.offset, "dma", {0, 0, 0}, {0, 0}, 0, len};
+  if ((src_cfg & 0xFF) >= kRegions || (!to_shram && (dst_cfg & 0xFF) >= kRegions)) {
+    return fail(at, "the DMA names a region beyond the eight base pointers");
+  }
   if (memory == nullptr) return Error::Ok;
   const uint8_t* src = region_bytes(*memory, src_cfg & 0xFF, regs.addr(kDmaSrc), len);
-  const Region& dst_region = (*memory)[static_cast<size_t>(dst_cfg & 7)];
-  uint8_t* dst = const_cast<uint8_t*>(region_bytes(*memory, dst_cfg & 0xFF, regs.addr(kDmaDst), len));
-  if ((src_cfg & 0xFF) >= kRegions || (dst_cfg & 0xFF) >= kRegions || src == nullptr ||
-      dst == nullptr || !dst_region.writable) {
-    return fail(at, "the DMA source or destination range lies outside its region (or the "
-                    "destination is read-only)");
+  uint8_t* dst = nullptr;
+  const uint64_t dst_addr = regs.addr(kDmaDst);
+  if (to_shram) {
+    if (dst_addr <= shram->size() && len <= shram->size() - dst_addr) dst = shram->data() + dst_addr;
+  } else if ((*memory)[static_cast<size_t>(dst_cfg & 7)].writable) {
+    dst = const_cast<uint8_t*>(region_bytes(*memory, dst_cfg & 0xFF, dst_addr, len));
+  }
+  if (src == nullptr || dst == nullptr) {
+    return fail(at, "the DMA source or destination range lies outside its region or the NPU's "
+                    "shared buffer (or the destination is read-only)");
   }
   std::memmove(dst, src, len);
   return Error::Ok;

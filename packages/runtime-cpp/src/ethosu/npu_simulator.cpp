@@ -13,7 +13,8 @@ namespace {
 // Runs (memory != null) or checks (memory == null) the stream.
 Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpRecord>* records) {
   Registers regs;
-  std::vector<uint8_t> shram;
+  // The NPU's internal shared buffer (LUTs live at its top), as large as the CONFIG word says.
+  std::vector<uint8_t> shram(size_t(stream.config.shram_kb) * 1024, 0);
   for (const Command& c : stream.commands) {
     if (c.is_cmd1 || c.code >= 0x100) {
       regs.set(c);
@@ -27,13 +28,13 @@ Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpReco
         return Error::Ok;
       case kOpConv:
       case kOpDepthwise:
-        err = run_conv(regs, c, c.code == kOpDepthwise, memory, stream.config, r);
+        err = run_conv(regs, c, c.code == kOpDepthwise, memory, stream.config, &shram, r);
         break;
       case kOpPool:
-        err = run_pool(regs, c, memory, r);
+        err = run_pool(regs, c, memory, &shram, r);
         break;
       case kOpElementwise:
-        err = run_elementwise(regs, c, memory, r);
+        err = run_elementwise(regs, c, memory, &shram, r);
         break;
       case kOpDmaStart:
         err = run_dma(regs, c, memory, &shram, r);

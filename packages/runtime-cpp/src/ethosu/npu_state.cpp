@@ -155,10 +155,11 @@ Error activation(const Registers& regs, const Command& at, const ElemType& ofm_t
   const int act = regs.p(kActivation);
   const int type = act & 0xFFF;
   const int clip = (act >> 12) & 0xF;
-  if (type != 0 || clip != 0) {
-    ET_LOG(Error, "%s: %s at cmd_data offset %zu: activation function %d (clip range %d) is not "
-                  "simulated yet (only clamping); the host simulator cannot run this stream",
-           kTag, command_name(at.code, false), at.offset, type, clip);
+  const bool lut = type >= 16 && type <= 23;
+  if ((type != 0 && !lut) || clip != 0 || (lut && ofm_type.bits != 8)) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: activation function %d (clip range %d) on a "
+                  "%d-bit OFM is not simulated yet (clamping and 8-bit LUTs are)", kTag,
+           command_name(at.code, false), at.offset, type, clip, ofm_type.bits);
     return Error::NotSupported;
   }
   out->lo = ofm_type.min();
@@ -169,6 +170,17 @@ Error activation(const Registers& regs, const Command& at, const ElemType& ofm_t
                                                             : regs.p(kActivationMax));
   }
   out->lut = nullptr;
+  if (lut) {
+    // The eight 256-byte LUT slots sit at the top 2 KiB of the NPU's shared buffer, where the
+    // stream DMAs them (NPU_SET_DMA0_DST_REGION with the internal bit).
+    const size_t slot = static_cast<size_t>(type - 16) * kLutBytes;
+    if (shram == nullptr || shram->size() < kLutArea) {
+      ET_LOG(Error, "%s: %s at cmd_data offset %zu: a LUT activation but the stream's CONFIG word "
+                    "declares no shared buffer for it", kTag, command_name(at.code, false), at.offset);
+      return Error::InvalidProgram;
+    }
+    out->lut = shram->data() + (shram->size() - kLutArea) + slot;
+  }
   return Error::Ok;
 }
 

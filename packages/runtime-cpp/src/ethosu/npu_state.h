@@ -76,12 +76,16 @@ int64_t scale_round(int64_t acc, int64_t scale, int shift, int rounding);
 
 // Executors, one per kick-off kind. `memory` null means check only (no data touched).
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
-               const NpuConfig& config, OpRecord* record);
-Error run_pool(const Registers& regs, const Command& at, const Memory* memory, OpRecord* record);
+               const NpuConfig& config, const std::vector<uint8_t>* shram, OpRecord* record);
+Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
+               const std::vector<uint8_t>* shram, OpRecord* record);
 Error run_elementwise(const Registers& regs, const Command& at, const Memory* memory,
-                      OpRecord* record);
+                      const std::vector<uint8_t>* shram, OpRecord* record);
 Error run_dma(const Registers& regs, const Command& at, const Memory* memory,
               std::vector<uint8_t>* shram, OpRecord* record);
+
+constexpr size_t kLutBytes = 256;           // one 8-bit LUT slot
+constexpr size_t kLutArea = 8 * kLutBytes;   // the LUT slots at the top of the shared buffer
 
 // Activation (clamp, LUT) applied to a scaled, zero-point-adjusted value.
 struct Activation {
@@ -91,9 +95,11 @@ struct Activation {
 Error activation(const Registers& regs, const Command& at, const ElemType& ofm_type,
                  const std::vector<uint8_t>* shram, Activation* out);
 inline int64_t apply_activation(const Activation& a, int64_t v) {
-  v = v < a.lo ? a.lo : (v > a.hi ? a.hi : v);
-  if (a.lut != nullptr) v = static_cast<int8_t>(a.lut[static_cast<size_t>(v + 128)]);
-  return v;
+  if (a.lut != nullptr) {  // 8-bit LUT: index by the int8-saturated value, then clamp
+    v = v < -128 ? -128 : (v > 127 ? 127 : v);
+    v = static_cast<int8_t>(a.lut[static_cast<size_t>(v + 128)]);
+  }
+  return v < a.lo ? a.lo : (v > a.hi ? a.hi : v);
 }
 
 }  // namespace npu
