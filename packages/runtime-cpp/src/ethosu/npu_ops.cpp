@@ -279,13 +279,16 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
   const Kernel k = kernel_of(regs);
   const OfmShape o = ofm_shape(regs);
   if (mode > 2) return fail(at, "pooling mode is not MAX, AVERAGE or REDUCE_SUM");
-  if (mode == 2) return fail(at, "REDUCE_SUM pooling is not simulated yet", Error::NotSupported);
+  // REDUCE_SUM adds up the IFM's channels (and the kernel window) into a one-channel OFM.
+  const int sum_depth = mode == 2 ? regs.p(kIfmDepthM1) + 1 : 1;
+  if (mode == 2 && o.c != 1) return fail(at, "REDUCE_SUM pooling into more than one OFM channel");
   if (k.upscale == 3) return fail(at, "IFM upscale mode 3 is not defined");
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
-  const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w;
+  const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w * sum_depth;
   ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
-  if (record != nullptr) *record = {at.offset, mode == 0 ? "pool_max" : "pool_avg", {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
+  static const char* const kModes[] = {"pool_max", "pool_avg", "reduce_sum"};
+  if (record != nullptr) *record = {at.offset, kModes[mode], {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
   if (memory == nullptr) return Error::Ok;
   const int64_t scale = regs.data(kOfmScale);
   const int shift = static_cast<int>(regs.param(kOfmScale) & 0x3F);
@@ -300,16 +303,18 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
         bool any = false;
         for (int ky = 0; ky < k.h; ++ky) {
           for (int kx = 0; kx < k.w; ++kx) {
-            int64_t v = 0;
-            bool pad = false;
-            if (!in.read(oy * k.stride_y - k.pad_top + ky * k.dil_y,
-                         ox * k.stride_x - k.pad_left + kx * k.dil_x, c, &v, &pad)) {
-              return fail(at, "an IFM address lies outside its region");
+            for (int ic = mode == 2 ? 0 : c; ic < (mode == 2 ? sum_depth : c + 1); ++ic) {
+              int64_t v = 0;
+              bool pad = false;
+              if (!in.read(oy * k.stride_y - k.pad_top + ky * k.dil_y,
+                           ox * k.stride_x - k.pad_left + kx * k.dil_x, ic, &v, &pad)) {
+                return fail(at, "an IFM address lies outside its region");
+              }
+              if (pad) break;
+              v -= ifm.zero_point;
+              acc = mode == 0 ? (any ? std::max(acc, v) : v) : acc + v;
+              any = true;
             }
-            if (pad) continue;
-            v -= ifm.zero_point;
-            acc = mode == 0 ? (any ? std::max(acc, v) : v) : acc + v;
-            any = true;
           }
         }
         const int64_t out = apply_activation(act, scale_round(acc, scale, shift, rounding) + ofm.zero_point);
