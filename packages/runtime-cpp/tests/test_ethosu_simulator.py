@@ -6,11 +6,13 @@ Error naming the command and its offset.
 
 The default session runs the tiny model on both targets and a small block of every op kind
 MobileNetV2/ResNet use on ethos-u55-128; `nox -s test-full` (marked slow) runs MobileNetV2 and
-ResNet18 on both targets (about 100 s each to quantize and compile here).
+ResNet18 (about 100 s each to quantize and compile here), the DeiT-tiny and Llama blocks (layer
+norm's channel sums, softmax and activation LUTs) on both targets.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import replace
 
@@ -36,6 +38,7 @@ from arm_tosa_core.example_models import get_example
 TARGETS = ("ethos-u55-128", "ethos-u65-256")
 SET_OFM_BASE0 = 0x4010  # cmd1 NPU_SET_OFM_BASE0
 SET_WEIGHT_LENGTH = 0x4021  # cmd1 NPU_SET_WEIGHT_LENGTH
+SET_ACTIVATION = 0x0125  # cmd0 NPU_SET_ACTIVATION
 
 
 def _lower(model: nn.Module, inputs: tuple, target: str):
@@ -104,8 +107,9 @@ def test_deployable_pte_runs_on_the_simulator_bit_exactly(target):
 
 
 class _Block(nn.Module):
-    """Strided conv, depthwise, pointwise with a residual add, max pool, global average pool and a
-    linear layer: the op kinds of MobileNetV2 and ResNet18 in one small partition."""
+    """Strided conv, depthwise, pointwise with a residual add, max pool, global average pool, a
+    linear layer and a sigmoid (an 8-bit LUT): the op kinds of MobileNetV2 and ResNet18 in one
+    small partition."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,7 +122,7 @@ class _Block(nn.Module):
     def forward(self, x):
         x = self.stem(x)
         x = self.pool(self.pw(self.dw(x)) + x)
-        return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+        return torch.sigmoid(self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)))
 
 
 def test_op_mix_block_bit_exact_against_the_reference_model():
@@ -131,7 +135,7 @@ def test_op_mix_block_bit_exact_against_the_reference_model():
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
 
 
-SIZES = {"mobilenet_v2": 32, "resnet18": 32}
+SIZES = {"mobilenet_v2": 32, "resnet18": 32, "deit_tiny_block": 8, "llama_block": 8}
 MODEL_CASES = [(m, t) for m in SIZES for t in TARGETS]
 
 
@@ -146,21 +150,32 @@ def test_in_repo_models_bit_exact_against_the_reference_model(model_name, target
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
 
 
+def _patch_cmd0(stream, code: int, param: int):
+    """Set the parameter of the first cmd0 command `code` in the stream."""
+    words, i = _stream_words(stream.cmd_data)
+    while words[i] & 0xFFFF != code:
+        i += 2 if words[i] & 0x4000 else 1
+    words[i] = (words[i] & 0xFFFF) | (param << 16)
+    return replace(stream, cmd_data=struct.pack(f"<{len(words)}I", *words))
+
+
 def test_stream_the_simulator_lacks_is_refused_or_runs_its_host_graph(capfd):
-    # a sigmoid becomes a LUT that the stream DMAs into the NPU's internal memory: not simulated
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Sigmoid()).eval()
-    inputs = (torch.randn(1, 3, 6, 6),)
-    edge = _lower(model, inputs, "ethos-u55-128")
-    program = Runtime.get().load_program(_deployable_pte(edge))
+    # the hardware TANH activation (type 3; vela uses LUTs instead) is not simulated
+    edge = progs.ethosu_edge(0, "ethos-u55-128")
+    program = Runtime.get().load_program(
+        _deployable_pte(edge, lambda s: _patch_cmd0(s, SET_ACTIVATION, 3)))
     with pytest.raises(RuntimeError, match="Failed to load method"):
         program.load_method("forward")
     err = capfd.readouterr().err
-    assert "NPU_OP_DMA_START at cmd_data offset" in err and "--host-graph" in err
-    # with the host graph the same stream runs on the TOSA reference model
-    _program, method = _method(progs.pte(edge))
-    (got,) = method.execute(list(inputs))
-    assert torch.equal(got, run_on_reference_model(edge, *inputs))
+    assert re.search(r"NPU_OP_\w+ at cmd_data offset \d+: activation function 3", err)
+    assert "--host-graph" in err
+    # with the host graph the payload runs that graph on the TOSA reference model instead
+    stream = parse_binstream(bytes(progs.lowered_modules(edge)[0].processed_bytes))
+    with_graph = build_binstream(_patch_cmd0(stream, SET_ACTIVATION, 3), stream.extra)
+    _program, method = _method(progs.pte_with_payload(edge, with_graph))
+    x = torch.randn(progs.INPUT)
+    (got,) = method.execute([x])
+    assert torch.equal(got, run_on_reference_model(edge, x))
 
 
 def test_malformed_command_streams_name_the_command_and_offset(capfd):
