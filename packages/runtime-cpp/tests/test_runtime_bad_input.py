@@ -85,10 +85,14 @@ def test_ethosu_stream_errors(ethosu_edge, capfd):
     _still_runs(ethosu_edge)
 
 
-def test_ethosu_deployable_payload_says_how_to_get_a_host_graph(ethosu_edge, capfd):
+def test_ethosu_deployable_payload_runs_on_the_npu_simulator(ethosu_edge):
+    # no host graph: the command stream itself runs (test_ethosu_simulator.py has the details)
     stream = parse_binstream(_payload(ethosu_edge))
     deployable = build_binstream(stream, {k: v for k, v in stream.extra.items() if k != "tosa_graph"})
-    _load_fails(progs.pte_with_payload(ethosu_edge, deployable), capfd, "--host-graph")
+    x = torch.randn(progs.INPUT)
+    _program, method = _method(progs.pte_with_payload(ethosu_edge, deployable))
+    (y,) = method.execute([x])
+    assert torch.equal(y, run_on_reference_model(ethosu_edge, x))
 
 
 def test_ethosu_io_mismatch(ethosu_edge, capfd):
@@ -130,13 +134,14 @@ def test_two_methods_in_two_threads(tosa_edge, ethosu_edge):
     assert not failures
 
 
-@pytest.mark.parametrize(("target", "iterations"), [("vela_bin_stream", 400), ("tosa_graph", 25)])
+@pytest.mark.parametrize(("target", "iterations"),
+                         [("vela_bin_stream", 400), ("ethosu_command_stream", 150), ("tosa_graph", 25)])
 def test_bounded_fuzz_run(target, iterations, ethosu_edge, tmp_path):
     """A short seeded run in the normal session (`nox -s runtime-fuzz` runs RUNTIME_CPP_FUZZ_SCALE
     times more; `nox -s runtime-asan` runs it against the ASan/UBSan build)."""
     iterations *= int(os.environ.get("RUNTIME_CPP_FUZZ_SCALE", "1"))
     payload = _payload(ethosu_edge)
-    seed = payload if target == "vela_bin_stream" else parse_binstream(payload).extra["tosa_graph"]
+    seed = payload if target != "tosa_graph" else parse_binstream(payload).extra["tosa_graph"]
     (tmp_path / "seed.bin").write_bytes(seed)
     crash = tmp_path / "last_input.bin"
     done = subprocess.run([sys.executable, "-m", "runtime_cpp.fuzz", target, "--seed-file",

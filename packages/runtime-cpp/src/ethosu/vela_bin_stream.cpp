@@ -142,6 +142,16 @@ Error parse_vela_bin_stream(const uint8_t* data, size_t size, VelaBinStream* out
       }
       out->scratch_size = read_u32(b.data);
       out->scratch_fast_size = read_u32(b.data + 4);
+      out->weight_region = read_i32(b.data + 8);
+      out->scratch_region = read_i32(b.data + 12);
+      out->scratch_fast_region = read_i32(b.data + 16);
+      for (int32_t region : {out->weight_region, out->scratch_region, out->scratch_fast_region}) {
+        if (region < 0 || region >= 8) {
+          ET_LOG(Error, "%s: corrupt 'scratch_data' block: region %d is not a base pointer 0..7",
+                 kTag, region);
+          return Error::InvalidProgram;
+        }
+      }
     } else if (std::strcmp(name, "inputs") == 0) {
       ET_CHECK_OK_OR_RETURN_ERROR(parse_io(b, &out->inputs));
     } else if (std::strcmp(name, "outputs") == 0) {

@@ -30,6 +30,9 @@ struct VelaBinStream {
   size_t weight_size = 0;
   uint32_t scratch_size = 0;
   uint32_t scratch_fast_size = 0;
+  int32_t weight_region = 0;        // base-pointer indices the driver maps the buffers to
+  int32_t scratch_region = 1;
+  int32_t scratch_fast_region = 2;
   std::vector<VelaIo> inputs;
   std::vector<VelaIo> outputs;
   const uint8_t* tosa_graph = nullptr;  // host-only block, null when absent

@@ -2,6 +2,7 @@
 
     python -m runtime_cpp.fuzz vela_bin_stream --seed-file payload.bin --iterations 20000
     python -m runtime_cpp.fuzz tosa_graph --seed-file graph.tosa --seconds 60
+    python -m runtime_cpp.fuzz ethosu_command_stream --seed-file payload.bin  # runs the NPU simulator
 
 Each target is a C entry point `runtime_cpp_fuzz_<target>(data, size)` in a backend module; it must
 return an ExecuTorch Error code and never crash. Before each call the input is written to
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from ._registry import module_handle
 
-TARGETS = {"vela_bin_stream": "ethosu", "tosa_graph": "tosa"}
+TARGETS = {"vela_bin_stream": "ethosu", "ethosu_command_stream": "ethosu", "tosa_graph": "tosa"}
 
 
 def entry_point(target: str):

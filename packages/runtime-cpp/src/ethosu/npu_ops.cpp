@@ -1,0 +1,450 @@
+// The kick-off executors: convolution and depthwise (weights from the mlw stream, bias and
+// per-channel scale from the scale stream), pooling, elementwise and DMA.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <executorch/runtime/platform/log.h>
+
+#include "ethosu/mlw_decoder.h"
+#include "ethosu/npu_state.h"
+
+namespace runtime_cpp {
+namespace npu {
+namespace {
+
+constexpr const char* kTag = "EthosUBackend";
+constexpr int kScaleRecord = 10;  // 40-bit bias, 32-bit scale, 6-bit shift per OFM channel
+
+const char* name_of(const Command& at) { return command_name(at.code, at.is_cmd1); }
+
+Error fail(const Command& at, const char* what, Error err = Error::InvalidProgram) {
+  ET_LOG(Error, "%s: %s at cmd_data offset %zu: %s", kTag, name_of(at), at.offset, what);
+  return err;
+}
+
+// Kernel geometry from KERNEL_*, stride, dilation and padding registers.
+struct Kernel {
+  int h, w, eff_h, eff_w, stride_x, stride_y, dil_x, dil_y;
+  bool part_kernel;
+  int pad_top, pad_left, pad_bottom, pad_right;
+  int upscale;  // 0 none, 1 nearest 2x, 2 transpose (zero insertion) 2x
+};
+
+Kernel kernel_of(const Registers& regs) {
+  Kernel k{};
+  const int s = regs.p(kKernelStride);
+  k.stride_x = ((s & 1) | (((s >> 6) & 7) << 1)) + 1;
+  k.stride_y = (((s >> 1) & 1) | (((s >> 9) & 7) << 1)) + 1;
+  k.dil_x = ((s >> 3) & 1) + 1;
+  k.dil_y = ((s >> 4) & 1) + 1;
+  k.part_kernel = ((s >> 2) & 1) != 0;
+  k.eff_h = regs.p(kKernelHeightM1) + 1;
+  k.eff_w = regs.p(kKernelWidthM1) + 1;
+  k.h = regs.p(kKernelHeightM1) / k.dil_y + 1;
+  k.w = regs.p(kKernelWidthM1) / k.dil_x + 1;
+  k.pad_top = regs.p(kIfmPadTop);
+  k.pad_left = regs.p(kIfmPadLeft);
+  k.pad_bottom = regs.p(kIfmPadBottom);
+  k.pad_right = regs.p(kIfmPadRight);
+  k.upscale = regs.p(kIfmUpscale) & 3;
+  return k;
+}
+
+struct OfmShape {
+  int h, w, c;
+};
+OfmShape ofm_shape(const Registers& regs) {
+  return {regs.p(kOfmHeightM1) + 1, regs.p(kOfmWidthM1) + 1, regs.p(kOfmDepthM1) + 1};
+}
+
+// Every OFM element has its own address, so an OFM larger than its region (or an operation of
+// more than 2^32 multiply-accumulates) can only come from a corrupt stream: refusing it up front
+// keeps a malformed stream from running for hours before its first out-of-region write.
+Error check_plausible(const Command& at, const OfmShape& o, const FeatureMap& ofm, uint64_t macs) {
+  if (ofm.mem != nullptr &&
+      uint64_t(o.h) * o.w * o.c * uint64_t(ofm.type.bytes()) > ofm.mem->size) {
+    return fail(at, "the OFM shape needs more bytes than its region holds");
+  }
+  if (macs > (uint64_t{1} << 32)) return fail(at, "the operation is implausibly large (over 2^32 MACs)");
+  return Error::Ok;
+}
+
+// Reads IFM element (iy, ix, c) in the (possibly upscaled) input space; `*pad` when the position
+// is padding. False on an out-of-region address.
+struct IfmReader {
+  const FeatureMap& fm;
+  int ifm_h, ifm_w;  // in upscaled coordinates
+  int upscale;
+  bool read(int iy, int ix, int c, int64_t* v, bool* pad) const {
+    if (iy < 0 || ix < 0 || iy >= ifm_h || ix >= ifm_w) {
+      *pad = true;
+      return true;
+    }
+    *pad = false;
+    if (upscale == 0) return fm.read(iy, ix, c, v);
+    if (upscale == 2 && ((iy | ix) & 1) != 0) {
+      *v = fm.zero_point;
+      return true;
+    }
+    return fm.read(iy >> 1, ix >> 1, c, v);
+  }
+};
+
+// Feature-map positions the kernel reads (derived the way the NPU derives them: the OFM size,
+// the kernel and the padding fix the IFM extent).
+void ifm_extent(const Kernel& k, const OfmShape& o, int* ifm_h, int* ifm_w) {
+  *ifm_h = (o.h - 1) * k.stride_y + k.eff_h - k.pad_top - k.pad_bottom;
+  *ifm_w = (o.w - 1) * k.stride_x + k.eff_w - k.pad_left - k.pad_right;
+}
+
+// Reads a checked byte range of a region.
+const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len) {
+  const Region& r = memory[static_cast<size_t>(region & 7)];
+  if (r.data == nullptr || addr > r.size || len > r.size - addr) return nullptr;
+  return r.data + addr;
+}
+
+// The stream order in which the NPU consumes weights (ofm, ky, kx, ifm) for one kick-off;
+// -1 marks the zero padding the encoder inserts. Mirrors the traversal the hardware defines
+// (OFM blocks, IFM blocks, 8x8 sub-kernels, micro-blocks), as vela's weight encoder writes it.
+void weight_order(int ofm_depth, int ifm_depth, const Kernel& k, int ofm_block_depth, bool depthwise,
+                  int ifm_bits, int ifm_ublock, int ofm_ublock, std::vector<int64_t>* order) {
+  const int decomp_h = 8 / k.dil_y, decomp_w = 8 / k.dil_x;
+  const bool part = k.part_kernel && !depthwise;
+  const int ifm_block_depth = part || ifm_bits == 16 ? 16 : 32;
+  const int in_depth = depthwise ? 1 : ifm_depth;
+  order->clear();
+  for (int ofm_block_z = 0; ofm_block_z < ofm_depth; ofm_block_z += ofm_block_depth) {
+    const int clipped_ofm = std::min(ofm_block_depth, ofm_depth - ofm_block_z);
+    for (int ifm_block_z = 0; ifm_block_z < in_depth; ifm_block_z += ifm_block_depth) {
+      const int clipped_ifm = depthwise ? ifm_ublock
+                              : part ? std::min(ifm_block_depth, ifm_depth - ifm_block_z)
+                                     : ifm_block_depth;
+      for (int sy = 0; sy < k.h; sy += decomp_h) {
+        const int sub_h = std::min(k.h - sy, decomp_h);
+        for (int sx = 0; sx < k.w; sx += decomp_w) {
+          const int sub_w = std::min(k.w - sx, decomp_w);
+          int elements = sub_w * sub_h;
+          if (part) {
+            const int mult = ifm_bits == 16 ? 2 : 4;
+            elements = (elements + mult - 1) / mult * mult;
+          } else if (depthwise) {
+            elements = (elements + 3) / 4 * 4;
+          }
+          const int outer = part ? clipped_ifm : 1;
+          const int inner = part ? 1 : clipped_ifm;
+          for (int ifm_outer = 0; ifm_outer < outer; ifm_outer += ifm_ublock) {
+            for (int ofm_ublk = 0; ofm_ublk < clipped_ofm; ofm_ublk += ofm_ublock) {
+              for (int e = 0; e < elements; ++e) {
+                const int kx = e % sub_w, ky = e / sub_w;
+                for (int ifm_inner = 0; ifm_inner < inner; ifm_inner += ifm_ublock) {
+                  for (int oz = 0; oz < ofm_ublock; ++oz) {
+                    const int iz_count = depthwise ? 1 : ifm_ublock;
+                    for (int iz = 0; iz < iz_count; ++iz) {
+                      const int ifm_z = ifm_block_z + ifm_inner + ifm_outer + iz;
+                      const int ofm_z = ofm_block_z + ofm_ublk + oz;
+                      if (ifm_z < in_depth && ofm_z < ofm_depth && ky < sub_h) {
+                        const int64_t idx = ((int64_t{ofm_z} * k.h + sy + ky) * k.w + sx + kx) * in_depth + ifm_z;
+                        order->push_back(idx);
+                      } else {
+                        order->push_back(-1);
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
+               const NpuConfig& config, const std::vector<uint8_t>* shram, OpRecord* record) {
+  FeatureMap ifm, ofm;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
+  const Kernel k = kernel_of(regs);
+  const OfmShape o = ofm_shape(regs);
+  const int ifm_depth = depthwise ? o.c : regs.p(kIfmDepthM1) + 1;
+  if (ifm.type.bits == 32) return fail(at, "a 32-bit IFM is not valid for convolution");
+  if (k.upscale == 3) return fail(at, "IFM upscale mode 3 is not defined");
+  if ((regs.p(kOfmPrecision) >> 8) & 1) {
+    return fail(at, "global OFM scaling on a convolution is not simulated yet", Error::NotSupported);
+  }
+  if (regs.data(kWeight1Length) != 0) {
+    return fail(at, "a second core's weight stream (WEIGHT1) is not simulated yet", Error::NotSupported);
+  }
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
+  const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w * (depthwise ? 1 : ifm_depth);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
+  if (record != nullptr) *record = {at.offset, depthwise ? "depthwise" : "conv", {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
+  if (memory == nullptr) return Error::Ok;
+
+  // Weights: decode the stream and place each value by the traversal order.
+  const int w_region = regs.p(kWeightRegion) & 7;
+  const uint64_t w_len = regs.data(kWeightLength);
+  const uint8_t* w_bytes = region_bytes(*memory, w_region, regs.addr(kWeightBase), w_len);
+  if (w_bytes == nullptr) return fail(at, "the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies outside its region");
+  if (uint64_t(o.c) * k.h * k.w * (depthwise ? 1 : ifm_depth) > (uint64_t{1} << 24)) {
+    return fail(at, "the kernel needs more than 2^24 weights: corrupt kernel or depth registers");
+  }
+  const int ofm_ublock = config.macs_per_cc <= 32 ? 4 : 8;
+  std::vector<int64_t> order;
+  weight_order(o.c, ifm_depth, k, std::min(regs.p(kOfmBlkDepthM1) + 1, o.c), depthwise,
+               ifm.type.bits, 8, ofm_ublock, &order);
+  std::vector<int16_t> decoded;
+  const char* error = nullptr;
+  if (!mlw_decode(w_bytes, w_len, order.size(), &decoded, &error)) return fail(at, error);
+  if (decoded.size() != order.size()) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream holds %zu weights but the "
+                  "kernel %dx%d, IFM depth %d and OFM depth %d need %zu", kTag, name_of(at),
+           at.offset, decoded.size(), k.h, k.w, ifm_depth, o.c, order.size());
+    return Error::InvalidProgram;
+  }
+  const int in_depth = depthwise ? 1 : ifm_depth;
+  std::vector<int32_t> weights(size_t(o.c) * k.h * k.w * in_depth, 0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] >= 0) weights[static_cast<size_t>(order[i])] = decoded[i];
+  }
+  // Bias and per-channel scale.
+  const uint8_t* s_bytes = region_bytes(*memory, regs.p(kScaleRegion), regs.addr(kScaleBase),
+                                        uint64_t(o.c) * kScaleRecord);
+  if (s_bytes == nullptr || regs.data(kScaleLength) < uint64_t(o.c) * kScaleRecord) {
+    return fail(at, "the scale stream (SCALE_BASE + SCALE_LENGTH) is shorter than 10 bytes per "
+                    "OFM channel or lies outside its region");
+  }
+  const int rounding = (regs.p(kOfmPrecision) >> 14) & 3;
+  int ifm_h, ifm_w;
+  ifm_extent(k, o, &ifm_h, &ifm_w);
+  const IfmReader in{ifm, ifm_h, ifm_w, k.upscale};
+  std::vector<int64_t> patch(size_t(k.h) * k.w * ifm_depth);
+  std::vector<uint8_t> valid(size_t(k.h) * k.w);
+  for (int oy = 0; oy < o.h; ++oy) {
+    for (int ox = 0; ox < o.w; ++ox) {
+      // Gather the receptive field once per output position.
+      for (int ky = 0; ky < k.h; ++ky) {
+        for (int kx = 0; kx < k.w; ++kx) {
+          const int iy = oy * k.stride_y - k.pad_top + ky * k.dil_y;
+          const int ix = ox * k.stride_x - k.pad_left + kx * k.dil_x;
+          bool pad = false;
+          for (int c = 0; c < ifm_depth; ++c) {
+            int64_t v = 0;
+            if (!in.read(iy, ix, c, &v, &pad)) return fail(at, "an IFM address lies outside its region");
+            if (pad) break;
+            patch[(size_t(ky) * k.w + kx) * ifm_depth + c] = v - ifm.zero_point;
+          }
+          valid[size_t(ky) * k.w + kx] = pad ? 0 : 1;
+        }
+      }
+      for (int oc = 0; oc < o.c; ++oc) {
+        const uint8_t* rec = s_bytes + size_t(oc) * kScaleRecord;
+        uint64_t bias_u = 0;
+        for (int b = 0; b < 5; ++b) bias_u |= uint64_t(rec[b]) << (8 * b);
+        const int64_t bias = static_cast<int64_t>(bias_u << 24) >> 24;  // sign-extend 40 bits
+        const int64_t scale = int64_t(rec[5]) | int64_t(rec[6]) << 8 | int64_t(rec[7]) << 16 |
+                              int64_t(rec[8]) << 24;
+        const int shift = rec[9] & 0x3F;
+        int64_t acc = bias;
+        for (int t = 0; t < k.h * k.w; ++t) {
+          if (!valid[size_t(t)]) continue;
+          if (depthwise) {
+            acc += patch[size_t(t) * ifm_depth + oc] * weights[size_t(oc) * k.h * k.w + t];
+          } else {
+            const int64_t* p = &patch[size_t(t) * ifm_depth];
+            const int32_t* w = &weights[(size_t(oc) * k.h * k.w + t) * ifm_depth];
+            for (int c = 0; c < ifm_depth; ++c) acc += p[c] * w[c];
+          }
+        }
+        const int64_t v = apply_activation(act, scale_round(acc, scale, shift, rounding) + ofm.zero_point);
+        if (!ofm.write(oy, ox, oc, v)) return fail(at, "an OFM address lies outside its (writable) region");
+      }
+    }
+  }
+  return Error::Ok;
+}
+
+Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
+               const std::vector<uint8_t>* shram, OpRecord* record) {
+  FeatureMap ifm, ofm;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
+  const int mode = at.param;  // 0 max, 1 average, 2 reduce sum
+  const Kernel k = kernel_of(regs);
+  const OfmShape o = ofm_shape(regs);
+  if (mode > 2) return fail(at, "pooling mode is not MAX, AVERAGE or REDUCE_SUM");
+  // REDUCE_SUM adds up the IFM's channels (and the kernel window) into a one-channel OFM.
+  const int sum_depth = mode == 2 ? regs.p(kIfmDepthM1) + 1 : 1;
+  if (mode == 2 && o.c != 1) return fail(at, "REDUCE_SUM pooling into more than one OFM channel");
+  if (k.upscale == 3) return fail(at, "IFM upscale mode 3 is not defined");
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
+  const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w * sum_depth;
+  ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
+  static const char* const kModes[] = {"pool_max", "pool_avg", "reduce_sum"};
+  if (record != nullptr) *record = {at.offset, kModes[mode], {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
+  if (memory == nullptr) return Error::Ok;
+  const int64_t scale = regs.data(kOfmScale);
+  const int shift = static_cast<int>(regs.param(kOfmScale) & 0x3F);
+  const int rounding = (regs.p(kOfmPrecision) >> 14) & 3;
+  int ifm_h, ifm_w;
+  ifm_extent(k, o, &ifm_h, &ifm_w);
+  const IfmReader in{ifm, ifm_h, ifm_w, k.upscale};
+  for (int oy = 0; oy < o.h; ++oy) {
+    for (int ox = 0; ox < o.w; ++ox) {
+      for (int c = 0; c < o.c; ++c) {
+        int64_t acc = 0;
+        bool any = false;
+        for (int ky = 0; ky < k.h; ++ky) {
+          for (int kx = 0; kx < k.w; ++kx) {
+            for (int ic = mode == 2 ? 0 : c; ic < (mode == 2 ? sum_depth : c + 1); ++ic) {
+              int64_t v = 0;
+              bool pad = false;
+              if (!in.read(oy * k.stride_y - k.pad_top + ky * k.dil_y,
+                           ox * k.stride_x - k.pad_left + kx * k.dil_x, ic, &v, &pad)) {
+                return fail(at, "an IFM address lies outside its region");
+              }
+              if (pad) break;
+              v -= ifm.zero_point;
+              acc = mode == 0 ? (any ? std::max(acc, v) : v) : acc + v;
+              any = true;
+            }
+          }
+        }
+        const int64_t out = apply_activation(act, scale_round(acc, scale, shift, rounding) + ofm.zero_point);
+        if (!ofm.write(oy, ox, c, out)) return fail(at, "an OFM address lies outside its (writable) region");
+      }
+    }
+  }
+  return Error::Ok;
+}
+
+Error run_elementwise(const Registers& regs, const Command& at, const Memory* memory,
+                      const std::vector<uint8_t>* shram, OpRecord* record) {
+  // Modes: 0 MUL, 1 ADD, 2 SUB, 3 MIN, 4 MAX, 5 LRELU, 6 ABS, 7 CLZ, 8 SHR, 9 SHL.
+  static const char* const kNames[] = {"mul", "add", "sub", "min", "max", "lrelu", "abs", "clz", "shr", "shl"};
+  const int mode = at.param;
+  if (mode > 9) return fail(at, "elementwise mode is not defined");
+  if (mode == 5 || mode >= 7) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: elementwise %s is not simulated yet", kTag,
+           name_of(at), at.offset, kNames[mode]);
+    return Error::NotSupported;
+  }
+  const bool binary = mode != 6;
+  FeatureMap ifm, ifm2, ofm;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
+  const int bcast = regs.p(kIfm2Broadcast);
+  const bool reversed = (bcast >> 6) & 1;
+  const bool scalar = (bcast >> 7) & 1;
+  if (binary) {
+    ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm2, scalar ? nullptr : memory, at, &ifm2));
+  }
+  const int scale_mode = (regs.p(kIfmPrecision) >> 8) & 3;
+  if (scale_mode == 3) return fail(at, "IFM scale mode 3 is not defined");
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
+  const OfmShape o = ofm_shape(regs);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, uint64_t(o.h) * o.w * o.c));
+  if (record != nullptr) *record = {at.offset, kNames[mode], {o.h, o.w, o.c}, {1, 1}, 0, 0};
+  if (memory == nullptr) return Error::Ok;
+
+  const int64_t ofm_scale = regs.data(kOfmScale);
+  const int ofm_shift = static_cast<int>(regs.param(kOfmScale) & 0x3F);
+  const int rounding = (regs.p(kOfmPrecision) >> 14) & 3;
+  const int in_rounding = (regs.p(kIfmPrecision) >> 14) & 3;
+  // Operand scaling for ADD/SUB. In 16-bit mode (0) both operands are multiplied by their 16-bit
+  // scale. In the 32-bit modes OPA_SCALE with its shift scales the selected operand (1: IFM,
+  // 2: IFM2) and the other operand is shifted left by 19 bits (8-bit inputs; 14 for 16-bit),
+  // the fixed point vela's add/sub scaling ("input_shift" 20 / 15, halved) and its streams assume.
+  const int64_t opa = regs.data(kOpaScale);
+  const int opa_shift = static_cast<int>(regs.param(kOpaScale) & 0x3F);
+  const int64_t opb = regs.data(kOpbScale);
+  const int unscaled_shift = ifm.type.bits == 8 ? 19 : 14;
+  const bool add_sub = mode == 1 || mode == 2;
+  const int64_t scalar_value = ifm2.type.is_signed ? regs.s16(kIfm2Scalar) : regs.p(kIfm2Scalar);
+  for (int y = 0; y < o.h; ++y) {
+    for (int x = 0; x < o.w; ++x) {
+      for (int c = 0; c < o.c; ++c) {
+        int64_t a = 0, b = 0;
+        if (!ifm.read(y, x, c, &a)) return fail(at, "an IFM address lies outside its region");
+        a -= ifm.zero_point;
+        if (binary) {
+          if (scalar) {
+            b = scalar_value;
+          } else if (!ifm2.read((bcast & 1) ? 0 : y, (bcast & 2) ? 0 : x, (bcast & 4) ? 0 : c, &b)) {
+            return fail(at, "an IFM2 address lies outside its region");
+          }
+          b -= ifm2.zero_point;
+        }
+        if (reversed) std::swap(a, b);
+        int64_t r = 0;
+        if (add_sub) {
+          if (scale_mode == 0) {
+            a *= static_cast<int16_t>(opa & 0xFFFF);
+            b *= static_cast<int16_t>(opb & 0xFFFF);
+          } else if (scale_mode == 1) {
+            a = scale_round(a, opa, opa_shift, in_rounding);
+            b *= int64_t{1} << unscaled_shift;
+          } else {
+            b = scale_round(b, opa, opa_shift, in_rounding);
+            a *= int64_t{1} << unscaled_shift;
+          }
+          r = mode == 1 ? a + b : a - b;
+        } else if (mode == 0) {
+          r = a * b;
+        } else if (mode == 3) {
+          r = std::min(a, b);
+        } else if (mode == 4) {
+          r = std::max(a, b);
+        } else {
+          r = a < 0 ? -a : a;
+        }
+        const int64_t out = apply_activation(act, scale_round(r, ofm_scale, ofm_shift, rounding) + ofm.zero_point);
+        if (!ofm.write(y, x, c, out)) return fail(at, "an OFM address lies outside its (writable) region");
+      }
+    }
+  }
+  return Error::Ok;
+}
+
+Error run_dma(const Registers& regs, const Command& at, const Memory* memory,
+              std::vector<uint8_t>* shram, OpRecord* record) {
+  const int src_cfg = regs.p(kDmaSrcRegion), dst_cfg = regs.p(kDmaDstRegion);
+  const uint64_t len = regs.addr(kDmaLen);
+  const bool to_shram = ((dst_cfg >> 8) & 1) != 0;
+  if ((src_cfg >> 8) & 1) {
+    return fail(at, "DMA from the NPU's internal memory is not simulated yet", Error::NotSupported);
+  }
+  if (((src_cfg >> 9) & 3) != 0 || ((dst_cfg >> 9) & 3) != 0) {
+    return fail(at, "2D/3D strided DMA is not simulated yet", Error::NotSupported);
+  }
+  if (record != nullptr) *record = {at.offset, "dma", {0, 0, 0}, {0, 0}, 0, len};
+  if ((src_cfg & 0xFF) >= kRegions || (!to_shram && (dst_cfg & 0xFF) >= kRegions)) {
+    return fail(at, "the DMA names a region beyond the eight base pointers");
+  }
+  if (memory == nullptr) return Error::Ok;
+  const uint8_t* src = region_bytes(*memory, src_cfg & 0xFF, regs.addr(kDmaSrc), len);
+  uint8_t* dst = nullptr;
+  const uint64_t dst_addr = regs.addr(kDmaDst);
+  if (to_shram) {
+    if (dst_addr <= shram->size() && len <= shram->size() - dst_addr) dst = shram->data() + dst_addr;
+  } else if ((*memory)[static_cast<size_t>(dst_cfg & 7)].writable) {
+    dst = const_cast<uint8_t*>(region_bytes(*memory, dst_cfg & 0xFF, dst_addr, len));
+  }
+  if (src == nullptr || dst == nullptr) {
+    return fail(at, "the DMA source or destination range lies outside its region or the NPU's "
+                    "shared buffer (or the destination is read-only)");
+  }
+  std::memmove(dst, src, len);
+  return Error::Ok;
+}
+
+}  // namespace npu
+}  // namespace runtime_cpp

@@ -1,0 +1,209 @@
+"""EthosUBackend runs the deployable Ethos-U payload (vela's command stream and weights, no host
+graph) on its Ethos-U55/U65 simulator: outputs equal the TOSA reference model's on the same TOSA
+graph bit for bit, runs are byte-identical, a stream with an operation the simulator lacks is
+refused naming the command (or runs its host graph when it has one), and a malformed stream is an
+Error naming the command and its offset.
+
+The default session runs the tiny model on both targets and a small block of every op kind
+MobileNetV2/ResNet use on ethos-u55-128; `nox -s test-full` (marked slow) runs MobileNetV2 and
+ResNet18 (about 100 s each to quantize and compile here), the DeiT-tiny and Llama blocks (layer
+norm's channel sums, softmax and activation LUTs) on both targets.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import replace
+
+import pytest
+import runtime_cpp_test_programs as progs
+import torch
+from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+from executorch.runtime import Runtime
+from torch import nn
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+import runtime_cpp  # noqa: F401  (registers the backends)
+from arm_ethosu import (
+    EthosUCompileSpec,
+    EthosUPartitioner,
+    EthosUQuantizer,
+    build_binstream,
+    parse_binstream,
+)
+from arm_tosa_core import run_on_reference_model
+from arm_tosa_core.example_models import get_example
+
+TARGETS = ("ethos-u55-128", "ethos-u65-256")
+SET_OFM_BASE0 = 0x4010  # cmd1 NPU_SET_OFM_BASE0
+SET_WEIGHT_LENGTH = 0x4021  # cmd1 NPU_SET_WEIGHT_LENGTH
+SET_ACTIVATION = 0x0125  # cmd0 NPU_SET_ACTIVATION
+
+
+def _lower(model: nn.Module, inputs: tuple, target: str):
+    """Quantize and lower with the host graph kept, so the reference model can run the same TOSA."""
+    spec = EthosUCompileSpec(target).include_host_graph()
+    prepared = prepare_pt2e(torch.export.export(model, inputs).module(), EthosUQuantizer(spec))
+    with torch.no_grad():
+        prepared(*inputs)
+    return to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), inputs),
+                                       partitioner=[EthosUPartitioner(spec)],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+
+
+def _deployable_pte(edge, edit=None) -> bytes:
+    """The .pte with every Ethos-U payload stripped to what the device gets (no host graph);
+    `edit(BinStream) -> BinStream` changes the payload further."""
+    modules = progs.lowered_modules(edge)
+    originals = [m._processed_bytes for m in modules]
+    try:
+        for m in modules:
+            stream = replace(parse_binstream(bytes(m.processed_bytes)), extra={})
+            m._processed_bytes = build_binstream(edit(stream) if edit else stream)
+        return edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
+    finally:
+        for m, payload in zip(modules, originals, strict=True):
+            m._processed_bytes = payload
+
+
+def _method(pte: bytes):
+    program = Runtime.get().load_program(pte)
+    return program, program.load_method("forward")
+
+
+def _stream_words(cmd_data: bytes) -> tuple[list[int], int]:
+    """The cmd_data words and the index where the register command stream starts (after the
+    driver header: COP1, Config + 2 words, NOPs, the CmdStream tag)."""
+    words = list(struct.unpack(f"<{len(cmd_data) // 4}I", cmd_data))
+    i = 1
+    while words[i] & 0xFF != 2:
+        i += 3 if words[i] & 0xFF == 1 else 1
+    return words, i + 1
+
+
+def _patch_cmd1(stream, code: int, data: int):
+    """Set the payload word of the first cmd1 command `code` in the stream."""
+    words, i = _stream_words(stream.cmd_data)
+    while words[i] & 0xFFFF != code:
+        i += 2 if words[i] & 0x4000 else 1
+    words[i + 1] = data
+    return replace(stream, cmd_data=struct.pack(f"<{len(words)}I", *words))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_deployable_pte_runs_on_the_simulator_bit_exactly(target):
+    edge = progs.ethosu_edge(0, target)
+    _program, method = _method(_deployable_pte(edge))
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn(progs.INPUT) * (1 + seed)
+        (got,) = method.execute([x])
+        expected = run_on_reference_model(edge, x)
+        assert got.dtype == expected.dtype and torch.equal(got, expected), (
+            f"max abs diff {(got - expected).abs().max().item()}")
+        (again,) = method.execute([x])
+        assert again.numpy().tobytes() == got.numpy().tobytes()  # byte-identical reruns
+
+
+class _Block(nn.Module):
+    """Strided conv, depthwise, pointwise with a residual add, max pool, global average pool, a
+    linear layer and a sigmoid (an 8-bit LUT): the op kinds of MobileNetV2 and ResNet18 in one
+    small partition."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU6())
+        self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, groups=16), nn.ReLU())
+        self.pw = nn.Conv2d(16, 16, 1)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = self.pool(self.pw(self.dw(x)) + x)
+        return torch.sigmoid(self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)))
+
+
+def test_op_mix_block_bit_exact_against_the_reference_model():
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 3, 16, 16),)
+    edge = _lower(_Block().eval(), inputs, "ethos-u55-128")
+    _program, method = _method(_deployable_pte(edge))
+    (got,) = method.execute(list(inputs))
+    expected = run_on_reference_model(edge, *inputs)
+    assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
+
+
+SIZES = {"mobilenet_v2": 32, "resnet18": 32, "deit_tiny_block": 8, "llama_block": 8}
+MODEL_CASES = [(m, t) for m in SIZES for t in TARGETS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model_name", "target"), MODEL_CASES)
+def test_in_repo_models_bit_exact_against_the_reference_model(model_name, target):
+    model, inputs = get_example(model_name).build(seed=0, input_size=SIZES[model_name])
+    edge = _lower(model, inputs, target)
+    _program, method = _method(_deployable_pte(edge))
+    (got,) = method.execute(list(inputs))
+    expected = run_on_reference_model(edge, *inputs)
+    assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
+
+
+def _patch_cmd0(stream, code: int, param: int):
+    """Set the parameter of the first cmd0 command `code` in the stream."""
+    words, i = _stream_words(stream.cmd_data)
+    while words[i] & 0xFFFF != code:
+        i += 2 if words[i] & 0x4000 else 1
+    words[i] = (words[i] & 0xFFFF) | (param << 16)
+    return replace(stream, cmd_data=struct.pack(f"<{len(words)}I", *words))
+
+
+def test_stream_the_simulator_lacks_is_refused_or_runs_its_host_graph(capfd):
+    # the hardware TANH activation (type 3; vela uses LUTs instead) is not simulated
+    edge = progs.ethosu_edge(0, "ethos-u55-128")
+    program = Runtime.get().load_program(
+        _deployable_pte(edge, lambda s: _patch_cmd0(s, SET_ACTIVATION, 3)))
+    with pytest.raises(RuntimeError, match="Failed to load method"):
+        program.load_method("forward")
+    err = capfd.readouterr().err
+    assert re.search(r"NPU_OP_\w+ at cmd_data offset \d+: activation function 3", err)
+    assert "--host-graph" in err
+    # with the host graph the payload runs that graph on the TOSA reference model instead
+    stream = parse_binstream(bytes(progs.lowered_modules(edge)[0].processed_bytes))
+    with_graph = build_binstream(_patch_cmd0(stream, SET_ACTIVATION, 3), stream.extra)
+    _program, method = _method(progs.pte_with_payload(edge, with_graph))
+    x = torch.randn(progs.INPUT)
+    (got,) = method.execute([x])
+    assert torch.equal(got, run_on_reference_model(edge, x))
+
+
+def test_malformed_command_streams_name_the_command_and_offset(capfd):
+    edge = progs.ethosu_edge(0, "ethos-u55-128")
+    x = torch.randn(progs.INPUT)
+
+    def truncated(s):
+        return replace(s, cmd_data=s.cmd_data[:-16])
+
+    def unknown_opcode(s):
+        words, i = _stream_words(s.cmd_data)
+        words[i] = 0x0000_03F0  # a cmd0 opcode the register map does not define
+        return replace(s, cmd_data=struct.pack(f"<{len(words)}I", *words))
+
+    for edit, log in ((truncated, "truncated cmd_data: the CmdStream tag declares"),
+                      (unknown_opcode, "unknown cmd0 opcode 0x3f0 at cmd_data offset")):
+        program = Runtime.get().load_program(_deployable_pte(edge, edit))
+        with pytest.raises(RuntimeError, match="Failed to load method"):
+            program.load_method("forward")
+        assert log in capfd.readouterr().err
+    # addresses outside their region fail the call, not the process
+    for edit, log in ((lambda s: _patch_cmd1(s, SET_OFM_BASE0, 0x7FFF_FF00),
+                       "at cmd_data offset 288: an OFM address lies outside its (writable) region"),
+                      (lambda s: _patch_cmd1(s, SET_WEIGHT_LENGTH, 16), "weight")):
+        _program, method = _method(_deployable_pte(edge, edit))
+        with pytest.raises(RuntimeError):
+            method.execute([x])
+        assert log in capfd.readouterr().err
+    _program, method = _method(_deployable_pte(edge))
+    (got,) = method.execute([x])
+    assert torch.equal(got, run_on_reference_model(edge, x))
