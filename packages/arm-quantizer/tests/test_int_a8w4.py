@@ -62,6 +62,7 @@ def test_a8w4_op_is_int4_and_within_one_lsb(name, module, shape, tmp_path):
     assert validate_tosa(graph, INT4) == []
 
 
+@pytest.mark.slow
 def test_a8w4_without_the_int4_extension_stores_int8_and_gives_the_same_codes(tmp_path):
     """Under plain "TOSA-1.0+INT" the 4-bit values ride in INT8 weights: no INT4 tensor, same outputs."""
     torch.manual_seed(0)

@@ -20,6 +20,18 @@ from torch.nn import functional as F
 CACHE_UPDATES = ("index_copy", "index_put")
 
 
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * weight, written with ops that have INT rules (mul, mean, add, rsqrt
+    TABLE); `nn.RMSNorm` exports as one fused op the INT profile does not take."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
 class _CachedAttention(nn.Module):
     def __init__(self, dim: int, heads: int, max_len: int, update: str) -> None:
         super().__init__()
@@ -46,7 +58,7 @@ class _CachedAttention(nn.Module):
 class _Block(nn.Module):
     def __init__(self, dim: int, heads: int, max_len: int, update: str) -> None:
         super().__init__()
-        self.attn_norm, self.mlp_norm = nn.RMSNorm(dim), nn.RMSNorm(dim)
+        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
         self.attn = _CachedAttention(dim, heads, max_len, update)
         self.gate, self.up, self.down = nn.Linear(dim, 2 * dim, bias=False), nn.Linear(dim, 2 * dim, bias=False), \
             nn.Linear(2 * dim, dim, bias=False)
@@ -72,7 +84,7 @@ class StaticCacheDecoder(nn.Module):
         self.max_len = max_len
         self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(max_len, dim)
         self.blocks = nn.ModuleList(_Block(dim, heads, max_len, update) for _ in range(layers))
-        self.norm, self.head = nn.RMSNorm(dim), nn.Linear(dim, vocab, bias=False)
+        self.norm, self.head = RMSNorm(dim), nn.Linear(dim, vocab, bias=False)
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, cache_mask: torch.Tensor) -> torch.Tensor:
         x = self.tok(tokens) + self.pos(input_pos)
@@ -121,3 +133,42 @@ def greedy_decode(run: Callable[[str, tuple], torch.Tensor], prompt: torch.Tenso
         logits = run("decode", step_inputs(prompt.numel() + i, torch.tensor([tokens[-1]]), max_len))[0, -1]
         history.append(logits)
     return tokens, history
+
+
+def methods_to_pte(edge) -> bytes:
+    """The `.pte` of a lowered multi-method program whose methods share their mutable buffers (the
+    cache): exir plans those buffers once for all methods (`share_mutable_buffers`), and the runtime
+    gives every host-only method of a loaded program the same allocation, so `decode` reads what
+    `prefill` wrote."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    planning = MemoryPlanningPass(alloc_mutable_buffers=True, share_mutable_buffers=True)
+    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planning,
+                                                      emit_mutable_buffer_names=True)).buffer
+
+
+def pte_runner(pte: bytes) -> Callable[[str, tuple], torch.Tensor]:
+    """`run(method, inputs)` over one loaded program (its methods keep their state between calls), for
+    `greedy_decode`; needs runtime-cpp's backends."""
+    from .pte_runtime import _runtime
+
+    _, runtime = _runtime()
+    program = runtime.load_program(pte)
+    methods = {name: program.load_method(name) for name in sorted(program.method_names)}
+
+    def run(method: str, inputs: tuple) -> torch.Tensor:
+        return methods[method].execute([t.contiguous() for t in inputs])[0].clone()
+
+    return run
+
+
+def eager_runner(model: nn.Module) -> Callable[[str, tuple], torch.Tensor]:
+    """`run(method, inputs)` on an eager model (both methods are its forward), cache reset first."""
+    model.reset_cache()
+
+    def run(method: str, inputs: tuple) -> torch.Tensor:
+        with torch.no_grad():
+            return model(*inputs)
+
+    return run

@@ -132,7 +132,9 @@ def scatter_dim(ctx: LoweringContext, x: Value, dim: int, index: Value, src: Val
     axis = perm.index(dim)
     physical = list(xt.shape)
     n, k, c = math.prod(physical[:axis]), physical[axis], math.prod(physical[axis + 1:])
-    width = src.shape[dim]
+    width = index.const.numel() if index.is_const else math.prod(index.shape)
+    if list(src.shape) != shape[:dim] + [width] + shape[dim + 1:]:  # setitem drops leading size-1 dims
+        src = ctx.reshape(src, shape[:dim] + [width] + shape[dim + 1:])
     st = ctx.tensor(src, perm, dtype)
     values = ctx.b.reshape(xt, [n, k, c])
     written = ctx.b.op(Op.SCATTER, [values, _indices(ctx, index, k, n), ctx.b.reshape(st, [n, width, c])],
@@ -145,9 +147,10 @@ def _scatter_values_support(node: Node, spec, values: Node, source: Node, index:
         return "a scatter index of rank > 1 is not lowered (index_copy/index_put take a 1-d position list)"
     want = list(values.meta["val"].shape)
     want[dim] = index.meta["val"].numel()
-    if list(source.meta["val"].shape) != want:
-        return (f"the written values have shape {list(source.meta['val'].shape)}, not {want}: broadcasting "
-                "into a scatter is not lowered")
+    have = list(source.meta["val"].shape)
+    if math.prod(have) != math.prod(want) or list(torch.broadcast_shapes(have, want)) != want:
+        return (f"the written values have shape {have}, not {want}: broadcasting into a scatter is not "
+                "lowered (only leading size-1 dims may be missing, as `cache[:, :, pos] = v` exports)")
     reason = values_support(values, spec, node) or _index_support(index)
     if reason:
         return reason.replace("gathering", "scattering").replace("GATHER", "SCATTER")
