@@ -32,9 +32,9 @@ def _settings(spec):
 
 
 @pytest.mark.parametrize("target,tosa,system,mode", [
-    ("ethos-u55-128", "TOSA-1.0+INT+int16+u55", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
-    ("ethos-u65-256", "TOSA-1.0+INT+int16+u55", "Ethos_U65_High_End", "Dedicated_Sram_384KB"),
-    ("ethos-u85-256", "TOSA-1.0+INT+int16", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
+    ("ethos-u55-128", "TOSA-1.0+INT+int16+int4+u55", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos-u65-256", "TOSA-1.0+INT+int16+int4+u55", "Ethos_U65_High_End", "Dedicated_Sram_384KB"),
+    ("ethos-u85-256", "TOSA-1.0+INT+int16+int4", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
 ])  # fmt: skip
 def test_defaults_and_implied_spec(target, tosa, system, mode):
     spec = EthosUCompileSpec(target)

@@ -127,6 +127,19 @@ def _scatter():
             ("select_scatter", _Fn(lambda s, x, src: torch.select_scatter(x, src, 0, 1)), (_r(3, 4), _r(4)))]
 
 
+def _cache_write():  # a KV cache's update: positions along dim 2 (constant or runtime)
+    pos = torch.tensor([1, 3])
+    return [("index_copy const", _Fn(lambda s, c, v: c.index_copy(2, s.p, v), p=pos), (_r(1, 2, 5, 3), _r(1, 2, 2, 3))),
+            ("index_copy runtime", _Fn(lambda s, c, p, v: c.index_copy(2, p, v)), (_r(1, 2, 5, 3), pos, _r(1, 2, 2, 3))),
+            ("index_put runtime", _Fn(lambda s, c, p, v: _set_positions(c, p, v)), (_r(1, 2, 5, 3), pos, _r(1, 2, 2, 3)))]
+
+
+def _set_positions(cache, pos, new):
+    out = cache.clone()
+    out[:, :, pos] = new  # exports as index_put with (None, None, pos)
+    return out
+
+
 def _gather():
     return [("gather const index", _Fn(lambda s, x: torch.gather(x, 1, s.i), i=torch.tensor([[2, 0], [1, 1]])),
              (_r(2, 3),)),
@@ -164,7 +177,8 @@ _RECIPES = {"clamp": _clamp, "unfold": _unfold, "unfold_copy": _unfold, "slice_s
             "upsample_bilinear2d": _resize, "upsample_nearest2d": _resize, "gather": _gather,
             "pixel_shuffle": _pixel_shuffle, "pixel_unshuffle": _pixel_shuffle, "_fft_r2c": _rfft,
             "view_as_real": _rfft, "view_as_real_copy": _rfft, "__lshift__": _shift, "__rshift__": _shift,
-            "bitwise_left_shift": _shift, "bitwise_right_shift": _shift}
+            "bitwise_left_shift": _shift, "bitwise_right_shift": _shift, "index_copy": _cache_write,
+            "index_put": _cache_write}
 
 
 def recipe_cases(family: str, target, done: set) -> list | None:

@@ -24,9 +24,10 @@ BUNDLED_INI_NAME = "Arm/vela.ini"
 
 def implied_tosa_spec(target: str) -> str:
     """The TOSA specification an Ethos-U target runs: INT with EXT-INT16 (vela 5.2 lists it for every
-    family: int16 activations x int8 weights -> int48 accumulators), plus the U55/U65 subset where it applies."""
+    family: int16 activations x int8 weights -> int48 accumulators) and EXT-INT4 (4-bit convolution weights,
+    every family), plus the U55/U65 subset where it applies."""
     family = vela_config.family(target)
-    return "TOSA-1.0+INT+int16+u55" if family in ("U55", "U65") else "TOSA-1.0+INT+int16"
+    return "TOSA-1.0+INT+int16+int4+u55" if family in ("U55", "U65") else "TOSA-1.0+INT+int16+int4"
 
 
 def resolve_config_ini(config_ini: str | Path | None) -> Path | None:

@@ -149,6 +149,8 @@ _not_in_u55_set("any_all", "REDUCE_ANY/REDUCE_ALL")
 _not_in_u55_set("embedding", "GATHER")
 _not_in_u55_set("index_select", "GATHER")
 _not_in_u55_set("index_tensor", "GATHER")
+_not_in_u55_set("index_copy", "SCATTER")
+_not_in_u55_set("index_put", "SCATTER")
 
 
 @target_rule(U55_U65, "amax_amin")

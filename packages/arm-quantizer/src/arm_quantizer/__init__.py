@@ -13,6 +13,7 @@ from .accuracy import AccuracyReport, LayerError, output_sqnr, quantization_erro
 from .config import (
     CalibrationError,
     QuantizationConfig,
+    get_symmetric_a8w4_quantization_config,
     get_symmetric_a16w8_quantization_config,
     get_symmetric_quantization_config,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "QuantizationConfig",
     "TOSAQuantizer",
     "default_quantizer",
+    "get_symmetric_a8w4_quantization_config",
     "get_symmetric_a16w8_quantization_config",
     "get_symmetric_quantization_config",
     "quantize_with_overrides",

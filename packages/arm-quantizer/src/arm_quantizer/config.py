@@ -109,10 +109,51 @@ class QuantizationConfig:
     is_qat: bool = False
     is_dynamic: bool = False
 
+    def __post_init__(self) -> None:
+        for role in ("input_activation", "output_activation"):
+            _check_activation_spec(role, getattr(self, role))
+        _check_weight_spec(self.weight)
+
+    @property
+    def weight_bits(self) -> int | None:
+        """8 or 4: the width the weight range needs (4-bit weights are int8 tensors holding -7..7)."""
+        if self.weight is None:
+            return None
+        return 4 if -8 <= self.weight.quant_min and self.weight.quant_max <= 7 else 8
+
     @property
     def activation_dtype(self) -> torch.dtype | None:
         spec = self.output_activation or self.input_activation
         return None if spec is None else spec.dtype
+
+
+VALID_CONFIGS = ("get_symmetric_quantization_config() (a8w8), get_symmetric_a16w8_quantization_config() "
+                 "(a16w8, needs \"+int16\"), get_symmetric_a8w4_quantization_config() (a8w4)")
+
+
+def _check_activation_spec(role: str, spec: QuantizationSpec | None) -> None:
+    """TOSA INT carries activations as int8 or int16 over their full range (TABLE has 256/513 entries,
+    RESCALE writes int8/int16): a narrower activation (4-bit, a custom range) has no TOSA form."""
+    if spec is None or not hasattr(spec, "dtype"):
+        return
+    if spec.dtype in (torch.int8, torch.int16):
+        info = torch.iinfo(spec.dtype)
+        if (spec.quant_min, spec.quant_max) in ((info.min, info.max), (info.min + 1, info.max), (None, None)):
+            return
+    bits = (f"{spec.quant_min}..{spec.quant_max} ({spec.dtype})" if spec.quant_min is not None
+            else str(spec.dtype))
+    raise ValueError(f"{role} quantized to {bits} is not supported: TOSA INT activations are int8 "
+                     f"(-128..127) or int16 (-32768..32767), 4-bit activations have no TOSA form. Valid "
+                     f"configs: {VALID_CONFIGS}")
+
+
+def _check_weight_spec(spec: QuantizationSpec | None) -> None:
+    if spec is None or not hasattr(spec, "dtype"):
+        return
+    if spec.dtype != torch.int8 or (spec.quant_min is not None and spec.quant_min < -128):
+        raise ValueError(f"weights quantized as {spec.dtype} {spec.quant_min}..{spec.quant_max} are not "
+                         "supported: TOSA weights are int8 (or 4-bit values -7..7 in int8 tensors, lowered "
+                         f"as INT4 under \"+int4\"). Valid configs: {VALID_CONFIGS}")
 
 
 def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> QuantizationSpec:
@@ -134,16 +175,17 @@ def _activation(dtype: torch.dtype, is_qat: bool, is_dynamic: bool) -> Quantizat
                             is_dynamic=is_dynamic, observer_or_fake_quant_ctr=ctr)
 
 
-def _weight(is_per_channel: bool, is_qat: bool) -> QuantizationSpec:
+def _weight(is_per_channel: bool, is_qat: bool, bits: int = 8) -> QuantizationSpec:
+    qmax = 2 ** (bits - 1) - 1  # symmetric: -qmax..qmax, so the weight zero point stays 0
     observer = (MovingAveragePerChannelMinMaxObserver if is_qat else _PerChannelMinMax) if is_per_channel \
         else (MovingAverageMinMaxObserver if is_qat else _MinMax)
     qscheme = torch.per_channel_symmetric if is_per_channel else torch.per_tensor_symmetric
     if is_qat:
-        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=observer, eps=SCALE_FLOOR, quant_min=-127,
-                                                      quant_max=127, dtype=torch.int8, qscheme=qscheme)
+        ctr = FusedMovingAvgObsFakeQuantize.with_args(observer=observer, eps=SCALE_FLOOR, quant_min=-qmax,
+                                                      quant_max=qmax, dtype=torch.int8, qscheme=qscheme)
     else:
         ctr = observer.with_args(eps=SCALE_FLOOR)
-    return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=qscheme, ch_axis=0,
+    return QuantizationSpec(dtype=torch.int8, quant_min=-qmax, quant_max=qmax, qscheme=qscheme, ch_axis=0,
                             is_dynamic=False, observer_or_fake_quant_ctr=ctr)
 
 
@@ -167,3 +209,26 @@ def get_symmetric_a16w8_quantization_config(is_per_channel: bool = True, is_qat:
     """16-bit symmetric activations with 8-bit weights (needs a spec with the "int16" extension)."""
     act = _activation(torch.int16, is_qat, False)
     return QuantizationConfig(act, act, _weight(is_per_channel, is_qat), is_qat, False)
+
+
+def get_symmetric_a8w4_quantization_config(is_per_channel: bool = True, is_qat: bool = False,
+                                           is_dynamic: bool = False, group_size: int | None = None
+                                           ) -> QuantizationConfig:
+    """4-bit symmetric weights (-7..7, per-channel or per-tensor), 8-bit activations as in
+    `get_symmetric_quantization_config`, int32 bias.
+
+    The weights are int8 tensors holding 4-bit values; the lowering emits them as TOSA INT4 (EXT-INT4:
+    CONV2D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D, CONV3D; `linear` lowers to CONV2D) under a spec with
+    "+int4" (the Ethos-U specs have it), else as int8 holding the same values (exact either way).
+    `group_size` must stay None: no TOSA 1.0 operator takes per-group weight scales (a weighted op has
+    one scale per output channel, applied by the RESCALE after it), so only per-channel and per-tensor
+    scales lower.
+    """
+    if group_size is not None:
+        raise ValueError(f"group_size={group_size!r} is not supported: TOSA 1.0 convolutions and their "
+                         "RESCALE take one weight scale per output channel, so per-group scales have no "
+                         "TOSA form; valid: group_size=None with is_per_channel=True (one scale per output "
+                         "channel) or is_per_channel=False (one scale per tensor)")
+    act = _activation(torch.int8, is_qat, is_dynamic)
+    return QuantizationConfig(act, None if is_dynamic else act, _weight(is_per_channel, is_qat, bits=4),
+                              is_qat, is_dynamic)

@@ -10,6 +10,7 @@ from arm_tosa_core import TosaCompileSpec
 from arm_tosa_core.registry import quant_lookup
 
 from .annotator import annotate_graph
+from .buffer_writes import functionalize_buffer_writes
 from .config import QuantizationConfig, get_symmetric_quantization_config
 from .decompose_for_int import prepare_for_int
 
@@ -94,10 +95,12 @@ class TOSAQuantizer(Quantizer):
 
         For an INT spec (or none), ops with no integer rule (softmax, layer_norm, attention, division,
         ...) that will be quantized are decomposed into ops that have one, and constant sub-graphs
-        (masks) are folded into buffers: see `decompose_for_int`. Then python scalars in binary ops
+        (masks) are folded into buffers: see `decompose_for_int`. In-place writes into a buffer (a KV
+        cache's index_copy_/index_put_) become functional ops + copy_ (`buffer_writes`). Then python scalars in binary ops
         become tensor attributes, so they get observers like any other operand (and `*.Scalar`
         overloads become `*.Tensor`, whose schema takes the tensor)."""
         spec = self.compile_spec.tosa_spec if self.compile_spec is not None else None
+        functionalize_buffer_writes(model)  # a KV cache written in place: see buffer_writes.py
         if spec is None or spec.support_integer():
             prepare_for_int(model, want=lambda node: self._config_for(node) is not None)
         graph = model.graph

@@ -44,7 +44,7 @@ _TORCH_TO_TOSA = {
     torch.bool: DType.BOOL,
 }
 _NUMPY_FOR = {
-    DType.FP32: np.float32, DType.FP16: np.float16, DType.INT8: np.int8, DType.INT16: np.int16,
+    DType.FP32: np.float32, DType.FP16: np.float16, DType.INT4: np.int8, DType.INT8: np.int8, DType.INT16: np.int16,
     DType.INT32: np.int32, DType.BOOL: np.bool_, DType.INT48: np.int64,
 }
 # Attribute builder method for each op, found by name: Op.MATMUL -> "MatMulAttribute".

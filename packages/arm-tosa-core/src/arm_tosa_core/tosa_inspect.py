@@ -11,16 +11,20 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from tosa.DType import DType
 from tosa.Op import Op
 from tosa.TosaGraph import TosaGraph
 
-__all__ = ["TosaSummary", "tosa_op_counts", "tosa_summary"]
+__all__ = ["TosaSummary", "tosa_constant_types", "tosa_op_counts", "tosa_summary"]
 
 _FILE_IDENTIFIER = b"TOSA"
 _OP_NAMES: dict[int, str] = {
     value: name
     for name, value in vars(Op).items()
     if not name.startswith("_") and isinstance(value, int)
+}
+_DTYPE_NAMES: dict[int, str] = {
+    value: name for name, value in vars(DType).items() if not name.startswith("_") and isinstance(value, int)
 }
 
 
@@ -85,3 +89,15 @@ def tosa_summary(tosa_bytes: bytes | bytearray | memoryview | str | Path) -> Tos
     )
     num_tensors = sum(block.TensorsLength() for _, block in _blocks(graph))
     return TosaSummary(version, regions, num_tensors, tosa_op_counts(tosa_bytes))
+
+
+def tosa_constant_types(tosa_bytes: bytes | bytearray | memoryview | str | Path) -> dict[str, str]:
+    """Each constant tensor (one with data) by name -> its TOSA type name (``"INT4"``, ``"INT8"``, ...):
+    which weights a graph stores packed (4-bit) and which as bytes."""
+    types: dict[str, str] = {}
+    for _, block in _blocks(_load(tosa_bytes)):
+        for i in range(block.TensorsLength()):
+            tensor = block.Tensors(i)
+            if tensor.DataLength():
+                types[tensor.Name().decode()] = _DTYPE_NAMES.get(tensor.Type(), str(tensor.Type()))
+    return types

@@ -17,6 +17,19 @@ from .qparams import QParams, is_quantize, qparams_of
 from .table16 import MAX_LSB, int16_table
 
 
+def weight_type(ctx: LoweringContext, w: Value, input_type: DType) -> DType:
+    """The TOSA type of a convolution's weight operand: INT4 for 4-bit weights (int8 codes in -8..7, e.g.
+    `get_symmetric_a8w4_quantization_config`) under a spec with "+int4" (EXT-INT4: CONV2D, CONV3D,
+    DEPTHWISE_CONV2D and TRANSPOSE_CONV2D take int8 x int4; the serializer packs two per byte), else the
+    tensor's own type (int8 holding the same values: exact, only less compact). EXT-INT4 pairs int4 weights
+    with int8 inputs only, so an int16 input keeps int8 weights."""
+    q = w.qparams
+    if (w.is_const and q is not None and q.dtype == torch.int8 and q.qmin >= -8 and q.qmax <= 7
+            and input_type == DType.INT8 and ctx.spec.support_extension("int4")):
+        return DType.INT4
+    return tosa_dtype(w.dtype) if w.is_const else w.tensor.dtype
+
+
 def multiplier_shift(scale: float, scale32: bool = True) -> tuple[int, int]:
     """TOSA's (multiplier, shift) with multiplier * 2^-shift == scale, shift in [2, 62]."""
     if scale <= 0:

@@ -17,7 +17,7 @@ from .. import layout
 from ..builder import DType, Op, T, tosa_dtype
 from ..context import LoweringContext, Value
 from ..helpers.convolution import CONVOLUTIONS, ConvArgs, conv_args
-from ..helpers.intmath import acc_type, accumulator_value, bias_for_accumulator
+from ..helpers.intmath import acc_type, accumulator_value, bias_for_accumulator, weight_type
 from ..helpers.qparams import activation_dtype
 from ..registry import Quant, register_int_rule, register_op
 
@@ -105,8 +105,8 @@ def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = N
     else:
         out4 = out_shape
     out_channels = out4[1]
-    wdt = tosa_dtype(w.dtype) if w.is_const else w.tensor.dtype
     xdt = x.tensor.dtype if not x.is_const else tosa_dtype(x.dtype)
+    wdt = weight_type(ctx, w, xdt)
     bias_v = bias_value if bias_value is not None else ctx.val(bias) if bias is not None else \
         ctx.constant(torch.zeros(out_channels, dtype=dtype))
     bdt = DType.INT32 if xdt == DType.INT8 else DType.INT48 if xdt == DType.INT16 else xdt
@@ -179,7 +179,7 @@ def _conv3d(ctx: LoweringContext, node: Node, args: ConvArgs, x: Value, w: Value
     """CONV3D in NDHWC; torch weight [OC, IC, KD, KH, KW] -> TOSA [OC, KD, KH, KW, IC]."""
     out_shape, dtype = ctx.out_meta(node)
     xdt = x.tensor.dtype if not x.is_const else tosa_dtype(x.dtype)
-    wdt = tosa_dtype(w.dtype) if w.is_const else w.tensor.dtype
+    wdt = weight_type(ctx, w, xdt)
     bias_v = bias_value if bias_value is not None else ctx.val(args.bias) if args.bias is not None else \
         ctx.constant(torch.zeros(out_shape[1], dtype=dtype))
     bdt = DType.INT32 if xdt == DType.INT8 else xdt

@@ -1,5 +1,6 @@
-"""Indexing: embedding, index_select and single-tensor `aten.index` as TOSA GATHER, plus the tensor
-factories (full, zeros, arange, ...) that become compile-time constants.
+"""Indexing: embedding, index_select and single-tensor `aten.index` as TOSA GATHER, index_copy and
+single-tensor index_put (a static KV cache's update) as TOSA SCATTER, plus the tensor factories (full,
+zeros, arange, ...) that become compile-time constants.
 
 GATHER reads values [N, K, C] at indices [N, W] (int32) into [N, W, C]. Each rule reshapes its operand
 so that the indexed dim is K (in the operand's physical layout, so no TRANSPOSE is added), and the
@@ -114,6 +115,88 @@ def lower_index_select(ctx: LoweringContext, node: Node) -> Value:
     shape, _ = ctx.out_meta(node)
     out = gather_dim(ctx, x, node.args[1] % max(x.rank, 1), index)
     return ctx.reshape(out, shape)  # a 0-d index drops nothing for index_select; shapes already agree
+
+
+# -- index_copy / index_put: SCATTER ------------------------------------------------------------
+def scatter_dim(ctx: LoweringContext, x: Value, dim: int, index: Value, src: Value) -> Value:
+    """x with the entries of logical dim `dim` that `index` names replaced by `src`'s: one SCATTER.
+
+    SCATTER writes input [N, W, C] into values [N, K, C] at indices [N, W]; like `gather_dim` it works
+    in x's physical layout (dims before `dim` are N, after it C), and `src` is brought to that layout.
+    TOSA leaves a repeated index within one SCATTER undefined (torch keeps one of the writes): the
+    positions a KV cache writes are distinct."""
+    shape = list(x.shape)
+    perm = layout.identity(x.rank) if x.is_const else x.perm
+    dtype = tosa_dtype(x.dtype) if x.is_const else x.tensor.dtype
+    xt = ctx.tensor(x, perm, dtype)
+    axis = perm.index(dim)
+    physical = list(xt.shape)
+    n, k, c = math.prod(physical[:axis]), physical[axis], math.prod(physical[axis + 1:])
+    width = index.const.numel() if index.is_const else math.prod(index.shape)
+    if list(src.shape) != shape[:dim] + [width] + shape[dim + 1:]:  # setitem drops leading size-1 dims
+        src = ctx.reshape(src, shape[:dim] + [width] + shape[dim + 1:])
+    st = ctx.tensor(src, perm, dtype)
+    values = ctx.b.reshape(xt, [n, k, c])
+    written = ctx.b.op(Op.SCATTER, [values, _indices(ctx, index, k, n), ctx.b.reshape(st, [n, width, c])],
+                       [n, k, c], dtype)
+    return ctx.from_tensor(ctx.b.reshape(written, physical), shape, x.dtype, perm)
+
+
+def _scatter_values_support(node: Node, spec, values: Node, source: Node, index: Node, dim: int) -> str | None:
+    if not is_compile_time(index) and index.meta["val"].dim() != 1:
+        return "a scatter index of rank > 1 is not lowered (index_copy/index_put take a 1-d position list)"
+    want = list(values.meta["val"].shape)
+    want[dim] = index.meta["val"].numel()
+    have = list(source.meta["val"].shape)
+    if math.prod(have) != math.prod(want) or list(torch.broadcast_shapes(have, want)) != want:
+        return (f"the written values have shape {have}, not {want}: broadcasting into a scatter is not "
+                "lowered (only leading size-1 dims may be missing, as `cache[:, :, pos] = v` exports)")
+    reason = values_support(values, spec, node) or _index_support(index)
+    if reason:
+        return reason.replace("gathering", "scattering").replace("GATHER", "SCATTER")
+    return None
+
+
+def _index_copy_support(node: Node, spec) -> str | None:
+    dim = node.args[1] % node.args[0].meta["val"].dim()
+    return _scatter_values_support(node, spec, node.args[0], node.args[3], node.args[2], dim)
+
+
+@register_op("index_copy", [aten.index_copy.default], support=_index_copy_support, quant=Quant.SHARED,
+             shared_inputs=4, preserve=True, fp_index_math=True,
+             quant_aliases=(aten.index_copy_.default,))
+def lower_index_copy(ctx: LoweringContext, node: Node) -> Value:
+    """`cache.index_copy_(dim, pos, new)` (kept whole: exir would make it an index_put)."""
+    x, index, src = ctx.val(node.args[0]), ctx.val(node.args[2]), ctx.val(node.args[3])
+    return scatter_dim(ctx, x, node.args[1] % max(x.rank, 1), index, src)
+
+
+def _put_dim(node: Node) -> int | None:
+    """The dim of an index_put's single index tensor (`x[:, :, pos] = v`), or None for other forms."""
+    given = [i for i, t in enumerate(node.args[1]) if t is not None]
+    return given[0] if len(given) == 1 else None
+
+
+def _index_put_support(node: Node, spec) -> str | None:
+    dim = _put_dim(node)
+    if dim is None:
+        return "index_put with several index tensors is not lowered (only one, e.g. cache[:, :, pos] = v)"
+    if len(node.args) > 3 and node.args[3]:
+        return "index_put with accumulate=True is not lowered (SCATTER overwrites; use index_add)"
+    index = node.args[1][dim]
+    if index.meta["val"].dtype == torch.bool:
+        return "boolean-mask index_put is not lowered (where(mask, v, x) is)"
+    return _scatter_values_support(node, spec, node.args[0], node.args[2], index, dim)
+
+
+@register_op("index_put", [aten.index_put.default], support=_index_put_support, quant=Quant.SHARED,
+             shared_inputs=3, preserve=True, fp_index_math=True,
+             quant_aliases=(aten.index_put_.default,))
+def lower_index_put(ctx: LoweringContext, node: Node) -> Value:
+    """`cache[:, :, pos] = new` with one index tensor, accumulate=False."""
+    dim = _put_dim(node)
+    x, src = ctx.val(node.args[0]), ctx.val(node.args[2])
+    return scatter_dim(ctx, x, dim, ctx.val(node.args[1][dim]), src)
 
 
 # -- aten.index.Tensor with one index tensor ----------------------------------------------------

@@ -11,23 +11,31 @@ from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
 from ..helpers.common import arg, is_constant_input
-from ..helpers.intmath import acc_type, accumulator_value, bias_for_accumulator, rescale
+from ..helpers.intmath import (
+    acc_type,
+    accumulator_value,
+    bias_for_accumulator,
+    rescale,
+    weight_type,
+)
 from ..registry import Quant, register_int_rule, register_op
 
 aten = torch.ops.aten
 
 
-def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | None, out_shape, dtype) -> Value:
+def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | None, out_shape, dtype,
+        w_value: Value | None = None) -> Value:
     """y[M,N] = x[M,K] @ W[K,N] + b as CONV2D on [M,1,1,K] with weight [N,1,1,K].
 
     With an int8 (int16) input the result is the int32 accumulator (bias int32 (int48), input zero point
-    applied)."""
+    applied). `w_value`: the weight's Value, whose qparams
+    may make it INT4 (`weight_type`)."""
     m, k = x.shape
     n = weight_kn.shape[1]
     xt = ctx.b.reshape(ctx.tensor(x, layout.identity(2)), [m, 1, 1, k])
     xdt = xt.dtype
     w = ctx.constant(weight_kn.t().reshape(n, 1, 1, k))
-    wdt = tosa_dtype(weight_kn.dtype)
+    wdt = weight_type(ctx, w_value, xdt) if w_value is not None else tosa_dtype(weight_kn.dtype)
     out_dt = acc_type(xdt) if xdt in (DType.INT8, DType.INT16) else xdt
     bias_dt = DType.INT48 if xdt == DType.INT16 else out_dt
     bias = bias if bias is not None else ctx.constant(torch.zeros(n, dtype=torch.int32 if out_dt != xdt
@@ -135,7 +143,7 @@ def lower_linear(ctx: LoweringContext, node: Node, bias: Value | None = None) ->
         bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
     shape, dtype = ctx.out_meta(node)
     x2 = ctx.reshape(x, (int(torch.Size(x.shape[:-1]).numel()), x.shape[-1]))
-    y = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype)
+    y = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype, w)
     return ctx.reshape(y, shape)
 
 

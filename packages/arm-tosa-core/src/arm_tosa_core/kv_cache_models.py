@@ -1,0 +1,174 @@
+"""A Llama-style decoder with a static KV cache, exported as two methods (`prefill`: N tokens, `decode`:
+one token), and the greedy loop that drives either its eager form or a loaded `.pte`.
+
+The cache is a pair of registered buffers per layer, [1, heads, max_len, head_dim], written in place
+(`index_copy_` or `cache[:, :, pos] = new`, which exports as index_put) at the positions `input_pos`
+names. torch.export turns each write into a functional op plus a BUFFER_MUTATION output; the TOSA rule
+lowers the op to SCATTER, the delegate returns the new cache, and the ExecuTorch runtime writes it back
+into the program's buffer, so the next call (of either method, with `share_mutable_buffers`) reads it.
+The attention mask is an input (`cache_mask`): a position attends to the cache entries at or before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+CACHE_UPDATES = ("index_copy", "index_put")
+
+
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * weight, written with ops that have INT rules (mul, mean, add, rsqrt
+    TABLE); `nn.RMSNorm` exports as one fused op the INT profile does not take."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class _CachedAttention(nn.Module):
+    def __init__(self, dim: int, heads: int, max_len: int, update: str) -> None:
+        super().__init__()
+        self.heads, self.head_dim, self.update = heads, dim // heads, update
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+        self.register_buffer("k_cache", torch.zeros(1, heads, max_len, self.head_dim))
+        self.register_buffer("v_cache", torch.zeros(1, heads, max_len, self.head_dim))
+
+    def _write(self, cache: torch.Tensor, pos: torch.Tensor, new: torch.Tensor) -> None:
+        if self.update == "index_copy":
+            cache.index_copy_(2, pos, new)
+        else:
+            cache[:, :, pos] = new
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = (p(x).view(b, n, self.heads, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
+        self._write(self.k_cache, pos, k)
+        self._write(self.v_cache, pos, v)
+        y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
+        return self.o(y.transpose(1, 2).reshape(b, n, -1))
+
+
+class _Block(nn.Module):
+    def __init__(self, dim: int, heads: int, max_len: int, update: str) -> None:
+        super().__init__()
+        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
+        self.attn = _CachedAttention(dim, heads, max_len, update)
+        self.gate, self.up, self.down = nn.Linear(dim, 2 * dim, bias=False), nn.Linear(dim, 2 * dim, bias=False), \
+            nn.Linear(2 * dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), pos, mask)
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class StaticCacheDecoder(nn.Module):
+    """Token embedding + learned positions, `layers` pre-norm blocks with a static KV cache, LM head.
+
+    forward(tokens [1, N] int64, input_pos [N] int64, cache_mask [1, 1, N, max_len] bool) -> logits
+    [1, N, vocab]; `update` picks the cache write ("index_copy" or "index_put"). Seeded weights."""
+
+    def __init__(self, vocab: int = 64, dim: int = 32, heads: int = 2, layers: int = 2, max_len: int = 48,
+                 update: str = "index_copy", seed: int = 0) -> None:
+        super().__init__()
+        if update not in CACHE_UPDATES:
+            raise ValueError(f"unknown cache update {update!r}; valid: {CACHE_UPDATES}")
+        torch.manual_seed(seed)
+        self.max_len = max_len
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(max_len, dim)
+        self.blocks = nn.ModuleList(_Block(dim, heads, max_len, update) for _ in range(layers))
+        self.norm, self.head = RMSNorm(dim), nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, cache_mask: torch.Tensor) -> torch.Tensor:
+        x = self.tok(tokens) + self.pos(input_pos)
+        for block in self.blocks:
+            x = block(x, input_pos, cache_mask)
+        return self.head(self.norm(x))
+
+    def reset_cache(self) -> None:
+        for name, buf in self.named_buffers():
+            if name.endswith("_cache"):
+                buf.zero_()
+
+
+def step_inputs(start: int, tokens: torch.Tensor, max_len: int) -> tuple[torch.Tensor, ...]:
+    """(tokens [1, N], input_pos [N], cache_mask [1, 1, N, max_len]) for N tokens starting at `start`."""
+    n = tokens.shape[-1]
+    pos = torch.arange(start, start + n, dtype=torch.int64)
+    mask = (torch.arange(max_len)[None, :] <= pos[:, None]).view(1, 1, n, max_len)
+    return tokens.view(1, n).to(torch.int64), pos, mask
+
+
+def export_methods(model: nn.Module, prompt_len: int, max_len: int) -> dict[str, torch.export.ExportedProgram]:
+    """torch.export of `prefill` (prompt_len tokens at 0..) and `decode` (one token), each on a fresh cache
+    (export runs the model, which writes the buffers)."""
+    programs = {}
+    for name, n in (("prefill", prompt_len), ("decode", 1)):
+        example = step_inputs(0 if name == "prefill" else prompt_len, torch.zeros(n, dtype=torch.int64), max_len)
+        programs[name] = torch.export.export(model, example, strict=True)
+        if hasattr(model, "reset_cache"):
+            model.reset_cache()
+    return programs
+
+
+def greedy_decode(run: Callable[[str, tuple], torch.Tensor], prompt: torch.Tensor, steps: int, max_len: int
+                  ) -> tuple[list[int], list[torch.Tensor]]:
+    """Prefill `prompt`, then `steps` one-token decodes, each feeding back the argmax of the last logits.
+
+    `run(method, inputs)` runs "prefill" or "decode" on the same cache (an eager model, a loaded .pte).
+    Returns the generated tokens and each step's last-position logits."""
+    if prompt.numel() + steps > max_len:
+        raise ValueError(f"{prompt.numel()} prompt tokens + {steps} steps exceed the cache ({max_len} positions)")
+    logits = run("prefill", step_inputs(0, prompt, max_len))[0, -1]
+    tokens, history = [], [logits]
+    for i in range(steps):
+        tokens.append(int(torch.argmax(logits)))
+        logits = run("decode", step_inputs(prompt.numel() + i, torch.tensor([tokens[-1]]), max_len))[0, -1]
+        history.append(logits)
+    return tokens, history
+
+
+def methods_to_pte(edge) -> bytes:
+    """The `.pte` of a lowered multi-method program whose methods share their mutable buffers (the
+    cache): exir plans those buffers once for all methods (`share_mutable_buffers`), and the runtime
+    gives every host-only method of a loaded program the same allocation, so `decode` reads what
+    `prefill` wrote."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    planning = MemoryPlanningPass(alloc_mutable_buffers=True, share_mutable_buffers=True)
+    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planning,
+                                                      emit_mutable_buffer_names=True)).buffer
+
+
+def pte_runner(pte: bytes) -> Callable[[str, tuple], torch.Tensor]:
+    """`run(method, inputs)` over one loaded program (its methods keep their state between calls), for
+    `greedy_decode`; needs runtime-cpp's backends."""
+    from .pte_runtime import _runtime
+
+    _, runtime = _runtime()
+    program = runtime.load_program(pte)
+    methods = {name: program.load_method(name) for name in sorted(program.method_names)}
+
+    def run(method: str, inputs: tuple) -> torch.Tensor:
+        return methods[method].execute([t.contiguous() for t in inputs])[0].clone()
+
+    return run
+
+
+def eager_runner(model: nn.Module) -> Callable[[str, tuple], torch.Tensor]:
+    """`run(method, inputs)` on an eager model (both methods are its forward), cache reset first."""
+    model.reset_cache()
+
+    def run(method: str, inputs: tuple) -> torch.Tensor:
+        with torch.no_grad():
+            return model(*inputs)
+
+    return run

@@ -1,0 +1,84 @@
+"""Static KV cache under TOSA-1.0+FP: a Llama-style decoder (`kv_cache_models.StaticCacheDecoder`) with its
+cache as registered buffers written by index_copy_ / index_put_, exported as `prefill` (N tokens) and
+`decode` (one token), each lowered as one partition (the cache writes are SCATTERs), run as one `.pte`
+through the ExecuTorch runtime (runtime_cpp's TOSABackend): greedy tokens equal eager's, logits within
+1e-5 of eager's largest, and the cache prefill wrote is what decode reads."""
+
+import pytest
+import torch
+from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report
+from arm_tosa_core.kv_cache_models import (
+    StaticCacheDecoder,
+    eager_runner,
+    export_methods,
+    greedy_decode,
+    methods_to_pte,
+    pte_runner,
+    step_inputs,
+)
+from arm_tosa_core.testing import compare_outputs
+
+PROMPT = torch.tensor([3, 1, 4, 1, 5, 9])
+
+
+def _lower(model, spec="TOSA-1.0+FP"):
+    programs = export_methods(model, PROMPT.numel(), model.max_len)
+    return to_edge_transform_and_lower(programs, partitioner=[TOSAPartitioner(TosaCompileSpec(spec))],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+
+
+def _check_decode(model, steps):
+    edge = _lower(model)
+    for method in ("prefill", "decode"):
+        report = partition_report(edge.exported_program(method))
+        assert len(report.delegates) == 1 and not report.cpu_nodes, f"{method}:\n{report}"
+        assert report.delegates[0].ops.get("SCATTER", 0) == 2 * len(model.blocks), report
+    pte = methods_to_pte(edge)
+    eager_tokens, eager_logits = greedy_decode(eager_runner(model), PROMPT, steps, model.max_len)
+    tokens, logits = greedy_decode(pte_runner(pte), PROMPT, steps, model.max_len)
+    assert tokens == eager_tokens
+    bound = 1e-5 * max(float(e.abs().max()) for e in eager_logits)
+    for step, (got, want) in enumerate(zip(logits, eager_logits, strict=True)):
+        comparison = compare_outputs(got, want)
+        assert comparison.within(bound), f"step {step}: {comparison.max_error} > {bound} {comparison.nonfinite}"
+    return pte, eager_logits
+
+
+def test_decoder_index_put_cache_runs_through_the_pte():
+    """A few steps (the 32-step runs are slow-marked below). Decoding the same token on a freshly loaded
+    program (an empty cache) gives other logits: the state prefill wrote is what the match rests on."""
+    model = StaticCacheDecoder(vocab=32, dim=16, heads=2, layers=1, max_len=12, update="index_put").eval()
+    pte, eager_logits = _check_decode(model, steps=3)
+    fresh = pte_runner(pte)("decode", step_inputs(PROMPT.numel(), torch.tensor([int(eager_logits[0].argmax())]),
+                                                  model.max_len))[0, -1]
+    assert (fresh - eager_logits[1]).abs().max() > 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("update", ["index_copy", "index_put"])
+def test_decoder_32_greedy_steps_equal_eager(update):
+    model = StaticCacheDecoder(layers=2, max_len=40, update=update).eval()
+    _check_decode(model, steps=32)
+
+
+def test_a_cache_write_that_cannot_lower_stays_on_the_cpu_with_a_reason():
+    """index_put with accumulate=True (SCATTER overwrites) is left on the CPU, named."""
+
+    class Accumulate(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(1, 2, 8, 4))
+
+        def forward(self, pos, new):
+            self.cache.index_put_((torch.tensor(0), torch.tensor(0), pos), new, accumulate=True)
+            return self.cache * 2
+
+    edge = to_edge_transform_and_lower(
+        torch.export.export(Accumulate(), (torch.tensor([1, 2]), torch.ones(2, 4))),
+        partitioner=[TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP"))],
+        compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    reasons = {c.target: c.reason for c in partition_report(edge).cpu_nodes}
+    assert any("accumulate=True" in r or "several index tensors" in r for t, r in reasons.items()
+               if "index_put" in t), reasons
