@@ -90,6 +90,17 @@ def _where():
             ("where scalar", _Fn(lambda s, x: torch.where(x > 0, x, 0.5)), (_r(2, 3, 4),))]
 
 
+def _slice_assign(s, x, y):
+    z = x.clone()
+    z[:, 1:3] = y  # slice + aten.copy + slice_scatter (Swin-T's shifted-window mask)
+    return z
+
+
+def _copy():
+    return [("copy into a slice", _Fn(_slice_assign), (_r(2, 4), _r(2, 2))),
+            ("copy broadcast", _Fn(_slice_assign), (_r(2, 4), _r(2, 1)))]
+
+
 def _factories():
     return [("arange", _Fn(lambda s, x: x + torch.arange(4)), (_r(2, 4),)),
             ("full_like", _Fn(lambda s, x: x * torch.full_like(x, 2.0)), (_r(2, 4),)),
@@ -178,7 +189,7 @@ _RECIPES = {"clamp": _clamp, "unfold": _unfold, "unfold_copy": _unfold, "slice_s
             "pixel_shuffle": _pixel_shuffle, "pixel_unshuffle": _pixel_shuffle, "_fft_r2c": _rfft,
             "view_as_real": _rfft, "view_as_real_copy": _rfft, "__lshift__": _shift, "__rshift__": _shift,
             "bitwise_left_shift": _shift, "bitwise_right_shift": _shift, "index_copy": _cache_write,
-            "index_put": _cache_write}
+            "index_put": _cache_write, "copy": _copy}
 
 
 def recipe_cases(family: str, target, done: set) -> list | None:

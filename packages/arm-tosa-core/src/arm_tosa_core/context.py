@@ -109,6 +109,7 @@ class LoweringContext:
             perm = layout.identity(value.rank) if perm is None else tuple(perm)
             key = ("const", perm, dtype)
             if key not in value._cache:
+                _check_int32_range(value, dtype or tosa_dtype(value.dtype))
                 data = value.const.permute(*perm) if value.rank else value.const
                 value._cache[key] = self.b.const(data, dtype or tosa_dtype(value.dtype))
             return value._cache[key]
@@ -192,3 +193,15 @@ class LoweringContext:
         meta = self.meta(node)
         # quantized nodes are float in torch but carried as integers: rules see the storage dtype
         return tuple(int(d) for d in meta.shape), node.meta.get("arm_storage_dtype", meta.dtype)
+
+
+_INT32 = torch.iinfo(torch.int32)
+
+
+def _check_int32_range(value: Value, dtype: DType) -> None:
+    """An int64 constant enters the graph as INT32 (TOSA 1.0 has no 64-bit integers): refuse one
+    that does not fit rather than let it wrap."""
+    data = value.const
+    if data.dtype == torch.int64 and dtype == DType.INT32 and data.numel() and (int(data.max()) > _INT32.max or int(data.min()) < _INT32.min):
+        raise LoweringError(f"an int64 constant with values in [{int(data.min())}, {int(data.max())}] does not fit "
+                            "the INT32 that TOSA carries int64 in; the nodes computing it stay on the CPU")

@@ -26,6 +26,7 @@ from torch.fx import Node
 
 from . import layout, registry
 from .builder import Op, TosaGraphBuilder, tosa_dtype
+from .constant_folding import fold_node
 from .context import LoweringContext, Value
 from .errors import LoweringError
 from .half_math import lower_in_fp32, wants_fp32
@@ -126,6 +127,11 @@ def lower_node(ctx: LoweringContext, node: Node) -> None:
         if entry is None:
             raise LoweringError(f"no lowering for {node.target} (node {node.name}); the partitioner "
                                 "should have left it on the CPU")
+        if entry.folds_constants and not entry.constant_output and not node.meta.get("arm_quantized"):
+            folded = fold_node(ctx, node)
+            if folded is not None:
+                ctx.values[node] = folded
+                return
         rule = _rule_for(entry, node)
         if wants_fp32(entry, node):
             ctx.values[node] = lower_in_fp32(ctx, node, rule)

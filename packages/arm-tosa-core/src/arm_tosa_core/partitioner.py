@@ -16,6 +16,7 @@ import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 from executorch.exir.backend.utils import tag_constant_data
 from torch._export.utils import is_buffer, is_lifted_tensor_constant, is_param
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.export import ExportedProgram
 from torch.fx import Node
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -130,6 +131,7 @@ class TOSAPartitioner(Partitioner):
         return RegistrySupport(self.compile_spec, self.additional_checks, self.target_check)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        _restore_integer_constants(exported_program, getattr(self, "_integer_constants", {}))
         mark_constants(exported_program)
         if self.compile_spec.tosa_spec.support_integer():
             mark_quantized_region(exported_program.graph)
@@ -172,6 +174,7 @@ class TOSAPartitioner(Partitioner):
         Inference batch norms after a convolution are folded into it first (a copy of the program;
         the one given is not changed), unless `additional_checks` might want to exclude them.
         """
+        self._integer_constants = _integer_constants(exported_program)
         if not self.additional_checks:
             exported_program = fold_conv_batch_norm(exported_program)
         for entry in registry.entries():
@@ -228,6 +231,29 @@ class TOSAPartitioner(Partitioner):
                 nodes_by_op.setdefault(node.target, []).append(node)
         keep = [op for op, nodes in nodes_by_op.items() if all(support.reason(n) is None for n in nodes)]
         return keep, None
+
+
+_MAX_CAPTURED = 1 << 20  # elements: position tables and masks, not weights
+
+
+def _integer_constants(ep: ExportedProgram) -> dict[str, torch.Tensor]:
+    """The program's integer and bool parameters, buffers and constants, by name.
+
+    exir hands `partition` a copy whose state dict holds FakeTensors; the trial lowerings then see
+    stand-ins, which is harmless for weights but not for the int64 buffers shape-only subgraphs fold
+    (position ids, token types, a 2^40 offset): whether a folded value fits INT32 depends on them."""
+    tensors = {**ep.state_dict, **ep.constants}
+    return {k: v for k, v in tensors.items() if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point
+            and not v.dtype.is_complex and v.numel() <= _MAX_CAPTURED and not isinstance(v, FakeTensor)}
+
+
+def _restore_integer_constants(ep: ExportedProgram, captured: dict[str, torch.Tensor]) -> None:
+    """Put the real values recorded by `_integer_constants` back into `partition`'s copy of the program
+    (exir replaces that copy's state dict with the real one afterwards)."""
+    for key, fake in list(ep.state_dict.items()):
+        real = captured.get(key)
+        if isinstance(fake, FakeTensor) and real is not None and real.shape == fake.shape and real.dtype == fake.dtype:
+            ep.state_dict[key] = real
 
 
 def _control_flow_targets(ep: ExportedProgram) -> set:

@@ -100,6 +100,8 @@ class OpEntry:
     bias_repeats: Callable[[Node], int] | None = None
     #: float on one side by definition (quantize/dequantize): no INT-region dtype checks, no INT rule swap
     quant_boundary: bool = False
+    #: an indexing family: `(index argument, number of valid indices)` of a node (see `int_range`)
+    index_operand: Callable[[Node], tuple[Node, int] | None] | None = None
     #: per-target checks attached with `target_rule` (target name -> rules, in registration order)
     target_rules: dict[str, tuple[TargetRule, ...]] = field(default_factory=dict)
 
@@ -126,7 +128,7 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                 int16: bool | Callable[[Node], bool] | None = None, complex_values: bool = False,
                 float_params: bool = False, bool_result: bool = False, shared_inputs: int | None = None,
                 bias_repeats: Callable[[Node], int] | None = None, quant_boundary: bool = False,
-                **unknown: Any) -> Callable[[LowerRule], LowerRule]:
+                index_operand: Callable[[Node], Any] | None = None, **unknown: Any) -> Callable[[LowerRule], LowerRule]:
     """Decorator: register the decorated lowering rule for `targets` (aten OpOverloads).
 
     Every keyword is an `OpEntry` field (documented there). `quant_aliases` are the export-time
@@ -148,7 +150,8 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                         folds_constants=folds_constants, constant_output=constant_output,
                         fp_index_math=fp_index_math, fp_integer_rule=fp_integer_rule, int16=int16,
                         complex_values=complex_values, float_params=float_params, bool_result=bool_result,
-                        shared_inputs=shared_inputs, bias_repeats=bias_repeats, quant_boundary=quant_boundary)
+                        shared_inputs=shared_inputs, bias_repeats=bias_repeats, quant_boundary=quant_boundary,
+                        index_operand=index_operand)
         for target in entry.targets:
             if target in _ENTRIES:
                 raise RuntimeError(f"{target} registered twice ({_ENTRIES[target].name}, {name})")
@@ -273,21 +276,105 @@ def legal_dtypes(spec: TosaSpecification) -> set[torch.dtype]:
     return dtypes
 
 
-def is_compile_time_constant(node: Any, depth: int = 16) -> bool:
+def is_compile_time_constant(node: Any, depth: int = 64) -> bool:
     """Whether `node` lowers to a compile-time constant: a parameter, buffer or lifted constant
-    (`arm_constant`, set by the partitioner), or a constant-folding family applied to constants."""
+    (`arm_constant`, set by the partitioner), or a constant-folding family applied to constants
+    (`constant_folding.py` evaluates those; `depth` bounds the chain, e.g. T5's relative-position
+    buckets are ~20 operators from their `arange`)."""
+    return _compile_time(node, depth, {})
+
+
+def _compile_time(node: Any, depth: int, memo: dict) -> bool:
     if not isinstance(node, Node):
         return True  # a python scalar
+    if node in memo:
+        return memo[node]
     if node.op == "get_attr":  # a tensor attribute of a control-flow sub-graph
         return True
     if node.op == "placeholder":
         return bool(node.meta.get("arm_constant", False))
     entry = lookup(node.target) if node.op == "call_function" else None
-    if entry is None or not entry.folds_constants or depth == 0:
+    if entry is None or not entry.folds_constants or depth == 0 or node.meta.get("arm_quantized"):
+        result = False
+    elif entry.constant_output:  # *_like factories read only their input's shape
+        result = True
+    else:
+        result = all(_compile_time(a, depth - 1, memo) for a in node.all_input_nodes)
+    memo[node] = result
+    return result
+
+
+# -- integer value ranges ------------------------------------------------------------------------
+FP32_EXACT = 1 << 24  # every integer of magnitude up to this is exact in float32
+
+
+def int_range(node: Any) -> tuple[int, int] | None:
+    """The values an integer tensor provably takes, `(lo, hi)` inclusive, or None when unknown.
+
+    Used where TOSA 1.0's FP profile lacks an int32 operator (RESHAPE, TRANSPOSE, ...) and a rule
+    could move the values as float32 instead, which is exact only within +-2^24 (`FP32_EXACT`).
+
+    Assumes the program is run only on inputs for which eager PyTorch does not raise. Then the range
+    follows from a value's *uses*: an index operand of an indexing family (its entry's
+    `index_operand`: embedding rows, gather / index_select along a dim of size K) holds values in
+    [0, K), since torch raises on any other (so token ids are bounded by the vocabulary, positions by
+    the sequence length); a view or an integer-to-integer copy keeps every element, so its input is
+    bounded by its own uses. A python int is its own range. Anything else (a value that reaches an
+    output, arithmetic, a float cast) is unknown: None, and the caller keeps the node on the CPU with
+    a reason rather than risk a rounded index. Guarantees: never a range narrower than the values
+    eager accepts.
+    """
+    if isinstance(node, bool) or not isinstance(node, (int, Node)):
+        return None
+    if isinstance(node, int):
+        return (node, node)
+    return _range_from_uses(node, 32)
+
+
+def _range_from_uses(node: Node, depth: int) -> tuple[int, int] | None:
+    if depth == 0 or not node.users:
+        return None
+    lo, hi = None, None
+    for user in node.users:
+        entry = lookup(user.target) if user.op == "call_function" else None
+        if entry is None:
+            return None
+        found = None
+        if entry.index_operand is not None:
+            operand = entry.index_operand(user)
+            if operand is not None and operand[0] is node:
+                found = (0, operand[1] - 1)
+        elif _keeps_integers(user):
+            found = _range_from_uses(user, depth - 1)
+        if found is None:
+            return None
+        lo, hi = (found if lo is None else (min(lo, found[0]), max(hi, found[1])))
+    return lo, hi
+
+
+def _keeps_integers(node: Node) -> bool:
+    """A view of its first input, or a copy to another integer dtype (every element kept, unchanged
+    when in range)."""
+    entry = lookup(node.target)
+    val = node.meta.get("val")
+    if entry is None or not isinstance(val, torch.Tensor) or val.dtype not in INDEX_INTEGERS:
         return False
-    if entry.constant_output:  # *_like factories read only their input's shape
-        return True
-    return all(is_compile_time_constant(a, depth - 1) for a in node.all_input_nodes)
+    return entry.name in ("view", "clone_cast")
+
+
+def fp_movable_integers(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
+    """An `fp_integer_rule` for data movement: int32/int64 values move as float32 under TOSA FP when
+    `int_range` proves them within +-2^24; otherwise a reason."""
+    source = node.args[0]
+    bounds = int_range(source)
+    if bounds is not None and max(abs(bounds[0]), abs(bounds[1])) <= FP32_EXACT:
+        return None
+    dtype = source.meta["val"].dtype if isinstance(source, Node) else "integer"
+    known = "are unknown" if bounds is None else f"reach {bounds}"
+    return (f"{entry.name} on {dtype} tensors needs the INT profile: TOSA 1.0 FP has 32-bit integers only for "
+            "index arithmetic, and moving them as float32 is exact only for values provably within +-2^24 "
+            f"(e.g. token ids used as embedding indices); the values of {getattr(source, 'name', source)} "
+            f"{known}, so under {spec} it runs on the CPU")
 
 
 def lowered_metas(node: Node) -> list[Any]:
@@ -385,6 +472,9 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
             if entry.quant == Quant.TABLE and entry.int16 is None:
                 return _int16_table_reason(entry, node)
             return f"{entry.name} with int16 activations has no integer lowering yet (int8 works)"
+    if entry.folds_constants and not quantized and not entry.constant_output and node.all_input_nodes \
+            and all(is_compile_time_constant(a) for a in node.all_input_nodes):
+        return None  # evaluated at compile time (constant_folding.py): no operator, so no dtype limit
     legal = legal_dtypes(spec)
     if quantized:
         legal = legal | _FLOAT  # float in name only: these values are carried as integers

@@ -46,10 +46,14 @@ def _real(tensor: torch.Tensor, int_fill: int = 0) -> torch.Tensor:
     are FakeTensors (it spares copying them), so those get a stand-in of the same shape and dtype:
     ones for floats (scales, variances and divisors stay non-zero), `int_fill` for integers (0 keeps
     zero points, indices and codes in range; `lower_nodes` retries with 1 for integer divisors).
-    Rules fail on shapes, dtypes and attributes, not on these values.
+    Rules fail on shapes, dtypes and attributes, not on these values; where a value matters (a folded
+    int64 constant must fit INT32) it is the real one: lifted scalars keep theirs in the FakeTensor, and
+    the partitioner restores integer buffers it recorded before exir faked them.
     """
     if not isinstance(tensor, FakeTensor):
         return tensor
+    if tensor.constant is not None:  # a lifted scalar (exir's scalar-to-tensor): fake mode keeps its value
+        return tensor.constant
     shape, dtype = tuple(tensor.shape), tensor.dtype
     with unset_fake_temporarily():
         if dtype.is_floating_point:
@@ -98,6 +102,8 @@ def _lower_nodes(ep: ExportedProgram, nodes: list[Node], spec: TosaSpecification
         # a node trial stops at the node's own result; an INT48 accumulator (int16 conv) is only ever
         # read by the RESCALE of the quantize after it, which the partition claims with it
         outputs = [n for n in outputs if not _is_int48_accumulator(ctx.values[n])]
+        # a folded constant costs no operator: whether it fits the graph is checked where a rule uses it
+        outputs = [n for n in outputs if not ctx.values[n].is_const]
     try:
         emit_outputs(ctx, outputs)
         return ctx.b.serialize() if serialize else None

@@ -26,12 +26,12 @@ _UNARY = {
 }
 
 
-@register_op("unary_math", list(_UNARY), quant=Quant.TABLE)
+@register_op("unary_math", list(_UNARY), quant=Quant.TABLE, folds_constants=True)
 def lower_unary_math(ctx: LoweringContext, node: Node) -> Value:
     return unary(ctx, node, _UNARY[aten_target(node.target)], ctx.val(node.args[0]))
 
 
-@register_op("neg", [aten.neg.default], quant=Quant.TABLE)
+@register_op("neg", [aten.neg.default], quant=Quant.TABLE, folds_constants=True)
 def lower_neg(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dt = tosa_dtype(ctx.out_meta(node)[1])
@@ -39,7 +39,7 @@ def lower_neg(ctx: LoweringContext, node: Node) -> Value:
     return unary(ctx, node, Op.NEGATE, x, extra=zp)
 
 
-@register_op("sqrt", [aten.sqrt.default], quant=Quant.TABLE)
+@register_op("sqrt", [aten.sqrt.default], quant=Quant.TABLE, folds_constants=True)
 def lower_sqrt(ctx: LoweringContext, node: Node) -> Value:
     # TOSA 1.0 has no SQRT; POW with exponent 0.5 is exact to rounding on the reference model.
     x = ctx.val(node.args[0])
@@ -94,7 +94,7 @@ def _clamp_bounds(node: Node) -> tuple[float | None, float | None]:
 
 
 @register_op("clamp", _CLAMPS, quant=Quant.ACTIVATION,
-             quant_aliases=[aten.relu_.default, aten.hardtanh_.default, aten.clamp_.default])
+             quant_aliases=[aten.relu_.default, aten.hardtanh_.default, aten.clamp_.default], folds_constants=True)
 def lower_clamp(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     lo, hi = _clamp_bounds(node)

@@ -18,7 +18,7 @@ from ..registry import Quant, register_int_rule, register_op
 aten = torch.ops.aten
 
 @register_op("flip", [aten.flip.default], quant=Quant.SHARED,
-             quant_aliases=[aten.fliplr.default, aten.flipud.default])
+             quant_aliases=[aten.fliplr.default, aten.flipud.default], folds_constants=True)
 def lower_flip(ctx: LoweringContext, node: Node) -> Value:
     """One REVERSE per flipped dim, on the physical axis that holds it."""
     x = ctx.val(node.args[0])
@@ -91,7 +91,7 @@ def _scatter_support(node: Node, spec) -> str | None:
 
 
 @register_op("scatter_slice", [aten.slice_scatter.default, aten.select_scatter.default],
-             support=_scatter_support, quant=Quant.SHARED, shared_inputs=2, preserve=True)
+             support=_scatter_support, quant=Quant.SHARED, shared_inputs=2, preserve=True, folds_constants=True)
 def lower_slice_scatter(ctx: LoweringContext, node: Node) -> Value:
     """x[..., start:end, ...] = src as CONCAT(x before, src, x after) along dim.
 
@@ -219,7 +219,7 @@ def _cumsum_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("cumsum", [aten.cumsum.default], support=_cumsum_support, quant=Quant.REDUCE, int16=False)
+@register_op("cumsum", [aten.cumsum.default], support=_cumsum_support, quant=Quant.REDUCE, int16=False, folds_constants=True)
 def lower_cumsum(ctx: LoweringContext, node: Node) -> Value:
     """TOSA has no scan: y[..., j] = sum_i x[..., i] * T[i, j] with T upper-triangular ones (one MATMUL).
 

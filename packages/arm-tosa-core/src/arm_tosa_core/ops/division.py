@@ -103,7 +103,7 @@ def _float_quotient(f: Fn, a: Value, b: Value, floor: bool) -> Value:
 # floor_divide is kept whole (preserve): exir would decompose it after the INT region is marked
 # float_params: a lifted constant divisor joins the quantized region unquantized (the TABLE folds it)
 @register_op("div_rounding", [*_MODES, *_REMAINDERS, aten.floor_divide.default], support=_support,
-             quant=Quant.TABLE, preserve=True, float_params=True, fp_index_math=True)
+             quant=Quant.TABLE, preserve=True, float_params=True, fp_index_math=True, folds_constants=True)
 def lower_div_rounding(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, dtype = ctx.out_meta(node)

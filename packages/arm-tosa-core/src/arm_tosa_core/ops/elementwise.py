@@ -53,7 +53,7 @@ def index_broadcast_rule(node: Node, entry: OpEntry, spec: TosaSpecification) ->
 
 
 @register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor, aten.add_.Scalar],
-             fp_index_math=True, fp_integer_rule=index_broadcast_rule)
+             fp_index_math=True, fp_integer_rule=index_broadcast_rule, folds_constants=True)
 def lower_add(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.ADD, [a, b])
@@ -72,7 +72,7 @@ _RSUB = (aten.rsub.Scalar, aten.rsub.Tensor)
 
 @register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY,
              quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor, aten.sub_.Scalar],
-             fp_index_math=True, fp_integer_rule=index_broadcast_rule)
+             fp_index_math=True, fp_integer_rule=index_broadcast_rule, folds_constants=True)
 def lower_sub(ctx: LoweringContext, node: Node) -> Value:
     minuend, subtrahend = _sub_operands(node)
     a, b = ctx.val(minuend), _scaled(ctx, ctx.val(subtrahend), arg(node, 2, "alpha", 1))
@@ -80,7 +80,7 @@ def lower_sub(ctx: LoweringContext, node: Node) -> Value:
 
 
 @register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor, aten.mul_.Scalar],
-             fp_index_math=True, fp_integer_rule=index_broadcast_rule)
+             fp_index_math=True, fp_integer_rule=index_broadcast_rule, folds_constants=True)
 def lower_mul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     return elementwise(ctx, node, Op.MUL, [a, b], extra=[mul_shift(ctx)])
@@ -94,7 +94,7 @@ def _div_support(node: Node, spec) -> str | None:
 
 # torch.div(..., rounding_mode=...) (the *_mode overloads) is the div_rounding family (division.py)
 @register_op("div", [aten.div.Tensor, aten.div.Scalar],
-             support=_div_support, profiles=("FP",))
+             support=_div_support, profiles=("FP",), folds_constants=True)
 def lower_div(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     if b.is_const:  # x / c -> x * (1/c), exact enough and one op
@@ -106,12 +106,12 @@ def lower_div(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MUL, [a, recip], extra=[mul_shift(ctx)])
 
 
-@register_op("maximum", [aten.maximum.default], quant=Quant.SHARED)  # INT rule: selection.py
+@register_op("maximum", [aten.maximum.default], quant=Quant.SHARED, folds_constants=True)  # INT rule: selection.py
 def lower_maximum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MAXIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
 
-@register_op("minimum", [aten.minimum.default], quant=Quant.SHARED)
+@register_op("minimum", [aten.minimum.default], quant=Quant.SHARED, folds_constants=True)
 def lower_minimum(ctx: LoweringContext, node: Node) -> Value:
     return elementwise(ctx, node, Op.MINIMUM, [ctx.val(a) for a in node.args[:2]], nan_propagate())
 
@@ -135,7 +135,7 @@ def _small_natural(exponent) -> bool:
     return isinstance(exponent, (int, float)) and float(exponent).is_integer() and 0 <= exponent <= 64
 
 
-@register_op("pow", [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], support=_pow_support, quant=Quant.TABLE)
+@register_op("pow", [aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor], support=_pow_support, quant=Quant.TABLE, folds_constants=True)
 def lower_pow(ctx: LoweringContext, node: Node) -> Value:
     base, exponent = ctx.val(node.args[0]), node.args[1]
     if isinstance(exponent, (int, float)) and float(exponent).is_integer() and abs(exponent) <= 64:

@@ -46,7 +46,7 @@ def _positions(x_shape, index_shape, dim: int) -> tuple[torch.Tensor, int]:
     return base, strides[dim] if x_shape else 1
 
 
-@register_op("gather", [aten.gather.default], support=_gather_support, quant=Quant.SHARED, fp_index_math=True)
+@register_op("gather", [aten.gather.default], support=_gather_support, quant=Quant.SHARED, fp_index_math=True, folds_constants=True)
 def lower_gather(ctx: LoweringContext, node: Node) -> Value:
     x, index = ctx.val(node.args[0]), ctx.val(node.args[2])
     dim = node.args[1] % max(x.rank, 1)

@@ -95,7 +95,8 @@ def _embedding_support(node: Node, spec) -> str | None:
 
 
 @register_op("embedding", [aten.embedding.default], support=_embedding_support,
-             quant=Quant.SHARED, fp_index_math=True)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
+             quant=Quant.SHARED, fp_index_math=True, folds_constants=True,
+             index_operand=lambda n: (n.args[1], n.args[0].meta["val"].shape[0]))  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_embedding(ctx: LoweringContext, node: Node) -> Value:
     weight, index = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, _ = ctx.out_meta(node)
@@ -109,7 +110,8 @@ def _index_select_support(node: Node, spec) -> str | None:
 
 
 @register_op("index_select", [aten.index_select.default], support=_index_select_support,
-             quant=Quant.SHARED, fp_index_math=True)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
+             quant=Quant.SHARED, fp_index_math=True, folds_constants=True,
+             index_operand=lambda n: (n.args[2], n.args[0].meta["val"].shape[n.args[1]]))  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_index_select(ctx: LoweringContext, node: Node) -> Value:
     x, index = ctx.val(node.args[0]), ctx.val(node.args[2])
     shape, _ = ctx.out_meta(node)
@@ -217,7 +219,7 @@ def _index_tensor_support(node: Node, spec) -> str | None:
 
 
 @register_op("index_tensor", [aten.index.Tensor], support=_index_tensor_support,
-             quant=Quant.SHARED, fp_index_math=True)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
+             quant=Quant.SHARED, fp_index_math=True, folds_constants=True)  # GATHER: float (FP), int8/16/32 (INT; quantized codes too)
 def lower_index_tensor(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     dim = next(i for i, idx in enumerate(node.args[1]) if idx is not None)

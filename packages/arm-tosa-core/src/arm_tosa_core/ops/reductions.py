@@ -96,7 +96,7 @@ def pools_in_place(x: Value) -> bool:
 
 
 @register_op("sum_mean", [aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.sum.default],
-             support=_sum_mean_support, quant=Quant.REDUCE, fp32_opmath=True)
+             support=_sum_mean_support, quant=Quant.REDUCE, fp32_opmath=True, folds_constants=True)
 def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if not x.dtype.is_floating_point and not node.meta.get("arm_quantized"):
@@ -130,7 +130,7 @@ def _extrema_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("amax_amin", list(_EXTREMA), support=_extrema_support, quant=Quant.SHARED, fp_index_math=True)
+@register_op("amax_amin", list(_EXTREMA), support=_extrema_support, quant=Quant.SHARED, fp_index_math=True, folds_constants=True)
 def lower_extrema(ctx: LoweringContext, node: Node):
     x = ctx.val(node.args[0])
     target = aten_target(node.target)
@@ -191,7 +191,7 @@ _ANY_ALL = {aten.any.dim: Op.REDUCE_ANY, aten.any.dims: Op.REDUCE_ANY, aten.any.
             aten.all.dim: Op.REDUCE_ALL, aten.all.dims: Op.REDUCE_ALL, aten.all.default: Op.REDUCE_ALL}
 
 
-@register_op("any_all", list(_ANY_ALL), support=_any_support)
+@register_op("any_all", list(_ANY_ALL), support=_any_support, folds_constants=True)
 def lower_any_all(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     target = aten_target(node.target)

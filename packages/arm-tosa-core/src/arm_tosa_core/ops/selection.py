@@ -75,7 +75,7 @@ def _clamp_tensor_support(node: Node, spec) -> str | None:
     return None
 
 
-@register_op("clamp_tensor", [aten.clamp.Tensor], support=_clamp_tensor_support, quant=Quant.SHARED)
+@register_op("clamp_tensor", [aten.clamp.Tensor], support=_clamp_tensor_support, quant=Quant.SHARED, folds_constants=True)
 def lower_clamp_tensor(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     acc = ctx.val(node.args[0])

@@ -10,12 +10,14 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, tosa_dtype
 from ..context import LoweringContext, Value
+from ..errors import LoweringError
 from ..helpers.common import arg
 from ..helpers.shapes import slice_value
 from ..registry import (
     INDEX_INTEGERS,
     OpEntry,
     Quant,
+    fp_movable_integers,
     lowered_metas,
     register_op,
     register_quant_aliases,
@@ -31,10 +33,18 @@ edge_dim_order = torch.ops.dim_order_ops
 @register_op("view", [aten.view_copy.default, aten.view.default, aten._unsafe_view.default,
                       aten.reshape.default, aten.squeeze_copy.dims, aten.squeeze_copy.dim,
                       aten.squeeze_copy.default, aten.unsqueeze_copy.default, aten.alias_copy.default], quant=Quant.SHARED, quant_aliases=[aten.flatten.using_ints, aten.dropout.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default, aten.contiguous.default],
-             folds_constants=True)
+             folds_constants=True, fp_index_math=True, fp_integer_rule=fp_movable_integers)
 def lower_view(ctx: LoweringContext, node: Node) -> Value:
     shape, _ = ctx.out_meta(node)
-    return ctx.reshape(ctx.val(node.args[0]), shape)
+    x = ctx.val(node.args[0])
+    if not x.is_const and x.tensor.dtype == DType.INT32 and not ctx.spec.support_integer():
+        # TOSA FP has no int32 RESHAPE: move the values as float32, exact within +-2^24, which the
+        # support rule proved (`registry.int_range`: e.g. token ids bounded by the vocabulary)
+        as_float = ctx.from_tensor(ctx.b.op(Op.CAST, [x.tensor], x.tensor.shape, DType.FP32), x.shape,
+                                   torch.float32, x.perm)
+        moved = ctx.reshape(as_float, shape)
+        return ctx.emit(Op.CAST, [moved.tensor], shape, x.dtype, moved.perm)
+    return ctx.reshape(x, shape)
 
 
 @register_op("permute", [aten.permute_copy.default, aten.permute.default], quant=Quant.SHARED, folds_constants=True)
@@ -121,6 +131,22 @@ def lower_expand(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
+@register_op("copy", [aten.copy.default], quant=Quant.SHARED, shared_inputs=2, folds_constants=True)
+def lower_copy(ctx: LoweringContext, node: Node) -> Value:
+    """`self.copy_(src)` as a value (slice assignment `x[:, a:b] = v` exports as slice + copy +
+    slice_scatter): `src` cast to self's dtype and broadcast to its shape; self's values are not read."""
+    shape, dtype = ctx.out_meta(node)
+    src = ctx.with_rank(ctx.val(node.args[1]), len(shape))
+    if src.is_const:
+        return ctx.constant(src.const.to(dtype).expand(shape).contiguous())
+    if tosa_dtype(dtype) != src.tensor.dtype:
+        raise LoweringError(f"copy from {src.dtype} into a {dtype} tensor is not lowered (only the same dtype)")
+    multiples = [o // i for o, i in zip(layout.apply(shape, src.perm), src.tensor.shape, strict=True)]
+    if all(m == 1 for m in multiples):
+        return Value(shape, dtype, tensor=src.tensor, perm=src.perm, qparams=src.qparams)
+    return ctx.emit(Op.TILE, [src.tensor, ctx.b.shape_const(multiples)], shape, dtype, src.perm)
+
+
 @register_op("repeat", [aten.repeat.default], quant=Quant.SHARED, folds_constants=True)
 def lower_repeat(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
@@ -132,7 +158,8 @@ def lower_repeat(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
-@register_op("cat", [aten.cat.default, aten.concat.default], quant=Quant.SHARED, quant_aliases=[aten.stack.default])
+@register_op("cat", [aten.cat.default, aten.concat.default], quant=Quant.SHARED, quant_aliases=[aten.stack.default],
+             folds_constants=True)
 def lower_cat(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     parts = [ctx.val(v) for v in node.args[0] if v.meta["val"].numel() > 0]
