@@ -227,6 +227,14 @@ class EthosUReport:
             parts.append(
                 _table(_LAYER_COLUMNS, layer_rows) if layer_rows else "  (no per-layer data)"
             )
+        for p in self.partitions:
+            if p.tune:
+                parts.append(f"\n{p.name}: --tune candidates (chosen: {p.tune['chosen']})")
+                parts.append(_table(("candidate", "vela flags", "npu cycles", "total cycles", "SRAM B", "result"),
+                                    [(c["name"], " ".join(c["flags"]) or "-", c["cycles_npu"] or "",
+                                      c["cycles_total"] or "", c["sram_bytes"] or "",
+                                      "chosen" if c["name"] == p.tune["chosen"] else (c["error"] or "fits"))
+                                     for c in p.tune["candidates"]]))
         parts.append("\nby PyTorch module (layers of one module grouped)")
         parts.append(_table(("module", "layers", "Op Cycles", "vela layers"), self.by_module()))
         return "\n".join(parts)
