@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     logs = RESULTS / "logs" / f"ethosu_public-{datetime.now(UTC):%Y%m%dT%H%M%S}"
     logs.mkdir(parents=True, exist_ok=True)
     rows, started = [], time.perf_counter()
+    meta = {"commit": _git_commit(), "versions": _versions(), "host": platform.node(), "input_size": args.input_size,
+            "seed": args.seed, "note": "vela cycle estimates; int8 PTQ on one seeded random input; random init"}
     for model in models:
         for target in args.targets:
             for side in sides:
@@ -127,17 +129,19 @@ def main(argv: list[str] | None = None) -> int:
                 r = rows[-1]
                 print(f"[{time.perf_counter() - started:6.0f} s] {model} {target} {side}: NPU {r['npu_cycles']} "
                       f"compile {_fmt(r['compile_s'], '.1f')} s {r['error'] or ''}", file=sys.stderr, flush=True)
+                _write(args, meta, rows)  # after every row: a long run cut short keeps what it measured
+    print(table(rows))
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+def _write(args: argparse.Namespace, meta: dict, rows: list[dict]) -> None:
+    meta = {**meta, "date": datetime.now(UTC).isoformat(timespec="seconds")}
     text = table(rows)
-    print(text)
-    meta = {"commit": _git_commit(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "versions": _versions(), "host": platform.node(), "input_size": args.input_size, "seed": args.seed,
-            "note": "vela cycle estimates; int8 PTQ on one seeded random input; models at random init"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**meta, "rows": [{**r, "commit": meta["commit"]} for r in rows]}, indent=1))
     args.out.with_suffix(".md").write_text(
         f"# Ethos-U public models (commit {meta['commit']}, {meta['date']}, input {args.input_size})\n\n"
         f"vela {meta['versions'].get('ethos-u-vela')}; o = ours, t = ours --tune, c = competitor.\n\n{text}\n")
-    return 1 if any(r["error"] for r in rows) else 0
 
 
 if __name__ == "__main__":
