@@ -167,6 +167,8 @@ def bench(session: nox.Session) -> None:
     _sync(session)
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/run_bench.py", *session.posargs,
                 external=True)
+    # Ethos-U on public models (issue 22): ours (plain, --tune) vs the competitor, U55-128, 128x128
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/bench_ethosu_public.py", external=True)
     # mixed precision (issue 11): SQNR and cycles of all-int8 / --target-sqnr / all-a16w8
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/bench_mixed_precision.py",
                 external=True)

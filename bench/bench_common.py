@@ -71,7 +71,12 @@ def example_models() -> dict[str, Any]:
 
 
 def build_example(name: str, seed: int = 0, input_size: int | None = None) -> tuple[torch.nn.Module, tuple]:
-    """Seeded (module, example inputs) of a bundled example model; same weights in every process."""
+    """Seeded (module, example inputs) of a bundled example model or a public one (`public_models`:
+    tv:<name>, timm:<name>); same weights in every process."""
+    from public_models import build_public, is_public
+
+    if is_public(name):
+        return build_public(name, seed, input_size)
     return example_models()[name].build(seed, input_size)
 
 

@@ -177,8 +177,10 @@ def _ethosu_api() -> Any:
 
 
 @guard
-def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-128") -> dict[str, Any]:
-    """Ethos-U flow: EthosUQuantizer PTQ, EthosUPartitioner (TOSA INT + vela in process), serialize."""
+def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-128",
+               tune: bool = False) -> dict[str, Any]:
+    """Ethos-U flow: EthosUQuantizer PTQ, EthosUPartitioner (TOSA INT + vela in process), serialize.
+    With `tune`, the spec's `enable_tune()` (arm-compile --tune)."""
     import_s = _import_core()
     try:
         ethosu = _ethosu_api()
@@ -201,6 +203,8 @@ def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-
     c0 = cpu_seconds()
     with tempfile.TemporaryDirectory() as tmp:
         spec = ethosu.EthosUCompileSpec(target).dump_intermediate_artifacts_to(tmp)
+        if tune:
+            spec.enable_tune()
         ep, _, export_s, quantize_s = _quantize(module, inputs, ethosu.EthosUQuantizer(spec))
         res, edge = _lower(ep, ethosu.EthosUPartitioner(spec))
         res["total_cpu_s"] = cpu_seconds() - c0
@@ -218,10 +222,13 @@ def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-
         "vela_dram_kib": sum(p.dram_memory_used_bytes for p in parts) / 1024,
         "vela_macs": sum(p.nn_macs for p in parts),
         "vela_cpu_ops": sum(p.cpu_ops for p in parts),
+        "vela_sram_peak_kib": max((p.sram_memory_used_bytes for p in parts), default=0) / 1024,
+        "vela_mac_util": report.mac_utilization if hasattr(report, "mac_utilization") else None,
+        "tune_chosen": [p.tune["chosen"] for p in parts if getattr(p, "tune", None)],
     } | layer_summary([{"name": str(row.get("Name")), "op": str(row.get("NNG Operator")),
                         "cycles": float(row.get("Op Cycles", 0) or 0)} for p in parts for row in p.layers])
     total = export_s + quantize_s + res["lower_s"]
-    return {"flow": f"our_ethosu[{target}]", "import_s": import_s, "export_s": export_s,
+    return {"flow": f"our_ethosu[{target}{',tune' if tune else ''}]", "import_s": import_s, "export_s": export_s,
             "quantize_s": quantize_s, "total_s": total} | res  # fmt: skip
 
 

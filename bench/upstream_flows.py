@@ -181,6 +181,7 @@ _VELA_SUMMARY_FIELDS = {
     "off_chip_flash_memory_used": "vela_flash_kib",
     "on_chip_flash_memory_used": "vela_on_chip_flash_kib",
     "dram_memory_used": "vela_dram_kib",
+    "nn_macs": "vela_macs",
 }
 
 
@@ -241,8 +242,11 @@ def upstream_ethosu(
         # Upstream's own vela run leaves one summary CSV per delegate; several delegates add up.
         vela: dict[str, Any] = {"vela_flags": " ".join(compile_spec.compiler_flags)}
         for summary in sorted((tmp_path / "upstream").rglob("*_summary_*.csv")):
-            for k, v in _read_vela_summary(summary).items():
+            numbers = _read_vela_summary(summary)
+            for k, v in numbers.items():
                 vela[k] = vela.get(k, 0.0) + v
+            # partitions run one at a time: the SRAM peak is the largest one's
+            vela["vela_sram_peak_kib"] = max(vela.get("vela_sram_peak_kib", 0.0), numbers.get("vela_sram_kib", 0.0))
         vela["vela_s"], layers = 0.0, []
         for i, tosa_file in enumerate(unique_files(tmp_path / "upstream", ".tosa")):
             out_dir = tmp_path / f"vela{i}"

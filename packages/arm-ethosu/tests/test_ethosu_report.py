@@ -38,11 +38,39 @@ def test_report_numbers_and_json(two_partitions):
     assert (conv.nn_macs, add.nn_macs) == (18432, 0)
     assert (conv.cpu_ops, conv.npu_ops) == (0, 1)
     assert report.cycles_total == conv.cycles_total + add.cycles_total
-    assert conv.layers == results[0].per_layer
+    assert [{k: v for k, v in row.items() if k != "MAC Util"} for row in conv.layers] == results[0].per_layer
     data = json.loads(report.to_json())
     assert [p["name"] for p in data["partitions"]] == ["conv", "add"]
     assert data["partitions"][0]["layers"][0]["Op Cycles"] == conv.cycles_total
     assert EthosUReport.from_json(report.to_json()) == report
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_mac_utilization_from_vela_macs_and_cycles(compiled, target):
+    """Per layer: vela's MAC Count / (its Op Cycles x the NPU's MACs per cycle), and vela's own rounded
+    Util% (MAC) agrees; per model: nn_macs / (NPU cycles x MACs per cycle)."""
+    results = [compiled("conv2d_rescale", target), compiled("depthwise_rescale", target)]
+    report = EthosUReport.from_vela(results, names=["conv", "dw"])
+    per_cycle = int(target.rsplit("-", 1)[1])
+    assert vc.macs_per_cycle(target) == per_cycle
+    checked = 0
+    for part, result in zip(report.partitions, results, strict=True):
+        for row, vela_row in zip(part.layers, result.per_layer, strict=True):
+            macs, cycles = vela_row["MAC Count"], vela_row["Op Cycles"]
+            if macs and cycles:
+                assert row["MAC Util"] == pytest.approx(macs / (cycles * per_cycle), rel=1e-12)
+                assert 0 < row["MAC Util"] <= 1
+                assert 100 * row["MAC Util"] == pytest.approx(float(vela_row["Util% (MAC)"]), abs=0.06)
+                checked += 1
+        assert part.mac_utilization == pytest.approx(
+            result.summary["nn_macs"] / (result.summary["cycles_npu"] * per_cycle), rel=1e-12)
+    assert checked >= 2
+    conv, dw = report.partitions
+    assert report.mac_utilization == pytest.approx(
+        (conv.nn_macs + dw.nn_macs) / ((conv.cycles_npu + dw.cycles_npu) * per_cycle), rel=1e-12)
+    assert json.loads(report.to_json())["mac_utilization"] == report.mac_utilization
+    total_line = next(line for line in report.format_table().splitlines() if line.startswith("total"))
+    assert f"{100 * report.mac_utilization:.1f}" in total_line.split()
 
 
 def test_format_table(two_partitions):

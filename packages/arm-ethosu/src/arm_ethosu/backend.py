@@ -22,12 +22,13 @@ from torch.export import ExportedProgram
 
 from arm_tosa_core import TosaCompileSpec, register_payload_decoder
 from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
-from arm_tosa_core.lowering import lower_partition
+from arm_tosa_core.lowering import TosaGraph, lower_partition
 
 from .binstream import build_binstream, parse_binstream
 from .compile_spec import EthosUCompileSpec
 from .program_report import REPORT_BLOCK, TOSA_BLOCK, update_report_json
 from .report import PartitionReport, check_memory_budget, number_unnamed_layers
+from .tune import tune_partition
 from .vela_runner import compile_with_vela
 
 
@@ -49,10 +50,18 @@ class EthosUBackend(NumberedPartitionBackend, BackendDetails):
         graph = lower_partition(edge_program, spec)
         artifacts.write_tosa(graph)  # the same stem as vela's files: partition_<i>.tosa, partition_<i>_*.csv
         started = time.perf_counter()
-        result = compile_with_vela(graph.flatbuffer, spec.target, spec.system_config, spec.memory_mode,
-                                   spec.config_ini, spec.extra_flags, work_dir=artifacts.directory,
-                                   name=artifacts.stem)
+        tune_record = None
+        if spec.tune_bounds is None:
+            result = compile_with_vela(graph.flatbuffer, spec.target, spec.system_config, spec.memory_mode,
+                                       spec.config_ini, spec.extra_flags, work_dir=artifacts.directory,
+                                       name=artifacts.stem)
+        else:  # --tune: the fewest NPU cycles over vela's scheduling options and the graph forms
+            forms = graph_forms(edge_program, spec, graph)
+            outcome = tune_partition({k: g.flatbuffer for k, g in forms.items()}, spec, artifacts.stem,
+                                     artifacts.directory, spec.tune_bounds)
+            result, graph, tune_record = outcome.result, forms[outcome.form], outcome.record
         report = PartitionReport.from_vela(result, name=artifacts.stem, debug_map=graph.debug_map)
+        report.tune = tune_record
         # The payload's report is the same for the same model and flags (it goes into the .pte): vela's
         # process-wide layer numbers start from 0, and the wall time goes only to report.json.
         number_unnamed_layers(report.layers)
@@ -64,6 +73,13 @@ class EthosUBackend(NumberedPartitionBackend, BackendDetails):
         if spec.tosa_graph_in_payload:
             extra = {TOSA_BLOCK: graph.flatbuffer, **extra}
         return PreprocessResult(processed_bytes=build_binstream(result, extra))
+
+
+def graph_forms(edge_program: ExportedProgram, spec: EthosUCompileSpec, default: TosaGraph
+                ) -> dict[str, TosaGraph]:
+    """The graph forms `--tune` tries for a partition (name -> graph), the plain lowering first. Every
+    form computes the same integers as the plain one (each is tested bit-exact on the reference model)."""
+    return {"default": default}
 
 
 def tosa_graph_of(payload: bytes, compile_specs: list | None = None) -> bytes:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from arm_tosa_core import TosaCompileSpec
 
 from . import vela_config
+from .tune import TuneBounds
 from .vela_config import MemoryLimits
 from .vela_runner import _check_extra_flags
 
@@ -108,6 +110,7 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.sram_limit_bytes: int | None = None
         self.weight_limit_bytes: int | None = None
         self.tosa_graph_in_payload = False  # the deployable payload; include_host_graph() opts in
+        self.tune_bounds: TuneBounds | None = None  # enable_tune() sets it
         super().__init__(implied_tosa_spec(target))
 
     @property
@@ -123,6 +126,17 @@ class EthosUCompileSpec(TosaCompileSpec):
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{name} must be a positive number of bytes or None, got {value!r}")
         self.sram_limit_bytes, self.weight_limit_bytes = sram_bytes, weight_bytes
+        return self
+
+    def enable_tune(self, enabled: bool = True, max_candidates: int = 12, time_limit_s: float = 120.0,
+                    max_workers: int = 4) -> EthosUCompileSpec:
+        """Compile each partition several ways (vela scheduling options x graph forms, see `arm_ethosu.tune`)
+        and keep the fewest NPU cycles within the SRAM limit; every candidate and its cycles go into the
+        report (`PartitionReport.tune`). The same switch as `arm-compile --tune`; returns self.
+
+        Bounded by `max_candidates` compiles and `time_limit_s` wall seconds per partition, run on up to
+        `max_workers` processes."""
+        self.tune_bounds = TuneBounds(max_candidates, time_limit_s, max_workers) if enabled else None
         return self
 
     def include_host_graph(self, include: bool = True) -> EthosUCompileSpec:
@@ -151,6 +165,7 @@ class EthosUCompileSpec(TosaCompileSpec):
             "sram_limit_bytes": self.sram_limit_bytes,
             "weight_limit_bytes": self.weight_limit_bytes,
             "tosa_graph": self.tosa_graph_in_payload,
+            "tune": None if self.tune_bounds is None else asdict(self.tune_bounds),
         }}
 
     def _host_specs(self) -> dict:
@@ -166,13 +181,16 @@ class EthosUCompileSpec(TosaCompileSpec):
         spec = cls(ethosu["target"], ethosu["system_config"], ethosu["memory_mode"], ethosu["extra_flags"],
                    settings.get("vela_config_ini"))
         spec.set_memory_limit(ethosu["sram_limit_bytes"], ethosu["weight_limit_bytes"])
+        if ethosu.get("tune") is not None:  # absent in specs written before --tune
+            spec.enable_tune(**ethosu["tune"])
         return spec.include_tosa_graph(ethosu["tosa_graph"])
 
     def __repr__(self) -> str:
         ini = "" if self.config_ini is None else f", config_ini={str(self.config_ini)!r}"
         flags = f", extra_flags={self.extra_flags!r}" if self.extra_flags else ""
+        tune = "" if self.tune_bounds is None else f", tune={self.tune_bounds}"
         return (f"EthosUCompileSpec({self.target!r}, system_config={self.system_config!r}, "
-                f"memory_mode={self.memory_mode!r}{flags}{ini})")
+                f"memory_mode={self.memory_mode!r}{flags}{ini}{tune})")
 
 
 class ArmCompileSpecBuilder:

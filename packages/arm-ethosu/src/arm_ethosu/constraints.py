@@ -182,15 +182,15 @@ def _u55_int32_transpose(node: Node, family: str) -> str | None:
 @target_rule(U55_U65, "resize")
 def _u55_resize(node: Node, family: str) -> str | None:
     """vela 5.2 on U55/U65: NEAREST for power-of-two upscales 2x..8x (half-pixel form) only, and no
-    BILINEAR at all, except 2x half-pixel, which the core lowers as NEAREST + a 3x3 depthwise conv."""
+    BILINEAR at all, except 2x/4x/8x half-pixel, which the core lowers as NEAREST + a depthwise conv."""
     plan = resize._plan(node)
     if isinstance(plan, str):
         return None  # the core's own reason applies
     if aten_target(node.target) in resize._BILINEAR:
-        if resize.is_bilinear_x2(plan):
+        if resize.bilinear_upscale_factor(plan):
             return None
-        return ("bilinear resize other than a 2x upscale with align_corners=False: vela 5.2 compiles no "
-                "bilinear RESIZE for Ethos-U55/U65 (the core lowers 2x as nearest + depthwise conv)")
+        return ("bilinear resize other than a 2x, 4x or 8x upscale with align_corners=False: vela 5.2 compiles "
+                "no bilinear RESIZE for Ethos-U55/U65 (the core lowers those as nearest + depthwise conv)")
     for n, d, offset, _ in plan:
         if Fraction(n, d) not in (2, 4, 8) or 2 * offset != d - n:
             return ("nearest resize by other than 2x, 4x or 8x on both axes: vela 5.2 takes only "

@@ -2,6 +2,10 @@
 
 Numbers are vela's estimates (not hardware measurements). vela's summary CSV states memory in
 KiB; here every size is in bytes and the field names say so.
+
+MAC utilization says how far a layer or a model is from the NPU's limit: MACs / (cycles x MACs the
+NPU can do per cycle), a fraction in [0, 1]. Per layer it uses vela's ``Op Cycles`` (as vela's own
+rounded ``Util% (MAC)`` does); per partition and per model the NPU cycles (``cycles_npu``).
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .layer_map import annotate_layers
-from .vela_config import MemoryLimits
+from .vela_config import MemoryLimits, macs_per_cycle
 from .vela_runner import VelaResult
 
 # Per-layer columns shown in the text table: the PyTorch name (see layer_map), then vela's CSV names.
 _LAYER_COLUMNS = ("PyTorch", "Name", "NNG Operator", "Target", "Op Cycles", "NPU", "Staging Usage", "MAC Count",
-                  "Util% (MAC)")
+                  "MAC util %")
+#: The per-layer key (a fraction) this report adds to vela's columns.
+LAYER_MAC_UTIL = "MAC Util"
 # Columns of layers.csv: the PyTorch names first, then every column vela wrote.
 _TORCH_COLUMNS = ("partition", "PyTorch", "Module", "Torch Op", "TOSA Ops", "Node")
 
@@ -50,6 +56,8 @@ class PartitionReport:
     scratch_fast_size: int
     layers: list[dict[str, int | float | str]] = field(default_factory=list)
     vela_seconds: float = 0.0  # wall time of the vela compile (set by EthosUBackend)
+    mac_utilization: float = 0.0  # nn_macs / (cycles_npu x macs_per_cycle(target))
+    tune: dict | None = None  # arm-compile --tune: every candidate and its cycles (see arm_ethosu.tune)
 
     @classmethod
     def from_vela(cls, result: VelaResult, name: str = "partition_0",
@@ -88,11 +96,25 @@ class PartitionReport:
             ) from exc
         if debug_map is not None:
             annotate_layers(report.layers, debug_map)
+        report.add_mac_utilization()
         return report
+
+    def add_mac_utilization(self) -> None:
+        """Set ``mac_utilization`` and each layer's ``MAC Util`` from vela's MACs and cycles."""
+        per_cycle = macs_per_cycle(self.target)
+        self.mac_utilization = mac_utilization(self.nn_macs, self.cycles_npu, per_cycle)
+        for row in self.layers:
+            row[LAYER_MAC_UTIL] = mac_utilization(row.get("MAC Count"), row.get("Op Cycles"), per_cycle)
 
     def peak_staging_layer(self) -> dict | None:
         """The layer row with the largest SRAM staging usage (vela's ``Staging Usage``)."""
         return max(self.layers, key=lambda r: float(r.get("Staging Usage", 0) or 0), default=None)
+
+
+def mac_utilization(macs: object, cycles: object, per_cycle: int) -> float:
+    """MACs / (cycles x MACs per cycle); 0.0 for a layer without cycles or MACs (a CPU or copy layer)."""
+    macs, cycles = float(macs or 0), float(cycles or 0)
+    return macs / (cycles * per_cycle) if macs > 0 and cycles > 0 else 0.0
 
 
 def number_unnamed_layers(layers: list[dict]) -> None:
@@ -134,9 +156,16 @@ class EthosUReport:
     def cpu_ops(self) -> int:
         return sum(p.cpu_ops for p in self.partitions)
 
+    @property
+    def mac_utilization(self) -> float:
+        """The model's MACs / (its NPU cycles x MACs per cycle), over every partition."""
+        macs = sum(p.nn_macs for p in self.partitions)
+        capacity = sum(p.cycles_npu * macs_per_cycle(p.target) for p in self.partitions)
+        return macs / capacity if macs > 0 and capacity > 0 else 0.0
+
     def to_json(self, indent: int | None = 2) -> str:
-        """JSON text: ``{"partitions": [{field: value, ..., "layers": [...]}, ...]}``."""
-        return json.dumps(asdict(self), indent=indent)
+        """JSON text: ``{"mac_utilization": ..., "partitions": [{field: value, ..., "layers": [...]}, ...]}``."""
+        return json.dumps({"mac_utilization": self.mac_utilization, **asdict(self)}, indent=indent)
 
     @classmethod
     def from_json(cls, text: str) -> EthosUReport:
@@ -156,6 +185,7 @@ class EthosUReport:
             "DRAM B",
             "flash B",
             "MACs",
+            "MAC util %",
             "CPU ops",
         )
         rows = [
@@ -169,6 +199,7 @@ class EthosUReport:
                 p.dram_memory_used_bytes,
                 p.off_chip_flash_memory_used_bytes + p.on_chip_flash_memory_used_bytes,
                 p.nn_macs,
+                f"{100 * p.mac_utilization:.1f}",
                 p.cpu_ops,
             )
             for p in self.partitions
@@ -185,16 +216,25 @@ class EthosUReport:
                     "",
                     "",
                     sum(p.nn_macs for p in self.partitions),
+                    f"{100 * self.mac_utilization:.1f}",
                     self.cpu_ops,
                 )
             )
         parts = [_table(head, rows)]
         for p in self.partitions:
             parts.append(f"\n{p.name} ({p.target}, {p.system_config}, {p.memory_mode}): layers")
-            layer_rows = [tuple(_fmt(row.get(c, "")) for c in _LAYER_COLUMNS) for row in p.layers]
+            layer_rows = [tuple(_layer_cell(row, c) for c in _LAYER_COLUMNS) for row in p.layers]
             parts.append(
                 _table(_LAYER_COLUMNS, layer_rows) if layer_rows else "  (no per-layer data)"
             )
+        for p in self.partitions:
+            if p.tune:
+                parts.append(f"\n{p.name}: --tune candidates (chosen: {p.tune['chosen']})")
+                parts.append(_table(("candidate", "vela flags", "npu cycles", "total cycles", "SRAM B", "result"),
+                                    [(c["name"], " ".join(c["flags"]) or "-", c["cycles_npu"] or "",
+                                      c["cycles_total"] or "", c["sram_bytes"] or "",
+                                      "chosen" if c["name"] == p.tune["chosen"] else (c["error"] or "fits"))
+                                     for c in p.tune["candidates"]]))
         parts.append("\nby PyTorch module (layers of one module grouped)")
         parts.append(_table(("module", "layers", "Op Cycles", "vela layers"), self.by_module()))
         return "\n".join(parts)
@@ -257,11 +297,12 @@ class EthosUReport:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        labels, cycles = [], []
+        labels, cycles, utils = [], [], []
         for p in self.partitions:
             for row in p.layers:
                 labels.append(_layer_label(p, row))
                 cycles.append(float(row.get("Op Cycles", 0)))
+                utils.append(float(row.get(LAYER_MAC_UTIL, 0) or 0))
         if not labels:
             raise ValueError(
                 "no per-layer rows to plot: compile with vela's --verbose-performance "
@@ -272,10 +313,13 @@ class EthosUReport:
         ax = fig.add_subplot()
         pos = list(range(len(labels)))
         ax.barh(pos, cycles, color="#0091bd")
+        for y, (c, u) in enumerate(zip(cycles, utils, strict=True)):
+            if u > 0:  # how far the layer is from the NPU's MAC limit, at the end of its bar
+                ax.text(c, y, f" {100 * u:.0f} % MAC", va="center", fontsize=7)
         ax.set_yticks(pos, labels)
         ax.invert_yaxis()  # first layer on top, in execution order
-        ax.set_xlabel("cycles (vela estimate)")
-        ax.set_title("Ethos-U per-layer cycles")
+        ax.set_xlabel("cycles (vela estimate); label: MAC utilization")
+        ax.set_title(f"Ethos-U per-layer cycles (model MAC utilization {100 * self.mac_utilization:.1f} %)")
         fig.tight_layout()
         out = Path(path)
         fig.savefig(out, format="png", dpi=100)
@@ -287,6 +331,12 @@ def _layer_label(p: PartitionReport, row: dict) -> str:
     vela = f"{row.get('Name', '?')} {row.get('NNG Operator', '?')}"
     torch_name = row.get("PyTorch")
     return f"{torch_name} [{vela}]" if torch_name else f"{p.name}: {vela}"
+
+
+def _layer_cell(row: dict, column: str) -> str:
+    if column == "MAC util %":
+        return f"{100 * float(row.get(LAYER_MAC_UTIL, 0) or 0):.1f}"
+    return _fmt(row.get(column, ""))
 
 
 def _fmt(value: object) -> str:

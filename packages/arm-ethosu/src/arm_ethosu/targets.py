@@ -20,6 +20,8 @@ def _ethosu_spec(name: str, options: dict[str, Any]):
                              options.get("vela_flags"), options.get("vela_config") or "Arm/vela.ini")
     if options.get("sram_limit"):
         spec.set_memory_limit(sram_bytes=int(options["sram_limit"]))
+    if options.get("tune"):
+        spec.enable_tune()
     # lowered with the host graph, which verify runs; arm-compile writes the deployable .pte without it
     return spec.include_host_graph()
 
@@ -129,6 +131,11 @@ def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
     ethos.add_argument("--host-graph", action="store_true", help="keep each partition's TOSA INT graph in "
                        "the .pte so it also runs on a host (executorch.runtime + runtime_cpp); the default "
                        ".pte is the deployable one, vela's payload only")
+    ethos.add_argument("--tune", action="store_true",
+                       help="per partition, compile with vela's scheduling options that change cycles "
+                            "(optimise Size/Performance, cascading, buffering, ...) and the alternative "
+                            "graph forms over a process pool (at most 12 candidates, 120 s), keep the fewest "
+                            "NPU cycles within the SRAM limit; the report lists every candidate")
     ethos.add_argument("--target-sqnr", type=float, metavar="DB",
                        help="choose the modules whose activations move to int16 (a16w8) so the output SQNR "
                             "vs float reaches DB, by SQNR gained per extra NPU cycle; prints the quantizer "
@@ -136,7 +143,7 @@ def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
 
 
 ETHOSU_OPTIONS = ("system_config", "memory_mode", "vela_config", "vela_flags", "sram_limit", "host_graph",
-                  "target_sqnr")
+                  "target_sqnr", "tune")
 
 
 def ethosu_family() -> TargetFamily:

@@ -86,6 +86,13 @@ def family(target: str) -> str:
     return target.split("-")[1].upper()
 
 
+def macs_per_cycle(target: str) -> int:
+    """The MACs the whole NPU can do per cycle: the number in vela's accelerator name
+    (ethos-u55-128: 128; ethos-u65-512: 2 cores x 256), what vela's ``Util% (MAC)`` divides by."""
+    _check_target(target)
+    return int(target.rsplit("-", 1)[1])
+
+
 def default_system_config(target: str) -> str:
     """Default system config for the target's family (checked to exist in the bundled ini)."""
     return _FAMILY_DEFAULTS[family(target)][0]

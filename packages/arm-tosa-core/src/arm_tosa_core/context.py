@@ -165,7 +165,8 @@ class LoweringContext:
 
         When the reshape only inserts or removes size-1 dims, the data order is unchanged in any
         layout, so the non-1 dims keep their physical order and no TRANSPOSE is needed. Otherwise the
-        value is first brought to PyTorch's layout.
+        reshape happens in the value's own layout (`layout.reshape_in_place`): each split/merge group of
+        dims is brought together with at most one TRANSPOSE, not through PyTorch's layout and back.
         """
         shape = tuple(int(d) for d in shape)
         if value.is_const:  # a quantized constant keeps its qparams (its codes mean nothing without them)
@@ -184,6 +185,11 @@ class LoweringContext:
                 perm[slot] = dim
             t = self.b.reshape(value.tensor, layout.apply(shape, perm))
             return Value(shape, value.dtype, tensor=t, perm=tuple(perm), qparams=value.qparams)
+        in_place = None if layout.is_identity(value.perm) else layout.reshape_in_place(value.shape, value.perm, shape)
+        if in_place is not None:  # split/merge in the value's own layout: at most one TRANSPOSE, no trip to NCHW
+            first, perm = in_place
+            t = self.b.reshape(self.tensor(value, first), layout.apply(shape, perm))
+            return Value(shape, value.dtype, tensor=t, perm=perm, qparams=value.qparams)
         t = self.tensor(value, layout.identity(value.rank))
         return Value(shape, value.dtype, tensor=self.b.reshape(t, shape),
                      perm=layout.identity(len(shape)), qparams=value.qparams)

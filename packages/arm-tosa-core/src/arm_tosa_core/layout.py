@@ -65,3 +65,55 @@ def drop_dims(perm: Sequence[int], removed: Sequence[int]) -> Perm:
 def insert_leading(perm: Sequence[int], count: int) -> Perm:
     """Layout after prepending `count` logical size-1 dims (as broadcasting does)."""
     return tuple(range(count)) + tuple(p + count for p in perm)
+
+
+def reshape_groups(shape: Sequence[int], new_shape: Sequence[int]) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """The non-1 dims of a reshape in groups (old dims, new dims) of equal element counts, each group the
+    shortest run that splits or merges; None when the sizes do not match."""
+    old = [i for i, d in enumerate(shape) if d != 1]
+    new = [i for i, d in enumerate(new_shape) if d != 1]
+    groups, i, j = [], 0, 0
+    while i < len(old) or j < len(new):
+        if i == len(old) or j == len(new):
+            return None
+        a, b = [old[i]], [new[j]]
+        pa, pb = shape[old[i]], new_shape[new[j]]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb and i < len(old):
+                pa *= shape[old[i]]
+                a.append(old[i])
+                i += 1
+            elif pb < pa and j < len(new):
+                pb *= new_shape[new[j]]
+                b.append(new[j])
+                j += 1
+            else:
+                return None
+        groups.append((tuple(a), tuple(b)))
+    return groups
+
+
+def reshape_in_place(shape: Sequence[int], perm: Sequence[int], new_shape: Sequence[int]
+                     ) -> tuple[Perm, Perm] | None:
+    """How to do a torch reshape of a value stored in layout `perm` without going through PyTorch's layout.
+
+    Returns (layout the value must be in first, layout of the result): the first keeps every split/merge
+    group of dims together in ascending order, with the groups in the order they already have physically
+    (so it equals `perm` when the reshape needs no data movement, and otherwise differs from it by the
+    smallest regrouping); size-1 dims go first. A channel shuffle on an NHWC tensor so becomes RESHAPE,
+    one TRANSPOSE of the split channel axes, RESHAPE, instead of a trip through NCHW. None when the sizes
+    do not match."""
+    groups = reshape_groups(shape, new_shape)
+    if groups is None:
+        return None
+    group_of = {d: g for g, (old, _) in enumerate(groups) for d in old}
+    order: list[int] = []  # groups in the physical order of their first dim
+    for d in perm:
+        if d in group_of and group_of[d] not in order:
+            order.append(group_of[d])
+    units = [d for d in perm if shape[d] == 1]
+    first = tuple(units) + tuple(d for g in order for d in groups[g][0])
+    new_units = [d for d, n in enumerate(new_shape) if n == 1]
+    result = tuple(new_units) + tuple(d for g in order for d in groups[g][1])
+    return first, result

@@ -21,9 +21,12 @@ int8 result.
 
 vela 5.2 compiles no BILINEAR RESIZE for Ethos-U55/U65 (every scale, offset and shift form fails with
 "Resize could not run on NPU"), and NEAREST only for power-of-two upscales 2x..8x in the half-pixel
-form. So under the "u55" subset a 2x half-pixel bilinear upscale is lowered as what it equals: NEAREST 2x,
-edge rows replicated, then a 3x3 DEPTHWISE_CONV2D with weights [1,2,1] x [1,2,1] / 16 (out[2i] =
-x[i-1]/4 + 3x[i]/4 and out[2i+1] = 3x[i]/4 + x[i+1]/4, exactly). arm_ethosu's constraints keep other
+form. So under the "u55" subset a k x half-pixel bilinear upscale (k = 2, 4, 8) is lowered as what it
+equals: NEAREST k x (each input repeated k times, a box of k taps), k/2 edge rows replicated, then a
+(k+1)x(k+1) DEPTHWISE_CONV2D with taps [1,2,...,2,1] per axis: box(k) convolved with [1,2,...,2,1] is
+the half-pixel triangle [1,3,5,...,2k-1,2k-1,...,3,1] bilinear interpolation is, so the int32 sums are
+the RESIZE's own, in the same units of 1/(2k)^2 (k=2: out[2i] = x[i-1]/4 + 3x[i]/4 and out[2i+1] =
+3x[i]/4 + x[i+1]/4, exactly), and the same RESCALE gives int8. arm_ethosu's constraints keep other
 bilinear resizes on the CPU there.
 """
 
@@ -209,8 +212,8 @@ def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
         return lower_shared(ctx, node, lower_resize)
     plan = _plan(node)
     target = output_qparams(node)
-    if ctx.spec.is_u55_subset and is_bilinear_x2(plan):
-        return _bilinear_x2_as_depthwise(ctx, node, x, target)
+    if ctx.spec.is_u55_subset and bilinear_upscale_factor(plan):
+        return _bilinear_as_depthwise(ctx, node, x, target, bilinear_upscale_factor(plan))
     (ny, *_), (nx, *_) = plan
     node.meta["arm_storage_dtype"] = torch.int8
     acc = lower_resize(ctx, node, DType.INT32)
@@ -222,35 +225,44 @@ def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
     return Value(acc.shape, torch.int8, tensor=out, perm=acc.perm, qparams=target)
 
 
-BILINEAR_X2 = (4, 2, -1, 1)  # half-pixel 2x upscale: n, d, offset, border
+#: Integer half-pixel upscales done as NEAREST + DEPTHWISE_CONV2D under the "u55" subset: the factors vela
+#: 5.2 takes as a NEAREST RESIZE on Ethos-U55/U65.
+DEPTHWISE_BILINEAR_FACTORS = (2, 4, 8)
 
 
-def is_bilinear_x2(plan) -> bool:
-    """Whether a resize plan is the 2x half-pixel upscale on both axes."""
-    return not isinstance(plan, str) and all(tuple(axis) == BILINEAR_X2 for axis in plan)
+def bilinear_upscale_factor(plan) -> int | None:
+    """k when a resize plan is the k x half-pixel upscale on both axes, k in DEPTHWISE_BILINEAR_FACTORS."""
+    if isinstance(plan, str):
+        return None
+    for k in DEPTHWISE_BILINEAR_FACTORS:
+        if all(tuple(axis) == (2 * k, 2, 1 - k, k - 1) for axis in plan):
+            return k
+    return None
 
 
-def _bilinear_x2_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target) -> Value:
-    """int8 2x bilinear as NEAREST 2x, replicated edges and a [1,2,1]^2/16 DEPTHWISE_CONV2D (see above)."""
+def _bilinear_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target, k: int) -> Value:
+    """int8 k x bilinear as NEAREST k x, replicated edges and a [1,2,..,2,1]^2/(2k)^2 DEPTHWISE_CONV2D
+    (see above)."""
     import tosa_serializer as ts
 
-
     b = ctx.b
-    n, d, offset, border = BILINEAR_X2
+    n, d, offset, border = 2 * k, 2, 1 - k, k - 1
     t = ctx.tensor(x, NHWC)
-    up_shape = [t.shape[0], 2 * t.shape[1], 2 * t.shape[2], t.shape[3]]
+    up_shape = [t.shape[0], k * t.shape[1], k * t.shape[2], t.shape[3]]
     up = b.op(Op.RESIZE, [t, b.shape_const([n, d, n, d]), b.shape_const([offset, offset]),
                           b.shape_const([border, border])], up_shape, t.dtype, ts.ResizeMode.NEAREST)
-    padded = pad_axis(ctx, pad_axis(ctx, up, 1, 1, 1, "replicate"), 2, 1, 1, "replicate")
+    r = k // 2
+    padded = pad_axis(ctx, pad_axis(ctx, up, 1, r, r, "replicate"), 2, r, r, "replicate")
     channels = t.shape[3]
-    taps = torch.tensor([1, 2, 1], dtype=torch.int32)
-    weight = (taps[:, None] * taps[None, :]).reshape(3, 3, 1, 1).expand(3, 3, channels, 1)
+    taps = torch.tensor([1] + [2] * (k - 1) + [1], dtype=torch.int32)
+    weight = (taps[:, None] * taps[None, :]).reshape(k + 1, k + 1, 1, 1).expand(k + 1, k + 1, channels, 1)
     operands = [padded, b.const(weight.to(torch.int8).contiguous(), DType.INT8),
                 b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32),
                 b.zero_point(DType.INT8, x.qparams.zero_point), b.zero_point(DType.INT8)]
     acc = b.op(Op.DEPTHWISE_CONV2D, operands, up_shape, DType.INT32, [0, 0, 0, 0], [1, 1], [1, 1], False,
                DType.INT32)
-    # acc = 16 * (bilinear - zp_in) in input steps; shared qparams: out = round(acc / 16) + zp_out
-    out = rescale(b, acc, float(x.qparams.scale) / 16 / float(target.scale), 0, target.zero_point, DType.INT8)
+    # acc = (2k)^2 * (bilinear - zp_in) in input steps; shared qparams: out = round(acc / (2k)^2) + zp_out
+    out = rescale(b, acc, float(x.qparams.scale) / (2 * k) ** 2 / float(target.scale), 0, target.zero_point,
+                  DType.INT8)
     shape, _ = ctx.out_meta(node)
     return Value(shape, torch.int8, tensor=out, perm=NHWC, qparams=target)

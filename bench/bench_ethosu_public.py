@@ -1,0 +1,148 @@
+"""Ethos-U on public architectures: ours (plain and --tune) vs the competitor's Arm backend, with the same vela.
+
+    uv run python bench/bench_ethosu_public.py                                  # the issue's 8 torchvision models
+    uv run python bench/bench_ethosu_public.py --models all --targets ethos-u55-128 ethos-u85-256
+    uv run python bench/bench_ethosu_public.py --models tv:mobilenet_v2 --input-size 224 --no-upstream
+
+Models are `public_models` names (torchvision / timm architectures at seeded random init, int8 PTQ
+calibrated on the one seeded input). Each (model, target, side) compiles in its own fresh interpreter
+(`flow_worker.py`): `our_flows.our_ethosu` (plain, then with `tune=True`) and `upstream_flows.upstream_ethosu`.
+Columns: vela's NPU and total cycles (summed over partitions), SRAM peak (the largest partition's
+`sram_memory_used`), flash (weights, KiB), CPU ops (edge-program call_function nodes left outside the
+delegates, the float-boundary quantize/dequantize included, counted the same on both sides), compile
+time (export + quantize + lower, seconds), MAC utilization (MACs / (NPU cycles x MACs per cycle)), and
+ours/competitor NPU-cycle ratios. Writes bench/results/ethosu_public.json (every number, versions, commit)
+and ethosu_public.md (the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import run_isolated_example  # noqa: E402
+from public_models import ALL, TORCHVISION_ISSUE  # noqa: E402
+from run_bench import _git_commit, _versions  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SIDES = {  # side -> (flow module, extra kwargs)
+    "ours": ("our_flows", {}),
+    "ours_tune": ("our_flows", {"tune": True}),
+    "competitor": ("upstream_flows", {}),
+}
+
+
+def _cpu_ops(res: dict) -> int | None:
+    rest = res.get("not_delegated")
+    return None if rest is None else int(sum(rest.values()))
+
+
+def _row(model: str, target: str, side: str, res: dict) -> dict:
+    per_cycle = int(target.rsplit("-", 1)[1])
+    npu, macs = res.get("vela_npu_cycles"), res.get("vela_macs")
+    util = res.get("vela_mac_util")
+    if util is None and npu and macs:
+        util = macs / (npu * per_cycle)
+    return {"model": model, "target": target, "side": side, "error": res.get("error") or res.get("unavailable"),
+            "npu_cycles": npu, "total_cycles": res.get("vela_total_cycles"),
+            "sram_peak_kib": res.get("vela_sram_peak_kib"), "flash_kib": res.get("vela_flash_kib"),
+            "cpu_ops": _cpu_ops(res), "compile_s": res.get("total_s"), "vela_s": res.get("vela_s"),
+            "mac_util": util, "tune_chosen": res.get("tune_chosen")}
+
+
+def _fmt(v, spec: str = "") -> str:
+    if v is None:
+        return "-"
+    return format(v, spec) if spec else str(v)
+
+
+def table(rows: list[dict]) -> str:
+    by = {(r["model"], r["target"], r["side"]): r for r in rows}
+    head = ("model", "target", "ours NPU", "tune NPU", "comp. NPU", "ratio", "ratio tune", "ours total",
+            "tune total", "comp. total", "SRAM KiB o/c", "flash KiB o/c", "CPU ops o/c", "compile s o/t/c",
+            "MAC util o/t", "tune chose")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ratios: dict[str, list[float]] = {}
+    for model, target in dict.fromkeys((r["model"], r["target"]) for r in rows):
+        o, t, c = (by.get((model, target, s), {}) for s in SIDES)
+        cells = [model, target, _fmt(o.get("npu_cycles"), ",.0f"), _fmt(t.get("npu_cycles"), ",.0f"),
+                 _fmt(c.get("npu_cycles"), ",.0f")]
+        for side, r in (("ours", o), ("tune", t)):
+            if r.get("npu_cycles") and c.get("npu_cycles"):
+                ratio = r["npu_cycles"] / c["npu_cycles"]
+                ratios.setdefault(f"{target} {side}", []).append(ratio)
+                cells.append(f"{ratio:.3f}")
+            else:
+                cells.append("-")
+        cells += [_fmt(o.get("total_cycles"), ",.0f"), _fmt(t.get("total_cycles"), ",.0f"),
+                  _fmt(c.get("total_cycles"), ",.0f"),
+                  f"{_fmt(o.get('sram_peak_kib'), '.0f')}/{_fmt(c.get('sram_peak_kib'), '.0f')}",
+                  f"{_fmt(o.get('flash_kib'), '.0f')}/{_fmt(c.get('flash_kib'), '.0f')}",
+                  f"{_fmt(o.get('cpu_ops'))}/{_fmt(c.get('cpu_ops'))}",
+                  f"{_fmt(o.get('compile_s'), '.1f')}/{_fmt(t.get('compile_s'), '.1f')}/"
+                  f"{_fmt(c.get('compile_s'), '.1f')}",
+                  f"{_fmt(o.get('mac_util') and 100 * o['mac_util'], '.1f')}/"
+                  f"{_fmt(t.get('mac_util') and 100 * t['mac_util'], '.1f')} %",
+                  ",".join(t.get("tune_chosen") or []) or "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    for key, values in ratios.items():
+        geo = math.exp(sum(math.log(v) for v in values) / len(values))
+        lines.append(f"\ngeomean NPU-cycle ratio ours/competitor, {key}: {geo:.3f} over {len(values)} models")
+    errors = [f"- {r['model']} {r['target']} {r['side']}: {r['error']}" for r in rows if r["error"]]
+    return "\n".join(lines + (["\nerrors:"] + errors if errors else []))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", default=list(TORCHVISION_ISSUE),
+                   help="public_models names, or 'all' (default: the issue's 8 torchvision models)")
+    p.add_argument("--targets", nargs="+", default=["ethos-u55-128"])
+    p.add_argument("--input-size", type=int, default=128)
+    p.add_argument("--sides", nargs="+", default=list(SIDES), choices=list(SIDES))
+    p.add_argument("--no-upstream", action="store_true", help="ours only")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=RESULTS / "ethosu_public.json")
+    args = p.parse_args(argv)
+    models = list(ALL) if args.models == ["all"] else args.models
+    sides = [s for s in args.sides if not (args.no_upstream and s == "competitor")]
+    logs = RESULTS / "logs" / f"ethosu_public-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+    logs.mkdir(parents=True, exist_ok=True)
+    rows, started = [], time.perf_counter()
+    meta = {"commit": _git_commit(), "versions": _versions(), "host": platform.node(), "input_size": args.input_size,
+            "seed": args.seed, "note": "vela cycle estimates; int8 PTQ on one seeded random input; random init"}
+    for model in models:
+        for target in args.targets:
+            for side in sides:
+                module, kwargs = SIDES[side]
+                log = logs / f"{model.replace(':', '_')}-{target}-{side}.log"
+                res = run_isolated_example(module, "ethosu", model, args.seed, args.input_size, log, 1800.0,
+                                           target=target, **kwargs)
+                rows.append(_row(model, target, side, res))
+                r = rows[-1]
+                print(f"[{time.perf_counter() - started:6.0f} s] {model} {target} {side}: NPU {r['npu_cycles']} "
+                      f"compile {_fmt(r['compile_s'], '.1f')} s {r['error'] or ''}", file=sys.stderr, flush=True)
+                _write(args, meta, rows)  # after every row: a long run cut short keeps what it measured
+    print(table(rows))
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+def _write(args: argparse.Namespace, meta: dict, rows: list[dict]) -> None:
+    meta = {**meta, "date": datetime.now(UTC).isoformat(timespec="seconds")}
+    text = table(rows)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**meta, "rows": [{**r, "commit": meta["commit"]} for r in rows]}, indent=1))
+    args.out.with_suffix(".md").write_text(
+        f"# Ethos-U public models (commit {meta['commit']}, {meta['date']}, input {args.input_size})\n\n"
+        f"vela {meta['versions'].get('ethos-u-vela')}; o = ours, t = ours --tune, c = competitor.\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
