@@ -134,9 +134,7 @@ def _pool_support(node: Node) -> str | None:
         oh, ow = node.args[1]
         if not all(isinstance(v, int) for v in (h, w)) or h % oh or w % ow:
             return "adaptive pool whose output does not divide the input"
-    if x.dtype != torch.float32:
-        return f"dtype {x.dtype} (the Vulkan delegate computes float32 tensors, or fp16 via force_fp16)"
-    return None
+    return float_tensors(node)
 
 
 def _pair(v, default):
