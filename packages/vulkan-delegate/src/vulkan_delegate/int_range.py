@@ -78,8 +78,6 @@ def _op_bound(node: Node, const_value, memo: dict) -> int | None:
         return max(int(x.numel()) if not isinstance(x.numel(), torch.SymInt) else (_max_of(x.numel()) or 0), 1)
     if name in ("full", "full_like", "scalar_tensor"):
         return _max_of(node.args[0] if name == "scalar_tensor" else node.args[1])
-    if name in ("zeros", "zeros_like", "ones", "ones_like"):
-        return 1
     if name in ("add", "sub", "mul"):
         ops = [int_bound(a, const_value, memo) for a in args[:2]]
         if None in ops or len(ops) < 2:

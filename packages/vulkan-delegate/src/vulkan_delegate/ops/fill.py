@@ -1,4 +1,5 @@
-"""Tensors made from numbers: arange, full/zeros/ones(_like), scalar_tensor. Static shapes are folded
+"""Tensors made from numbers: arange, full/zeros/ones(_like), scalar_tensor (the forms exir's edge graphs
+hold: arange.start_step, full, full_like, scalar_tensor; zeros/ones(_like) arrive as full(_like)). Static shapes are folded
 into payload constants at compile time (lower.is_static_fill); sizes known per call (a dynamic
 sequence length) are filled on the device (shader `fill`: y[i] = start + i * step)."""
 
@@ -12,23 +13,15 @@ from ..lower import dim_of
 from ..registry import INT_VARIANTS, any_tensors, aten_key, register
 
 aten = torch.ops.aten
-ARANGE = [aten.arange.default, aten.arange.start, aten.arange.start_step]
-FULL = [aten.full.default, aten.zeros.default, aten.ones.default, aten.scalar_tensor.default]
-FULL_LIKE = [aten.full_like.default, aten.zeros_like.default, aten.ones_like.default]
+ARANGE = aten.arange.start_step
+FILLS = [ARANGE, aten.full.default, aten.full_like.default, aten.scalar_tensor.default]
 
 
 def _start_step(node: Node) -> tuple:
     """(start, step) of y[i] = start + i * step."""
     t = aten_key(node.target)
-    if t in ARANGE:
-        nums = [a for a in node.args if not isinstance(a, Node)]
-        if t == aten.arange.default:
-            return 0, 1
-        return nums[0], nums[2] if len(nums) > 2 else 1
-    if t == aten.zeros.default or t == aten.zeros_like.default:
-        return 0, 0
-    if t == aten.ones.default or t == aten.ones_like.default:
-        return 1, 0
+    if t == ARANGE:
+        return node.args[0], node.args[2] if len(node.args) > 2 else 1
     if t == aten.scalar_tensor.default:
         return node.args[0], 0
     return node.args[1], 0
@@ -42,7 +35,7 @@ def _fill_support(node: Node) -> str | None:
     return any_tensors(node)
 
 
-@register("fill", ARANGE + FULL + FULL_LIKE, ["fill"], support=_fill_support, variants=INT_VARIANTS)
+@register("fill", FILLS, ["fill"], support=_fill_support, variants=INT_VARIANTS)
 def lower_fill(ctx, node: Node) -> None:
     if ctx.const_value(node) is not None:  # a static shape: a payload constant
         ctx.values[node] = ctx.inp(node)

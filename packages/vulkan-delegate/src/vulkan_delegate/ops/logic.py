@@ -72,7 +72,7 @@ def lower_compare(ctx, node: Node) -> None:
                                         *broadcast_strides(b.shape, shape)], (n,), variant=VARIANT[a.dtype])
 
 
-WHERE = [aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar]
+WHERE = [aten.where.self]  # exir's edge form of every overload (scalars become scalar_tensor), and of masked_fill
 
 
 def _where_support(node: Node) -> str | None:
