@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -307,6 +310,14 @@ def test_reduction(rank, dims, keepdim, vk_lower):
 
 
 # ---------------------------------------------------------------------------------- numeric coverage
+def _dtype_cases() -> dict:
+    """The integer/bool family table of test_vulkan_dtypes.py (test modules are imported by path here)."""
+    spec = importlib.util.spec_from_file_location("vk_dtype_cases", Path(__file__).with_name("test_vulkan_dtypes.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
 def test_every_claimed_target_has_a_numeric_case(vk_lower, vk_delegated):
     """Every target the registry claims is inside a Vulkan partition of some case above (a family
     claimed with no test against eager is how `log` and `reciprocal` shipped untested). Cases a full
@@ -314,6 +325,7 @@ def test_every_claimed_target_has_a_numeric_case(vk_lower, vk_delegated):
     cases = [(m, x, kw[0] if kw else {}) for m, x, *kw in CASES.values()]
     cases += [(m, x, {}) for m, x in REDUCE_CASES.values()]
     cases.append((VulkanQuantizer(bits=8).quantize(nn.Sequential(nn.Linear(16, 8)).eval()), (r(2, 16),), {}))
+    cases += [(m, x, {}) for m, x in _dtype_cases().values()]
     covered = set()
     for model, inputs, kw in cases:
         if id(model) not in vk_delegated:

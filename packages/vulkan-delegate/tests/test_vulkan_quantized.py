@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from vulkan_delegate import VulkanQuantizer, partition_report, run_on_vulkan
+from vulkan_delegate import VulkanQuantizer, partition_report, payload, run_on_vulkan
 from vulkan_delegate.payload import VERSION
 
 
@@ -56,13 +56,20 @@ def _payload_version(pte: bytearray, version: int) -> bytes:
     return bytes(pte)
 
 
-def test_payload_version_1_still_loads_and_newer_is_refused(vk_lower):
-    """A payload marked version 1 (8-bit weights are laid out as in version 1) still loads and runs;
-    a version this runtime does not know is an error at load time, not a crash or a wrong answer."""
+@pytest.mark.parametrize("old", [1, 2])
+def test_older_payload_versions_still_load_and_newer_is_refused(vk_lower, monkeypatch, old):
+    """A payload written in an older version's layout (version 1: 8-bit weights as then; version 2:
+    no host dtypes in the io section) still loads and runs; a version this runtime does not know is
+    an error at load time, not a crash or a wrong answer."""
     q = VulkanQuantizer(bits=8).quantize(MLP().eval())
     x = torch.randn(2, 64)
     pte = bytearray(vk_lower(q, (x,)).to_executorch().buffer)
-    y = run_on_vulkan(_payload_version(bytearray(pte), 1), x)
+    with monkeypatch.context() as m:
+        m.setattr(payload, "VERSION", old)
+        old_pte = bytes(vk_lower(q, (x,)).to_executorch().buffer)
+    at = old_pte.find(b"VKDG")
+    assert int.from_bytes(old_pte[at + 4:at + 8], "little") == old
+    y = run_on_vulkan(old_pte, x)
     assert ((y - q(x)).abs().max() / q(x).abs().max()).item() <= 1e-3
     with pytest.raises(RuntimeError):
         run_on_vulkan(_payload_version(bytearray(pte), VERSION + 1), x)

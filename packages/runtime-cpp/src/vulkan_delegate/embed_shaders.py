@@ -1,7 +1,7 @@
 """Compile every shaders/*.comp variant with glslc and write shaders.cpp (the runtime's shader table).
 
 Each template declares its variants on a line `// variants: f32 f16` (or `f32_f16` for in/out pairs):
-`f32`/`f16` define T as float/float16_t; `a_b` define IN_T and OUT_T. Local size and binding count
+`f32`/`f16`/`i32` define T as float/float16_t/int (i32 also T_IS_INT); `a_b` define IN_T and OUT_T. Local size and binding count
 are read from the source so the runtime computes group counts and descriptor layouts from the table.
 """
 
@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-TYPES = {"f32": "float", "f16": "float16_t"}
+TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
 
 
 def defines(variant: str) -> list[str]:
     parts = variant.split("_")
     out = [f"-DT={TYPES[parts[0]]}"] if len(parts) == 1 else [f"-DIN_T={TYPES[parts[0]]}", f"-DOUT_T={TYPES[parts[1]]}"]
-    return out + (["-DFP16=1"] if "f16" in parts else [])
+    return out + (["-DFP16=1"] if "f16" in parts else []) + (["-DT_IS_INT=1"] if parts == ["i32"] else [])
 
 
 def main(glslc: str, src_dir: str, out_dir: str) -> None:

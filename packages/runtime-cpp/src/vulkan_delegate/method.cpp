@@ -6,6 +6,7 @@
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "io_convert.h"
 #include "opcodes.h"
 #include "shader_table.h"
 
@@ -73,7 +74,7 @@ Method::~Method() {
 
 uint64_t Method::tensor_bytes(uint32_t id, const std::vector<int64_t>& symbols) const {
   const TensorDesc& t = prog_.tensors[id];
-  uint64_t n = t.dtype == kF32 ? 4 : t.dtype == kF16 ? 2 : 1;
+  uint64_t n = t.dtype == kF16 ? 2 : t.dtype == kU8 ? 1 : 4;
   for (const auto& d : t.dims) n *= static_cast<uint64_t>(d.eval(symbols));
   return n;
 }
@@ -95,7 +96,7 @@ Error Method::init(const uint8_t* payload, size_t size) {
       return Error::DelegateInvalidCompatibility;
     }
   ET_CHECK_OK_OR_RETURN_ERROR(check_op_codes(prog_));
-  ET_CHECK_OK_OR_RETURN_ERROR(Device::create(prog_.fp16(), &dev_));
+  ET_CHECK_OK_OR_RETURN_ERROR(Device::create(prog_.uses_f16(), &dev_));
   uint64_t staging = 0;
   std::vector<int64_t> max_symbols;
   for (const auto& s : prog_.symbols) max_symbols.push_back(s.max);
@@ -335,21 +336,22 @@ Error Method::run(Span<EValue*> args) {
     if (!args[i]->isTensor()) return Error::InvalidArgument;
     const auto& t = args[i]->toTensor();
     const TensorDesc& td = prog_.tensors[prog_.inputs[i]];
-    // float32 tensors, and bool ones (attention masks) where the payload declares bytes.
-    const ScalarType want = td.dtype == kU8 ? ScalarType::Bool : ScalarType::Float;
+    const ScalarType want = host_scalar_type(prog_.input_hosts[i]);
     bool ok = t.scalar_type() == want && static_cast<size_t>(t.dim()) == td.dims.size();
     for (size_t d = 0; ok && d < td.dims.size(); ++d) ok = t.size(d) == td.dims[d].eval(symbols);
     if (!ok) {
       ET_LOG(Error, "VkComputeBackend: input %zu is not a %s tensor of the exported shape", i,
-             want == ScalarType::Bool ? "bool" : "float32");
+             host_dtype_name(prog_.input_hosts[i]));
       return Error::InvalidArgument;
     }
-    if (t.nbytes() > td.nbytes) {  // a payload whose sizes disagree with its byte counts
-      ET_LOG(Error, "VkComputeBackend: input %zu has %zu bytes, the payload reserves %llu", i, t.nbytes(),
+    if (tensor_bytes(prog_.inputs[i], symbols) > td.nbytes) {  // a payload whose sizes disagree with its bytes
+      ET_LOG(Error, "VkComputeBackend: input %zu needs %llu bytes, the payload reserves %llu", i,
+             static_cast<unsigned long long>(tensor_bytes(prog_.inputs[i], symbols)),
              static_cast<unsigned long long>(td.nbytes));
       return Error::InvalidProgram;
     }
-    std::memcpy(static_cast<uint8_t*>(staging_->mapped()) + staging_offset_[i], t.const_data_ptr(), t.nbytes());
+    ET_CHECK_OK_OR_RETURN_ERROR(upload(t.const_data_ptr(), t.numel(), prog_.input_hosts[i], td.dtype,
+                                       static_cast<uint8_t*>(staging_->mapped()) + staging_offset_[i], i));
   }
   if (!recorded_ || symbols != recorded_for_) {
     Error err = record(symbols);
@@ -369,12 +371,14 @@ Error Method::run(Span<EValue*> args) {
       ET_LOG(Error, "VkComputeBackend: cannot resize output %zu", j);
       return err;
     }
-    if (t.scalar_type() != ScalarType::Float || t.nbytes() > td.nbytes) {
-      ET_LOG(Error, "VkComputeBackend: output %zu is not float32 or larger than the payload reserves", j);
+    if (t.scalar_type() != host_scalar_type(prog_.output_hosts[j]) ||
+        tensor_bytes(prog_.outputs[j], symbols) > td.nbytes) {
+      ET_LOG(Error, "VkComputeBackend: output %zu is not %s or larger than the payload reserves", j,
+             host_dtype_name(prog_.output_hosts[j]));
       return Error::InvalidProgram;
     }
-    std::memcpy(t.mutable_data_ptr(), static_cast<uint8_t*>(staging_->mapped()) + staging_offset_[n_in + j],
-                t.nbytes());
+    readback(static_cast<uint8_t*>(staging_->mapped()) + staging_offset_[n_in + j], t.numel(), td.dtype,
+             prog_.output_hosts[j], t.mutable_data_ptr());
   }
   return Error::Ok;
 }

@@ -17,6 +17,8 @@ constexpr OpCodeTable kOpCodeTables[] = {
     {"unary", 0, 25},
     {"binary", 0, 7},
     {"reduce", 0, 4},
+    {"compare", 0, 15},
+    {"argreduce", 0, 2},
 };
 
 }  // namespace vkdg

@@ -11,7 +11,8 @@ using executorch::runtime::Error;
 
 // Versions read (vulkan_delegate/payload.py documents each): 2 packs 4-bit linear_q weights two per
 // byte and gives the bits as a push word; a version 1 payload lacks that word, read as 0 (= 8-bit).
-constexpr uint32_t kMinVersion = 1, kVersion = 2;
+// 3 adds int32 tensors and a host dtype per input and output (older ones: bool bytes or float32).
+constexpr uint32_t kMinVersion = 1, kVersion = 3;
 constexpr size_t kMaxCount = 1u << 24;  // bounds every count before anything is allocated
 
 class Reader {
@@ -79,6 +80,17 @@ int64_t Expr::eval(const std::vector<int64_t>& values) const {
   return sum;
 }
 
+bool host_device_pair_ok(uint32_t host, uint32_t device) {
+  switch (host) {
+    case kHostF32: return device == kF32;
+    case kHostF16: return device == kF16;
+    case kHostBool: return device == kU8 || device == kI32;
+    case kHostI32:
+    case kHostI64: return device == kI32;
+    default: return false;
+  }
+}
+
 Error parse_program(const void* data, size_t size, Program* out) {
   Reader r(static_cast<const uint8_t*>(data), size);
   const uint8_t* magic = nullptr;
@@ -116,7 +128,7 @@ Error parse_program(const void* data, size_t size, Program* out) {
     t.nbytes = r.get<uint64_t>();
     t.dims.resize(r.count());
     for (auto& d : t.dims) d = r.expr(ns);
-    if (t.dtype > kU8 || t.kind > kConst || t.dims.size() > 6) return fail("tensor descriptor");
+    if (t.dtype > kI32 || t.kind > kConst || t.dims.size() > 6) return fail("tensor descriptor");
   }
   p.dispatches.resize(r.count());
   for (auto& d : p.dispatches) {
@@ -137,14 +149,20 @@ Error parse_program(const void* data, size_t size, Program* out) {
       if (b >= p.tensors.size()) return fail("dispatch binds an unknown tensor");
   }
   p.inputs.resize(r.count());
-  for (auto& i : p.inputs) {
+  p.input_hosts.assign(p.inputs.size(), kHostF32);
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    int32_t& i = p.inputs[k];
     i = r.get<int32_t>();
     if (i >= static_cast<int32_t>(p.tensors.size())) return fail("input tensor id");
+    if (version >= 3) p.input_hosts[k] = r.get<uint32_t>();
+    else if (i >= 0 && p.tensors[i].dtype == kU8) p.input_hosts[k] = kHostBool;
   }
   p.outputs.resize(r.count());
-  for (auto& o : p.outputs) {
-    o = r.get<uint32_t>();
-    if (o >= p.tensors.size()) return fail("output tensor id");
+  p.output_hosts.assign(p.outputs.size(), kHostF32);
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    p.outputs[k] = r.get<uint32_t>();
+    if (p.outputs[k] >= p.tensors.size()) return fail("output tensor id");
+    if (version >= 3) p.output_hosts[k] = r.get<uint32_t>();
   }
   p.arena_bytes = r.get<uint64_t>();
   uint64_t nconst = r.get<uint64_t>();
@@ -157,11 +175,16 @@ Error parse_program(const void* data, size_t size, Program* out) {
     uint64_t limit = t.kind == kArena ? p.arena_bytes : nconst;
     if (t.offset > limit || t.nbytes > limit - t.offset) return fail("tensor outside its buffer");
   }
-  for (int32_t i : p.inputs)
-    if (i >= 0 && (p.tensors[i].kind != kArena || p.tensors[i].dtype == kF16))
-      return fail("input not an f32 or u8 arena tensor");
-  for (uint32_t o : p.outputs)
-    if (p.tensors[o].kind != kArena || p.tensors[o].dtype != kF32) return fail("output not an f32 arena tensor");
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    int32_t i = p.inputs[k];
+    if (i >= 0 && (p.tensors[i].kind != kArena || !host_device_pair_ok(p.input_hosts[k], p.tensors[i].dtype)))
+      return fail("input not an arena tensor of a dtype its host dtype converts to");
+  }
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    const TensorDesc& t = p.tensors[p.outputs[k]];
+    if (t.kind != kArena || !host_device_pair_ok(p.output_hosts[k], t.dtype) || t.dtype == kU8)
+      return fail("output not an arena tensor of a dtype its host dtype converts from");
+  }
   return r.ok() ? Error::Ok : fail("truncated");
 }
 

@@ -23,7 +23,11 @@ struct SymbolDesc {
   uint32_t input = 0, dim = 0, max = 0;
 };
 
-enum : uint32_t { kF32 = 0, kF16 = 1, kU8 = 2 };
+enum : uint32_t { kF32 = 0, kF16 = 1, kU8 = 2, kI32 = 3 };  // device dtypes (u8: bool bytes, packed weights)
+// The dtype a delegate input or output has in ExecuTorch (version 3 stores it; older versions imply it
+// from the device dtype). The runtime converts at upload and readback: bool bytes <-> int32 words,
+// int64 <-> int32 (an input value outside int32 is an InvalidArgument error, never wrapped).
+enum : uint32_t { kHostF32 = 0, kHostF16 = 1, kHostBool = 2, kHostI32 = 3, kHostI64 = 4 };
 enum : uint32_t { kArena = 0, kConst = 1 };
 
 struct TensorDesc {
@@ -53,9 +57,16 @@ struct Program {
   std::vector<DispatchDesc> dispatches;
   std::vector<int32_t> inputs;
   std::vector<uint32_t> outputs;
+  std::vector<uint32_t> input_hosts, output_hosts;  // host dtype per input / output
   uint64_t arena_bytes = 0;
   std::vector<uint8_t> constants;
   bool fp16() const { return flags & 1u; }
+  bool uses_f16() const {  // fp16 compute, or fp16 tensors (a model.half() program's inputs and outputs)
+    if (fp16()) return true;
+    for (const auto& t : tensors)
+      if (t.dtype == kF16) return true;
+    return false;
+  }
 };
 
 constexpr uint32_t kMaxPushWords = 32;
@@ -63,5 +74,8 @@ constexpr uint32_t kMaxBindings = 8;
 
 // Parses and validates every index and size; a corrupt payload is an Error, never a crash.
 executorch::runtime::Error parse_program(const void* data, size_t size, Program* out);
+
+// Whether a delegate input or output of host dtype `host` may live in a device tensor of `device` dtype.
+bool host_device_pair_ok(uint32_t host, uint32_t device);
 
 }  // namespace vkdg

@@ -17,8 +17,13 @@ import torch
 
 Dim = Any  # int | sympy.Expr
 
-F32, F16, U8 = 0, 1, 2
-DTYPE_BYTES = {F32: 4, F16: 2, U8: 1}
+F32, F16, U8, I32 = 0, 1, 2, 3  # device dtypes; bool and int64 tensors are computed as I32 (0/1, narrowed)
+DTYPE_BYTES = {F32: 4, F16: 2, U8: 1, I32: 4}
+VARIANT = {F32: "f32", F16: "f16", I32: "i32"}  # the shader variant that reads/writes a dtype
+# The dtype of a delegate input or output in ExecuTorch: the runtime converts to and from the device
+# dtype at upload and readback (bool bytes <-> int32 words, int64 <-> int32, range-checked).
+HOST_F32, HOST_F16, HOST_BOOL, HOST_I32, HOST_I64 = 0, 1, 2, 3, 4
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 ARENA_ALIGN = 256  # >= minStorageBufferOffsetAlignment of every driver we know (NVIDIA 16..64, lavapipe 16)
 
 KIND_ARENA, KIND_CONST = 0, 1
@@ -85,6 +90,8 @@ class Graph:
     dispatches: list[Dispatch] = field(default_factory=list)
     inputs: list[int] = field(default_factory=list)  # tensor id per delegate input (-1: not a tensor)
     outputs: list[int] = field(default_factory=list)
+    input_hosts: list[int] = field(default_factory=list)  # HOST_* per input (HOST_F32 for a non-tensor)
+    output_hosts: list[int] = field(default_factory=list)
     symbols: list[tuple[sympy.Symbol, int, int, int]] = field(default_factory=list)  # sym, input, dim, max
     constants: bytearray = field(default_factory=bytearray)
     _const_index: dict[bytes, Storage] = field(default_factory=dict)
@@ -114,7 +121,10 @@ class Graph:
         """A constant tensor; identical bytes are stored once in the payload."""
         dtype = self.compute_dtype if dtype is None else dtype
         arr = value.detach().cpu().contiguous().numpy() if isinstance(value, torch.Tensor) else value
-        np_dtype = {F32: np.float32, F16: np.float16, U8: np.uint8}[dtype]
+        if dtype == I32 and arr.size and (arr.min() < INT32_MIN or arr.max() > INT32_MAX):
+            raise LoweringError(f"an integer constant holds values in [{arr.min()}, {arr.max()}], outside int32 "
+                                "(the delegate computes integer tensors as int32)")
+        np_dtype = {F32: np.float32, F16: np.float16, U8: np.uint8, I32: np.int32}[dtype]
         data = np.ascontiguousarray(arr.astype(np_dtype)).tobytes()
         key = hashlib.sha256(data).digest() + bytes([dtype])
         storage = self._const_index.get(key)

@@ -10,7 +10,22 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from .graph import F16, F32, U8, Graph, LoweringError, Tensor, contiguous_strides, numel
+from .graph import (
+    F16,
+    F32,
+    HOST_BOOL,
+    HOST_F16,
+    HOST_F32,
+    HOST_I32,
+    HOST_I64,
+    I32,
+    VARIANT,
+    Graph,
+    LoweringError,
+    Tensor,
+    contiguous_strides,
+    numel,
+)
 from .registry import lookup
 
 NO_COMPUTE = {operator.getitem}
@@ -26,6 +41,27 @@ def dim_of(d: Any) -> Any:
 
 def shape_of(node: Node) -> list:
     return [dim_of(d) for d in node.meta["val"].shape]
+
+
+#: torch dtype -> (host dtype at the delegate boundary); floats compute in the graph's compute dtype,
+#: integers and bools as I32 (registry.tensor_dtypes decides which a family accepts)
+HOST_DTYPES = {torch.float32: HOST_F32, torch.float16: HOST_F16, torch.bool: HOST_BOOL, torch.int32: HOST_I32,
+               torch.int64: HOST_I64}
+
+
+def is_int(dtype: torch.dtype) -> bool:
+    """Computed as I32 on the device: integers and bools."""
+    return dtype in (torch.int32, torch.int64, torch.bool)
+
+
+def is_static_fill(node: Node) -> bool:
+    """A node that reads no tensor and makes one of a static shape (arange, full, zeros, scalar_tensor):
+    its value is known at compile time, so it is folded into a constant."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or any(isinstance(d, torch.SymInt) for d in val.shape):
+        return False
+    leaves = torch.utils._pytree.tree_leaves((node.args, node.kwargs))
+    return not any(isinstance(a, Node | torch.SymInt | torch.Tensor) for a in leaves)
 
 
 class LoweringContext:
@@ -57,7 +93,7 @@ class LoweringContext:
                 value = self.ep.constants.get(name)
         elif node.op == "call_function" and node.target not in NO_COMPUTE:
             ins = node.all_input_nodes
-            if ins and all(self.const_value(a) is not None for a in ins):
+            if (all(self.const_value(a) is not None for a in ins) and (ins or is_static_fill(node))):
                 args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), self.const_value)
                 value = node.target(*args, **kwargs)
                 if not isinstance(value, torch.Tensor):
@@ -73,27 +109,38 @@ class LoweringContext:
         value = self.const_value(arg)
         if value is None:
             raise LoweringError(f"no value for {arg}")
-        t = self.g.constant(value.float())
+        t = self.g.constant(value, I32) if is_int(value.dtype) else self.g.constant(value.float())
         self.values[arg] = t
         return t
 
+    def dtype(self, torch_dtype: torch.dtype) -> int:
+        """The device dtype of a torch dtype: I32 for integers and bools, else the compute dtype."""
+        return I32 if is_int(torch_dtype) else self.g.compute_dtype
+
     def out(self, node: Node, shape: list | None = None) -> Tensor:
-        t = self.g.new_tensor(shape_of(node) if shape is None else shape)
+        val = node.meta["val"]
+        t = self.g.new_tensor(shape_of(node) if shape is None else shape,
+                              self.dtype(val.dtype) if isinstance(val, torch.Tensor) else None)
         self.values[node] = t
         return t
 
-    def dispatch(self, shader: str, bindings: list[Tensor], push: list, threads: tuple) -> None:
-        self.g.dispatch(f"{shader}_{self.sfx}", bindings, push, threads)
+    def dispatch(self, shader: str, bindings: list[Tensor], push: list, threads: tuple,
+                 variant: str | None = None) -> None:
+        """`variant` (f32/f16/i32) defaults to the compute dtype's."""
+        self.g.dispatch(f"{shader}_{variant or self.sfx}", bindings, push, threads)
 
     def copy(self, src: Tensor, dst: Tensor, sizes: list, src_strides: list, src_off: Any,
-             dst_strides: list | None = None, dst_off: Any = 0, shader: str | None = None) -> None:
-        """Strided copy of a `sizes` region (rank <= 6): permute, slice, expand, cat, cast."""
+             dst_strides: list | None = None, dst_off: Any = 0, shader: str | None = None,
+             to_bool: bool = False) -> None:
+        """Strided copy of a `sizes` region (rank <= 6): permute, slice, expand, cat, cast (`to_bool`:
+        y = x != 0)."""
         dst_strides = contiguous_strides(sizes) if dst_strides is None else dst_strides
         pad = 6 - len(sizes)
         sizes, ss, ds = [1] * pad + list(sizes), [0] * pad + list(src_strides), [0] * pad + list(dst_strides)
         n = numel(sizes)
-        name = shader or f"copy_{self.sfx}_{self.sfx}"
-        self.g.dispatch(name, [src, dst], [n, *sizes, *ss, src_off, *ds, dst_off], (n, 1, 1))
+        name = shader or f"copy_{VARIANT[src.dtype]}_{VARIANT[dst.dtype]}"
+        self.g.dispatch(name, [src, dst], [n, *sizes, *ss, src_off, *ds, dst_off, *([1] if to_bool else [])],
+                        (n, 1, 1))
 
     # ------------------------------------------------------------------ driver
     def lower(self) -> Graph:
@@ -104,22 +151,21 @@ class LoweringContext:
             val = node.meta.get("val")
             if not isinstance(val, torch.Tensor):
                 g.inputs.append(-1)
+                g.input_hosts.append(HOST_F32)
                 continue
             for j, d in enumerate(val.shape):
                 expr = dim_of(d)
                 if isinstance(expr, sympy.Symbol) and all(s is not expr for s, *_ in g.symbols):
                     upper = d.node.shape_env.var_to_range[expr].upper
                     g.symbols.append((expr, i, j, int(upper)))
-            if val.dtype == torch.bool:  # a bool attention mask: bytes, read as they come
-                io = g.new_tensor(shape_of(node), U8)
-                io.storage.pinned = True
-                g.inputs.append(io.id)
-                self.values[node] = io
-                continue
-            io = g.new_tensor(shape_of(node), F32)
+            host = HOST_DTYPES.get(val.dtype)
+            if host is None:
+                raise LoweringError(f"delegate input {node.name} of dtype {val.dtype}")
+            io = g.new_tensor(shape_of(node), I32 if is_int(val.dtype) else F16 if host == HOST_F16 else F32)
             io.storage.pinned = True
             g.inputs.append(io.id)
-            self.values[node] = self._cast(io, self.g.compute_dtype)
+            g.input_hosts.append(host)
+            self.values[node] = io if io.dtype == I32 else self._cast(io, self.g.compute_dtype)
         for node in self.ep.graph.nodes:
             if node.op != "call_function" or node in self.fused:
                 continue
@@ -137,10 +183,12 @@ class LoweringContext:
         out_node = next(n for n in self.ep.graph.nodes if n.op == "output")
         for arg in out_node.args[0]:
             t = self.inp(arg)
-            io = g.new_tensor(t.shape, F32)
+            host = HOST_DTYPES[arg.meta["val"].dtype]
+            io = g.new_tensor(t.shape, I32 if t.dtype == I32 else F16 if host == HOST_F16 else F32)
             io.storage.pinned = True
-            self._cast(t, F32, io)
+            self._cast(t, io.dtype, io)
             g.outputs.append(io.id)
+            g.output_hosts.append(host)
         g.prune_unread()
         g.plan_arena()
         return g
@@ -149,10 +197,8 @@ class LoweringContext:
         if dst is None and t.dtype == dtype:
             return t
         dst = self.g.new_tensor(t.shape, dtype) if dst is None else dst
-        names = {F32: "f32", F16: "f16"}
         shape = t.shape or [1]
-        self.copy(t, dst, shape, contiguous_strides(shape), 0,
-                  shader=f"copy_{names[t.dtype]}_{names[dst.dtype]}")
+        self.copy(t, dst, shape, contiguous_strides(shape), 0)
         return dst
 
 

@@ -23,6 +23,11 @@ OP_TABLES: dict[str, tuple[str, ...]] = {
     "binary": ("add", "sub", "mul", "div", "maximum", "minimum", "pow"),
     # y = reduce(x) over the middle of [outer, red, inner]
     "reduce": ("sum", "mean", "max", "min"),
+    # y = op(a, b) -> bool (int32 0/1), broadcast; the *_not ops read a only
+    "compare": ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
+                "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bool_not"),
+    # index of the extreme over the middle of [outer, red, inner]
+    "argreduce": ("argmax", "argmin"),
 }
 OPCODE_PUSH_WORD = 0
 GLSL_FILE, CPP_FILE = "shaders/opcodes.glsl", "opcodes.h"

@@ -21,6 +21,8 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from arm_tosa_core.delegation import aten_key, record_reason
 
 from .backend import BACKEND_ID, compile_specs
+from .graph import INT32_MAX, INT32_MIN
+from .lower import HOST_DTYPES, LoweringContext, is_static_fill
 from .registry import families, lookup
 from .trial import trial_reason
 
@@ -58,29 +60,44 @@ def _dynamic_reason(node: Node) -> str | None:
 
 
 def constant_nodes(ep: ExportedProgram) -> set[Node]:
-    """Weights and the nodes computed only from weights that the lowering folds at compile time: those
-    with a float value, and integer ones (a slice of a position-id buffer) read only by folded nodes,
-    so the fold never needs a value from outside the partition."""
+    """Weights and the nodes computed only from weights (or from no tensor: a static arange) that the
+    lowering folds at compile time: those whose value the payload can store (float32/float16, bool,
+    int32, int64 within int32; the masks and position ids a transformer derives from aranges), and
+    others read only by folded nodes. A fold needs every input folded too."""
     sig = ep.graph_signature
     names = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *sig.inputs_to_lifted_tensor_constants}
     consts: set[Node] = set()
     for n in ep.graph.nodes:
         if n.op == "placeholder" and n.name in names:
             consts.add(n)
-        elif (n.op == "call_function" and n.target not in _NO_COMPUTE and n.all_input_nodes
-              and all(a in consts for a in n.all_input_nodes)):
+        elif (n.op == "call_function" and n.target not in _NO_COMPUTE
+              and (all(a in consts for a in n.all_input_nodes) if n.all_input_nodes else is_static_fill(n))):
             consts.add(n)
+    values = LoweringContext(ep, fp16=False)  # evaluates folds, for the int64 range check
     folded = {n for n in consts if n.op == "placeholder"}
     for n in reversed(ep.graph.nodes):
         if n in consts and n.op == "call_function" and (
-                _folds_to_float(n) or (n.users and all(u in folded for u in n.users))):
+                _storable(n, values) or (n.users and all(u in folded for u in n.users))):
             folded.add(n)
+    for n in ep.graph.nodes:  # a fold needs every input folded too (an int one may run on the CPU instead)
+        if n in folded and n.op == "call_function" and any(a not in folded for a in n.all_input_nodes):
+            folded.discard(n)
     return folded
 
 
-def _folds_to_float(node: Node) -> bool:
+def _storable(node: Node, values: LoweringContext) -> bool:
+    """Whether a folded value can be a payload constant (int64 only within int32)."""
     v = node.meta.get("val")
-    return isinstance(v, torch.Tensor) and v.dtype == torch.float32
+    if not isinstance(v, torch.Tensor) or v.dtype not in HOST_DTYPES:
+        return False
+    if v.dtype != torch.int64:
+        return True
+    try:
+        value = values.const_value(node)
+        return value is not None and (value.numel() == 0 or (
+            INT32_MIN <= int(value.min()) and int(value.max()) <= INT32_MAX))
+    except Exception:  # noqa: BLE001  (fake weights at partition time: no values, so no int64 fold)
+        return False
 
 
 class _Support(OperatorSupportBase):

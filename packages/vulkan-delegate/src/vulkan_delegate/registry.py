@@ -15,6 +15,8 @@ from torch.fx import Node
 from arm_tosa_core.delegation import aten_key
 
 VARIANTS = ("f32", "f16")
+INT_VARIANTS = ("f32", "f16", "i32")  # families that also compute on int32/bool tensors
+COPY_VARIANTS = ("f32", "f16", "i32")  # the copy shader casts between every pair
 MAX_RANK = 6
 
 Support = Callable[[Node], str | None]
@@ -63,21 +65,38 @@ def lookup(target: Any) -> OpFamily | None:
 def shader_names() -> set[str]:
     """Every compiled shader variant the registry can dispatch (the runtime must embed each)."""
     return {f"{s}_{v}" for f in families() for s in f.shaders for v in f.variants} | {
-        f"copy_{a}_{b}" for a in VARIANTS for b in VARIANTS}
+        f"copy_{a}_{b}" for a in COPY_VARIANTS for b in COPY_VARIANTS}
 
 
 def _load() -> None:
     from . import ops  # noqa: F401  (importing the ops package fills the registry)
 
 
-def float_tensors(node: Node) -> str | None:
-    """Common rule: every tensor in and out is float32 (fp16 is a compile option, not an input type)."""
-    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
-    for v in vals:
-        for t in v if isinstance(v, list | tuple) else [v]:
-            if isinstance(t, torch.Tensor):
-                if t.dtype != torch.float32:
-                    return f"dtype {t.dtype} (the Vulkan delegate computes float32 tensors, or fp16 via force_fp16)"
-                if t.dim() > MAX_RANK:
-                    return f"rank {t.dim()} > {MAX_RANK}"
-    return None
+FLOATS = (torch.float32, torch.float16)  # float16: a model.half() program (computed in the compute dtype)
+INTS = (torch.int32, torch.int64, torch.bool)  # computed as int32 (int64 narrowed where it provably fits)
+_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.int32: "int32", torch.int64: "int64",
+          torch.bool: "bool"}
+
+
+def tensor_dtypes(*allowed: torch.dtype) -> Support:
+    """A support rule: every tensor in and out has one of the `allowed` dtypes and rank <= MAX_RANK."""
+    names = "/".join(_NAMES[d] for d in allowed)
+
+    def rule(node: Node) -> str | None:
+        vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+        for v in vals:
+            for t in v if isinstance(v, list | tuple) else [v]:
+                if isinstance(t, torch.Tensor):
+                    if t.dtype not in allowed:
+                        return f"dtype {t.dtype} (the Vulkan delegate runs {aten_key(node.target)} on {names} tensors)"
+                    if t.dim() > MAX_RANK:
+                        return f"rank {t.dim()} > {MAX_RANK}"
+        return None
+
+    return rule
+
+
+#: float32 (or fp16 via force_fp16, or a model.half() program's float16) tensors only
+float_tensors = tensor_dtypes(*FLOATS)
+#: any dtype the delegate stores: floats, and int32/int64/bool (layout ops move them unchanged)
+any_tensors = tensor_dtypes(*FLOATS, *INTS)

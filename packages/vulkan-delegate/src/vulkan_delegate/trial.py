@@ -14,7 +14,6 @@ from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 from torch.export import ExportedProgram
 from torch.fx import Node
 
-from .graph import U8
 from .lower import LoweringContext, dim_of
 from .registry import lookup
 
@@ -43,8 +42,7 @@ class _TrialContext(LoweringContext):
             val = arg.meta.get("val")
             if isinstance(val, torch.Tensor):
                 self._add_symbols(val)
-                self.values[arg] = self.g.new_tensor([dim_of(d) for d in val.shape],
-                                                     U8 if val.dtype == torch.bool else None)
+                self.values[arg] = self.g.new_tensor([dim_of(d) for d in val.shape], self.dtype(val.dtype))
         return super().inp(arg)
 
     def _add_symbols(self, t: torch.Tensor) -> None:
@@ -74,7 +72,8 @@ def trial_reason(ep: ExportedProgram, node: Node) -> str | None:
             if isinstance(val, list | tuple) and a not in ctx.values:
                 for t in _tensors(val):
                     ctx._add_symbols(t)
-                ctx.values[a] = [ctx.g.new_tensor([dim_of(d) for d in v.shape]) if isinstance(v, torch.Tensor)
+                ctx.values[a] = [ctx.g.new_tensor([dim_of(d) for d in v.shape], ctx.dtype(v.dtype))
+                                 if isinstance(v, torch.Tensor)
                                  else None for v in val]
         fam.lower(ctx, node)
     except Exception as e:  # noqa: BLE001  (any failure of the rule keeps the node on the CPU)

@@ -1,8 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32_f32 f16_f16 f32_f16 f16_f32
+// variants: f32_f32 f16_f16 f32_f16 f16_f32 i32_i32 f32_i32 i32_f32 f16_i32 i32_f16
 // Strided copy (permute, slice, expand, cat, split, cast): push = n, sizes[6], src strides[6], src
-// offset, dst strides[6], dst offset (elements).
+// offset, dst strides[6], dst offset (elements), to_bool (1: y = x != 0, a cast to bool; 0 in payloads
+// before version 3). A float -> int cast truncates toward zero, as torch's does.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { IN_T x[]; };
@@ -19,5 +20,6 @@ void main() {
     is += c * PU(7 + d);
     id += c * PU(14 + d);
   }
-  y[id] = OUT_T(x[is]);
+  IN_T v = x[is];
+  y[id] = PU(21) != 0u ? OUT_T(v != IN_T(0) ? 1 : 0) : OUT_T(v);
 }

@@ -2,7 +2,8 @@
 #extension GL_GOOGLE_include_directive : require
 // variants: f32 f16
 // Boolean attention mask: y = m ? x : -inf, m (one byte per element, 0 false) broadcast to x's shape.
-// push = n, sizes[6], m strides[6] (elements; 0 where broadcast). x and y are contiguous.
+// push = n, sizes[6], m strides[6] (elements; 0 where broadcast), m_words (1: m holds one int32 per
+// element, as bool tensors do from payload version 3; 0: bytes). x and y are contiguous.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { T x[]; };
@@ -18,6 +19,6 @@ void main() {
     im += (rem % s) * PU(7 + d);
     rem /= s;
   }
-  bool keep = ((m[im >> 2] >> ((im & 3u) * 8u)) & 0xffu) != 0u;
+  bool keep = PU(13) != 0u ? m[im] != 0u : ((m[im >> 2] >> ((im & 3u) * 8u)) & 0xffu) != 0u;
   y[i] = keep ? x[i] : T(-1.0 / 0.0);
 }

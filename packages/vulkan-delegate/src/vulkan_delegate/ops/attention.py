@@ -16,7 +16,7 @@ import math
 import torch
 from torch.fx import Node
 
-from ..graph import U8, contiguous_strides, numel
+from ..graph import I32, U8, contiguous_strides, numel
 from ..opcodes import opcode
 from ..registry import register
 from .elementwise import broadcast_strides
@@ -51,12 +51,12 @@ def _sdpa_support(node: Node) -> str | None:
     mask = a["attn_mask"]
     if mask is not None:
         m = mask.meta["val"]
-        if m.dtype not in (torch.float32, torch.bool):
-            return f"attention mask of dtype {m.dtype} (float32 additive or bool supported)"
+        if m.dtype not in (torch.float32, torch.float16, torch.bool):
+            return f"attention mask of dtype {m.dtype} (float additive or bool supported)"
         if m.dim() > 4:
             return f"attention mask of rank {m.dim()}"
     for t in (node.meta["val"], q, k, v):
-        if t.dtype != torch.float32:
+        if t.dtype not in (torch.float32, torch.float16):
             return f"attention on {t.dtype} tensors (the Vulkan delegate computes float32, or fp16 via force_fp16)"
     return None
 
@@ -113,11 +113,12 @@ def _apply_mask(ctx, scores, mask_arg: Node):
     out = ctx.g.new_tensor(shape)
     m = mask_arg.meta["val"]
     const = ctx.const_value(mask_arg)
-    if m.dtype == torch.bool and const is None:  # a runtime bool tensor: one byte per element
+    if m.dtype == torch.bool and const is None:  # a runtime bool tensor: int32 0/1 words (bytes before v3)
         mask = ctx.inp(mask_arg)
-        if mask.dtype != U8:
-            raise ValueError("a bool attention mask computed on the GPU (the partitioner keeps those out)")
-        ctx.dispatch("mask_bool", [scores, mask, out], [n, *sizes, *broadcast_strides(mask.shape, shape)], (n,))
+        if mask.dtype not in (I32, U8):
+            raise ValueError(f"a bool attention mask of device dtype {mask.dtype}")
+        ctx.dispatch("mask_bool", [scores, mask, out], [n, *sizes, *broadcast_strides(mask.shape, shape),
+                                                        int(mask.dtype == I32)], (n,))
         return out
     if const is not None and m.dtype == torch.bool:
         const = torch.zeros(const.shape).masked_fill(~const, -math.inf)

@@ -9,7 +9,7 @@ from torch.fx import Node
 from ..graph import numel
 from ..lower import dim_of, shape_of
 from ..opcodes import opcode
-from ..registry import aten_key, float_tensors, register
+from ..registry import FLOATS, aten_key, float_tensors, register
 from .elementwise import CLAMPS, INF, broadcast_strides, clamp_bounds
 
 aten = torch.ops.aten
@@ -143,8 +143,8 @@ def _pool_support(node: Node) -> str | None:
         oh, ow = node.args[1]
         if not all(isinstance(v, int) for v in (h, w)) or h % oh or w % ow:
             return "adaptive pool whose output does not divide the input"
-    if x.dtype != torch.float32:
-        return f"dtype {x.dtype} (the Vulkan delegate computes float32 tensors, or fp16 via force_fp16)"
+    if x.dtype not in FLOATS:  # (max pool's int64 indices output is unused: checked above)
+        return f"dtype {x.dtype} (the Vulkan delegate pools float32/float16 tensors)"
     return None
 
 

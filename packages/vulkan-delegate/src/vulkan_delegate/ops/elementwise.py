@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch.fx import Node
 
-from ..graph import contiguous_strides, numel
+from ..graph import I32, VARIANT, LoweringError, contiguous_strides, numel
+from ..int_range import fits_int32
 from ..lower import shape_of
 from ..opcodes import opcode
-from ..registry import aten_key, float_tensors, register
+from ..registry import INT_VARIANTS, any_tensors, aten_key, float_tensors, register
 
 aten = __import__("torch").ops.aten
 
@@ -28,22 +30,61 @@ def broadcast_strides(in_shape: list, out_shape: list) -> list:
     return [0] * (6 - len(res)) + res
 
 
+def operand(ctx, arg, like: torch.dtype):
+    """The graph tensor of an operand: a tensor argument, or a number as a 1-element constant of the
+    dtype the op computes in (`like`), read with stride 0 as a broadcast operand."""
+    if isinstance(arg, Node):
+        return ctx.inp(arg)
+    return ctx.g.constant(torch.tensor([arg], dtype=like), ctx.dtype(like))
+
+
+_INT_BINARY = ("add", "sub", "mul", "maximum", "minimum")  # ops binary.comp's i32 variant computes
+
+
+def _int_arith_support(node: Node, op: str) -> str | None:
+    """Integer arithmetic (int32, int64 computed as int32): the ops the i32 variant has, no bool."""
+    out = node.meta["val"].dtype
+    if out == torch.bool:
+        return f"{op} of bool tensors"
+    if op not in _INT_BINARY:
+        return f"{op} of integer tensors"
+    return any_tensors(node)
+
+
 def _binary_support(node: Node) -> str | None:
     if node.target in (aten.div.Tensor,) and node.kwargs.get("rounding_mode"):
         return "div with rounding_mode"
+    if not node.meta["val"].dtype.is_floating_point:
+        return _int_arith_support(node, BINARY[_key(node)])
+    if any(isinstance(a, Node) and not a.meta["val"].dtype.is_floating_point for a in node.args[:2]):
+        return "float arithmetic with an integer tensor operand"
     return float_tensors(node)
 
 
-@register("binary", list(BINARY) + [aten.div.Tensor_mode], ["binary"], support=_binary_support)
+def int_result(ctx, node: Node) -> str:
+    """The shader variant of an arithmetic node: i32 (when its int64 values provably fit) or float."""
+    if not node.meta["val"].dtype.is_floating_point:
+        why = fits_int32(node, ctx.const_value)
+        if why:
+            raise LoweringError(why)
+        return VARIANT[I32]
+    return ctx.sfx
+
+
+@register("binary", list(BINARY) + [aten.div.Tensor_mode], ["binary"], support=_binary_support,
+          variants=INT_VARIANTS)
 def lower_binary(ctx, node: Node) -> None:
-    a, b = ctx.inp(node.args[0]), ctx.inp(node.args[1])
+    variant = int_result(ctx, node)
+    like = node.meta["val"].dtype
+    a, b = operand(ctx, node.args[0], like), operand(ctx, node.args[1], like)
     alpha = float(node.kwargs.get("alpha", 1.0))
     y = ctx.out(node)
     shape = y.shape
     sizes = [1] * (6 - len(shape)) + list(shape)
     ctx.dispatch("binary", [a, b, y], [opcode("binary", BINARY[_key(node)]), numel(shape), *sizes,
                                        *broadcast_strides(a.shape, shape),
-                                       *broadcast_strides(b.shape, shape), alpha], (numel(shape),))
+                                       *broadcast_strides(b.shape, shape), alpha], (numel(shape),),
+                 variant=variant)
 
 
 def _key(node: Node):
@@ -134,6 +175,9 @@ def lower_gelu(ctx, node: Node) -> None:
 def _scalar_support(node: Node) -> str | None:
     if len(node.args) > 1 and not isinstance(node.args[1], int | float):
         return "scalar operand is not a number"
+    if not node.meta["val"].dtype.is_floating_point:  # integer: add/sub/mul/neg on the i32 binary shader
+        op = str(aten_key(node.target)).split(".")[1]
+        return _int_arith_support(node, "mul" if op == "neg" else op)
     return float_tensors(node)
 
 
@@ -141,9 +185,21 @@ _SCALAR = [aten.mul.Scalar, aten.add.Scalar, aten.sub.Scalar, aten.div.Scalar, a
            aten.pow.Tensor_Scalar]
 
 
-@register("scalar", _SCALAR, ["unary"], support=_scalar_support)
+@register("scalar", _SCALAR, ["unary", "binary"], support=_scalar_support)
 def lower_scalar(ctx, node: Node) -> None:
     t = aten_key(node.target)
+    if not node.meta["val"].dtype.is_floating_point:  # y = x op s as the i32 binary shader computes it
+        variant = int_result(ctx, node)
+        op = str(t).split(".")[1]
+        x = ctx.inp(node.args[0])
+        s = operand(ctx, -1 if op == "neg" else node.args[1], node.meta["val"].dtype)
+        y = ctx.out(node)
+        n = numel(y.shape)
+        sizes = [1] * (6 - len(y.shape)) + list(y.shape)
+        ctx.dispatch("binary", [x, s, y], [opcode("binary", "mul" if op == "neg" else op), n, *sizes,
+                                           *broadcast_strides(x.shape, y.shape), *broadcast_strides(s.shape, y.shape),
+                                           float(node.kwargs.get("alpha", 1))], (n,), variant=variant)
+        return
     s = float(node.args[1]) if len(node.args) > 1 else 0.0
     alpha = float(node.kwargs.get("alpha", 1.0))
     if t == aten.pow.Tensor_Scalar:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch.fx import Node
 
-from ..graph import numel
+from ..graph import VARIANT, numel
 from ..opcodes import opcode
-from ..registry import aten_key, float_tensors, register
+from ..registry import INT_VARIANTS, aten_key, float_tensors, register, tensor_dtypes
 
 aten = torch.ops.aten
 _REDUCE = {aten.mean.dim: "mean", aten.mean.default: "mean", aten.sum.dim_IntList: "sum",
@@ -35,7 +35,7 @@ def _reduce_support(node: Node) -> str | None:
     dims = _dims(node)
     if dims and dims != list(range(dims[0], dims[-1] + 1)):
         return f"reduction over non-adjacent dims {dims}"
-    if node.kwargs.get("dtype") not in (None, torch.float32):
+    if node.kwargs.get("dtype") not in (None, torch.float32, torch.float16):
         return "reduction to another dtype"
     return float_tensors(node)
 
@@ -48,6 +48,28 @@ def lower_reduce(ctx, node: Node) -> None:
     outer, red, inner = split3(x.shape or [1], dims[0], dims[-1])
     ctx.dispatch("reduce", [x, y], [opcode("reduce", _REDUCE[aten_key(node.target)]), outer, red, inner],
                  (outer * inner,))
+
+
+ARGREDUCE = {aten.argmax.default: "argmax", aten.argmin.default: "argmin"}
+
+
+def _arg_support(node: Node) -> str | None:
+    return tensor_dtypes(torch.float32, torch.float16, torch.int32, torch.int64)(node)
+
+
+@register("argreduce", list(ARGREDUCE), ["argreduce"], support=_arg_support, variants=INT_VARIANTS)
+def lower_argreduce(ctx, node: Node) -> None:
+    """argmax / argmin over one dim (keepdim or not), or over every element when dim is None."""
+    x = ctx.inp(node.args[0])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    y = ctx.out(node)
+    shape = x.shape or [1]
+    if dim is None:
+        outer, red, inner = 1, numel(shape), 1
+    else:
+        outer, red, inner = split3(shape, dim % len(shape), dim % len(shape))
+    ctx.dispatch("argreduce", [x, y], [opcode("argreduce", ARGREDUCE[aten_key(node.target)]), outer, red, inner],
+                 (outer * inner,), variant=VARIANT[x.dtype])
 
 
 def softmax(ctx, x, y, dim: int, log: bool = False, causal_q: int | None = None,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch.fx import Node
 
-from ..graph import contiguous_strides
+from ..graph import I32, LoweringError, contiguous_strides
 from ..lower import dim_of, shape_of
-from ..registry import aten_key, float_tensors, register
+from ..registry import FLOATS, INTS, any_tensors, aten_key, register
 
 aten = torch.ops.aten
 
@@ -21,19 +21,32 @@ VIEWS = [aten.view_copy.default, aten.squeeze_copy.dims, aten.unsqueeze_copy.def
 
 def _view_support(node: Node) -> str | None:
     dtype = node.kwargs.get("dtype")
-    if dtype not in (None, torch.float32):
+    if dtype is not None and dtype not in FLOATS + INTS:
         return f"cast to {dtype}"
+    if dtype == torch.int64 and node.args[0].meta["val"].dtype.is_floating_point:
+        return "a float to int64 cast (values may exceed the int32 the delegate computes integers in)"
     order = node.kwargs.get("dim_order")
     if order is not None and list(order) != sorted(order):
         return "a non-contiguous dim order"
     if node.kwargs.get("memory_format") not in (None, torch.contiguous_format, torch.preserve_format):
         return f"a copy to memory format {node.kwargs['memory_format']}"
-    return float_tensors(node)
+    return any_tensors(node)
 
 
-@register("view", VIEWS, [], support=_view_support, variants=())
+@register("view", VIEWS, ["copy"], support=_view_support, variants=())
 def lower_view(ctx, node: Node) -> None:
-    ctx.values[node] = ctx.g.alias(ctx.inp(node.args[0]), shape_of(node))
+    """Views and same-kind casts (float<->float computes in the compute dtype, int64<->int32 is int32)
+    share storage; float<->int and casts to bool copy (float -> int truncates, -> bool is x != 0)."""
+    src, dst = node.args[0].meta["val"].dtype, node.meta["val"].dtype
+    x = ctx.inp(node.args[0])
+    if ctx.dtype(src) == ctx.dtype(dst) and (dst != torch.bool or src == torch.bool):
+        ctx.values[node] = ctx.g.alias(x, shape_of(node))
+        return
+    if x.dtype != ctx.dtype(src):
+        raise LoweringError(f"cast input of device dtype {x.dtype}")
+    y = ctx.out(node)
+    shape = y.shape or [1]
+    ctx.copy(x, y, shape, contiguous_strides(shape), 0, to_bool=dst == torch.bool and y.dtype == I32)
 
 
 def _copy_from(ctx, node: Node, dims: list, src_strides: list, src_off=0) -> None:
@@ -43,7 +56,7 @@ def _copy_from(ctx, node: Node, dims: list, src_strides: list, src_off=0) -> Non
     del dims
 
 
-@register("permute", [aten.permute_copy.default], ["copy"], support=float_tensors, variants=())
+@register("permute", [aten.permute_copy.default], ["copy"], support=any_tensors, variants=())
 def lower_permute(ctx, node: Node) -> None:  # exir turns t and transpose into permute_copy
     x_shape = shape_of(node.args[0])
     rank = len(x_shape)
@@ -59,7 +72,7 @@ def _norm_index(i, size):
     return i + size if isinstance(i, int) and i < 0 else i
 
 
-@register("slice", [aten.slice_copy.Tensor, aten.select_copy.int], ["copy"], support=float_tensors,
+@register("slice", [aten.slice_copy.Tensor, aten.select_copy.int], ["copy"], support=any_tensors,
           variants=())
 def lower_slice(ctx, node: Node) -> None:
     x_shape = shape_of(node.args[0])
@@ -79,7 +92,7 @@ def lower_slice(ctx, node: Node) -> None:
     _copy_from(ctx, node, [], strides, start * s[dim])
 
 
-@register("expand", [aten.expand_copy.default], ["copy"], support=float_tensors,
+@register("expand", [aten.expand_copy.default], ["copy"], support=any_tensors,
           variants=())
 def lower_expand(ctx, node: Node) -> None:
     x_shape = shape_of(node.args[0])
@@ -117,7 +130,9 @@ def lower_as_strided(ctx, node: Node) -> None:
 
 
 def _cat_support(node: Node) -> str | None:
-    return float_tensors(node)
+    if len({a.meta["val"].dtype for a in node.args[0]}) > 1:
+        return "cat of tensors of different dtypes"
+    return any_tensors(node)
 
 
 @register("cat", [aten.cat.default], ["copy"], support=_cat_support, variants=())
@@ -136,7 +151,7 @@ def lower_cat(ctx, node: Node) -> None:
 
 
 @register("split", [aten.split_with_sizes_copy.default, aten.split_copy.Tensor, aten.unbind_copy.int],
-          ["copy"], support=float_tensors, variants=())
+          ["copy"], support=any_tensors, variants=())
 def lower_split(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
     rank = len(x.shape)
@@ -147,7 +162,7 @@ def lower_split(ctx, node: Node) -> None:
     outs, offset = [], 0
     for v in node.meta["val"]:
         shape = [dim_of(d) for d in v.shape]
-        y = ctx.g.new_tensor(shape)
+        y = ctx.g.new_tensor(shape, x.dtype)
         strides = s if t != aten.unbind_copy.int else s[:dim] + s[dim + 1:]
         ctx.copy(x, y, shape or [1], strides or [0], offset * s[dim])
         offset = offset + (shape[dim] if t != aten.unbind_copy.int else 1)
