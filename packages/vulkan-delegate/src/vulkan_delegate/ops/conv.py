@@ -1,12 +1,13 @@
-"""Convolution (incl. depthwise/grouped, with a following batch norm and clamp activation folded in),
-batch norm on its own, and 2-D pooling. Shaders `conv2d`, `pool2d`, `binary`."""
+"""Convolution (incl. depthwise/grouped, with a following batch norm, residual add and clamp activation
+folded in), batch norm on its own, and 2-D pooling. Shaders `conv2d_gemm` (ungrouped: implicit GEMM),
+`conv2d` (depthwise/grouped: direct), `pool2d`, `binary`."""
 
 from __future__ import annotations
 
 import torch
 from torch.fx import Node
 
-from ..graph import numel
+from ..graph import Tensor, numel
 from ..lower import dim_of, shape_of
 from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
@@ -47,7 +48,7 @@ def _bn_params(ctx, bn: Node):
     return scale, beta - vals[2] * scale
 
 
-@register("conv2d", [aten.convolution.default], ["conv2d", "matmul"], support=_conv_support)
+@register("conv2d", [aten.convolution.default], ["conv2d", "conv2d_gemm"], support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     x_node, w_node, b_node, stride, padding, dilation, _, _, groups = node.args
     w = ctx.const_value(w_node)
@@ -63,6 +64,17 @@ def lower_conv(ctx, node: Node) -> None:
             b = (b if b is not None else torch.zeros_like(shift)) * scale + shift
             ctx.fused.update([bn, first[0]])
             last = first[0]
+    res = None
+    add = only_user(last, [aten.add.Tensor]) if groups == 1 else None
+    if add is not None and "alpha" not in add.kwargs and len(add.args) == 2:
+        # conv (+ bn) + residual: the add becomes the GEMM epilogue when its other operand is already
+        # computed (lowered earlier) and has the output's shape
+        other = add.args[1] if add.args[0] is last else add.args[0]
+        if (isinstance(other, Node) and other in ctx.values and isinstance(ctx.values[other], Tensor)
+                and list(ctx.values[other].shape) == shape_of(add) == shape_of(node)):
+            res = ctx.values[other]
+            ctx.fused.add(add)
+            last = add
     lo, hi = -INF, INF
     act = only_user(last, CLAMPS)
     if act is not None and isinstance(act.args[0], Node):
@@ -77,12 +89,15 @@ def lower_conv(ctx, node: Node) -> None:
     oc, _, kh, kw = wt.shape
     _, _, oh, ow = y.shape
     has_bias = int(b_node is not None or b is not None)
-    if kh == kw == 1 and list(stride) == [1, 1] and list(padding) == [0, 0] and groups == 1:
-        # pointwise: y[n] = W[oc, c] @ x[n][c, hw] on the tiled matmul shader (most of a MobileNet)
-        hw = h * wd
-        ctx.dispatch("matmul", [wt, x, bt, y], [oc, hw, c, n, 0, 0, c, 1, 0, c * hw, hw, 1, 2 * has_bias, 1.0,
-                                                float(lo), float(hi)], (hw, oc, n))
+    push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
+            dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
+    if groups == 1:
+        # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
+        # with bias, the residual and the clamp in its epilogue
+        ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, int(res is not None)],
+                     (oh * ow, oc, n))
         return
+    # depthwise and grouped: the direct loop (a few taps per output, no reuse for a GEMM tile)
     ctx.dispatch("conv2d", [x, wt, bt, y],
                  [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
                   dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
