@@ -67,6 +67,8 @@ CONV_CASES = {
     "conv_1x1_stride2": (nn.Conv2d(8, 16, 1, stride=2), (r(1, 8, 9, 9),)),
     "conv_dilated_rect": (nn.Conv2d(5, 7, (3, 2), dilation=(2, 1), padding=(2, 0)), (r(1, 5, 10, 12),)),
     "resnet_block": (Block(8).eval(), (r(1, 8, 10, 10),)),
+    # one 64x64 tile, K = 40*9 = 360: split-K in 2 parts (conv2d_splitk adds them, bias, residual, relu)
+    "resnet_block_split_k": (Block(40).eval(), (r(1, 40, 7, 7),)),
 }
 
 
@@ -76,7 +78,7 @@ def test_conv_gemm_fp32(name, vk_check):
     vk_check(model.eval(), inputs)
 
 
-@pytest.mark.parametrize("name", ["conv_oc65_stride2", "resnet_block"])
+@pytest.mark.parametrize("name", ["conv_oc65_stride2", "resnet_block_split_k"])
 def test_conv_gemm_fp16(name, vk_check):
     model, inputs = CONV_CASES[name]
     vk_check(model.eval(), inputs, fp16=True)
@@ -97,6 +99,13 @@ def test_residual_add_and_relu_fold_into_the_conv():
     assert g.dispatches[1].push[19] == 1  # has_res
     assert [d.name for d in g.dispatches] == ["c1: convolution", "c2: convolution", "output"]
     assert serialize(g).count(b"c2: convolution") == 1
+
+
+def test_split_k_where_the_output_gives_few_tiles():
+    model, inputs = CONV_CASES["resnet_block_split_k"]
+    g = _lowered_graph(model, inputs)
+    assert [d.shader for d in g.dispatches][:4] == ["conv2d_gemm_f32", "conv2d_splitk_f32"] * 2
+    assert g.dispatches[0].push[20] == 2 and g.dispatches[3].push[7] == 1  # 2 splits; residual in the sum
 
 
 def test_profile_names_every_dispatch_by_module(vk_lower, tmp_path):

@@ -6,24 +6,26 @@
 // each invocation loading 4 elements of A and 4 of B per step.
 //
 // fp32 variant: fp32 multiply-adds. fp16 variant (FP16, device with shaderFloat16): tiles held as
-// fp16, products summed in fp16 by packed f16vec4 FMAs over 8 consecutive k (GEMM_F16_CHUNK), each
+// fp16, products summed in fp16 by packed f16vec4 FMAs over 4 consecutive k (GEMM_F16_CHUNK; 8 put MobileNetV2 fp16 past its bound), each
 // chunk then added into an fp32 accumulator: fp16 arithmetic with fp32 accumulation over K.
 #define TILE 64
 #define TK 16
 #ifdef FP16
 #define ST float16_t
-#define GEMM_F16_CHUNK 8
+#define GEMM_F16_CHUNK 4
 #else
 #define ST float
 #endif
 shared ST As[TK][TILE + 4];
 shared ST Bs[TK][TILE + 4];
 
-// acc[i][j] = sum_k A[m0 + ty + 16 i, k] * B[k, n0 + tx + 16 j] for k < K.
-void gemm_tile(uint m0, uint n0, uint K, out vec4 acc[4]) {
+// acc[i][j] = sum_k A[m0 + ty + 16 i, k] * B[k, n0 + tx + 16 j] for k_begin <= k < k_end (the loads
+// return 0 from k_end on). No parameter may share a name with the includer's globals: LOAD_A/LOAD_B
+// expand in here.
+void gemm_tile(uint m0, uint n0, uint k_begin, uint k_end, out vec4 acc[4]) {
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, lid = ty * 16u + tx;
   for (int i = 0; i < 4; ++i) acc[i] = vec4(0.0);
-  for (uint k0 = 0u; k0 < K; k0 += TK) {
+  for (uint k0 = k_begin; k0 < k_end; k0 += TK) {
     for (uint r = 0u; r < 4u; ++r) {
       uint e = lid + 256u * r;
       // A: 16 threads along k (row-major A reads 64 contiguous bytes per row); B: 64 along n.

@@ -24,7 +24,7 @@ void main() {
   bbase = b0 * PU(8) + b1 * PU(9);
   uint m0 = gl_WorkGroupID.y * TILE, n0 = gl_WorkGroupID.x * TILE;
   vec4 acc[4];
-  gemm_tile(m0, n0, PU(2), acc);
+  gemm_tile(m0, n0, 0u, PU(2), acc);
   for (uint i = 0u; i < 4u; ++i) {
     uint m = m0 + gl_LocalInvocationID.y + 16u * i;
     if (m >= M) break;

@@ -48,7 +48,7 @@ def _bn_params(ctx, bn: Node):
     return scale, beta - vals[2] * scale
 
 
-@register("conv2d", [aten.convolution.default], ["conv2d", "conv2d_gemm"], support=_conv_support)
+@register("conv2d", [aten.convolution.default], ["conv2d", "conv2d_gemm", "conv2d_splitk"], support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     x_node, w_node, b_node, stride, padding, dilation, _, _, groups = node.args
     w = ctx.const_value(w_node)
@@ -94,13 +94,37 @@ def lower_conv(ctx, node: Node) -> None:
     if groups == 1:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
         # with bias, the residual and the clamp in its epilogue
-        ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, int(res is not None)],
-                     (oh * ow, oc, n))
+        has_res = int(res is not None)
+        splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw)
+        if splits == 1:
+            ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, has_res, 1],
+                         (oh * ow, oc, n))
+            return
+        part = ctx.g.new_tensor([splits, n, oc, oh, ow])
+        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits], (oh * ow, oc, n * splits))
+        total = n * oc * oh * ow
+        ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
+                     [total, oc, oh * ow, splits, has_bias, float(lo), float(hi), has_res], (total,))
         return
     # depthwise and grouped: the direct loop (a few taps per output, no reuse for a GEMM tile)
     ctx.dispatch("conv2d", [x, wt, bt, y],
                  [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
                   dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
+
+
+#: workgroups (64x64 output tiles) a convolution should give the GPU; fewer (late layers at batch 1)
+#: split K over more workgroups, each K share at least MIN_K_SHARE long
+TARGET_TILES, MIN_K_SHARE = 256, 128
+
+
+def split_k(n: int | None, oc: int, pixels, k: int) -> int:
+    """How many parts conv2d_gemm splits K into (1: none): static shapes only."""
+    if n is None or not isinstance(pixels, int):
+        return 1
+    tiles = -(-pixels // 64) * -(-oc // 64) * n
+    if tiles >= TARGET_TILES // 2:
+        return 1
+    return max(1, min(-(-TARGET_TILES // tiles), k // MIN_K_SHARE, 32))
 
 
 def _bn_support(node: Node) -> str | None:
