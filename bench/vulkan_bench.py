@@ -11,8 +11,9 @@ into the project; `--no-ncnn` skips it). Each (model, engine) runs in a fresh pr
 then up to `--runs` calls or `--budget-s` seconds (at least 3 calls); median ms per call, input and
 output included; max|y-ref|/max|ref| against eager fp32. Writes bench/results/vulkan_bench.json.
 
-Then it prints the GPU table recorded on the lent H100 (the newest bench/results/gpu/*.jsonl; how it
-was taken: bench/results/gpu/README.md), since the GPU machine cannot be reached from here.
+Then it prints the GPU tables recorded on the lent H100 (the newest bench/results/gpu/*.jsonl and the
+newest *_speed_*.jsonl of the kernel-speed run; how they were taken: bench/results/gpu/README.md), since
+the GPU machine cannot be reached from here.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def gpu_summary(path: Path) -> dict[tuple[str, str], dict]:
 
 def print_gpu_table(folder: Path = GPU) -> dict | None:
     """Print the newest recorded GPU run; returns its summary (None when nothing is recorded)."""
-    files = sorted(folder.glob("*.jsonl"))
+    files = [f for f in sorted(folder.glob("*.jsonl")) if "_speed_" not in f.name]  # speed runs: print_speed_table
     if not files:
         print(f"\nno recorded GPU run in {folder}")
         return None
@@ -148,6 +149,34 @@ def print_gpu_table(folder: Path = GPU) -> dict | None:
     return {f"{m}|{e}": v for (m, e), v in summary.items()}
 
 
+SPEED_ENGINES = [("vkdg", "ours"), ("eager-cuda", "eager"), ("cuda-graph", "CUDAgraph")]
+
+
+def print_speed_table(folder: Path = GPU) -> dict | None:
+    """Print the newest kernel-speed run (issue 19: *_speed_*.jsonl of bench/vulkan_gpu/run_speed.sh)."""
+    files = sorted(folder.glob("*_speed_*.jsonl"))
+    if not files:
+        print(f"\nno recorded kernel-speed run in {folder}")
+        return None
+    rows = [json.loads(line) for line in files[-1].read_text().splitlines() if line.startswith("{")]
+    by = {(r["model"], r["engine"]): r for r in rows}
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    print(f"\nKernel-speed run on the lent GPU ({files[-1].name}; see {(folder / 'README.md').relative_to(HERE.parent)}): "
+          "ms per call, upload + readback included; GEMM also kernel-only TFLOP/s")
+    print(f"{'case':22} " + " ".join(f"{lbl:>9}" for _, lbl in SPEED_ENGINES)
+          + f" {'ours/graph':>10} {'rel err':>8} {'changed':>7}")
+    for m in models:
+        cells = [by.get((m, e), {}).get("median_ms") for e, _ in SPEED_ENGINES]
+        ours = by.get((m, "vkdg"), {})
+        ratio = cells[0] / cells[2] if cells[0] and cells[2] else None
+        print(f"{m:22} " + " ".join(_fmt(c, "9.3f") for c in cells) + f" {_fmt(ratio, '10.2f')} "
+              f"{_fmt(ours.get('max_rel_err'), '8.1e')} {str(ours.get('changed_input_changes_output', '-')):>7}")
+        if (m, "vkdg kernel") in by or (m, "torch.matmul kernel") in by:
+            ours_t, torch_t = (by.get((m, e), {}).get("tflops") for e in ("vkdg kernel", "torch.matmul kernel"))
+            print(f"{'':22} kernel TFLOP/s: ours {_fmt(ours_t, '6.1f')}, torch.matmul {_fmt(torch_t, '6.1f')}")
+    return {f"{m}|{e}": r for (m, e), r in by.items()}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=STEMS, choices=STEMS)
@@ -162,7 +191,7 @@ def main() -> int:
         print(json.dumps(_measure(Path(pte), stem, engine, int(runs), float(budget))))
         return 0
     if args.gpu_only:
-        return 0 if print_gpu_table() else 1
+        return 0 if (print_gpu_table(), print_speed_table()) != (None, None) else 1
     work = OUT / "vulkan_bench"
     work.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
@@ -198,8 +227,9 @@ def main() -> int:
         if "error" in r:
             print(f"  {key}: {r['error']}")
     gpu = print_gpu_table()
+    speed = print_speed_table()
     (OUT / "vulkan_bench.json").write_text(json.dumps({"host": rows, "loadavg_1m_at_start": load,
-                                                           "gpu_recorded": gpu}, indent=1))
+                                                           "gpu_recorded": gpu, "gpu_speed_recorded": speed}, indent=1))
     return 0
 
 

@@ -1,11 +1,18 @@
 // Times a .pte through the ExecuTorch runtime (libexecutorch.so) with the Vulkan compute delegate
 // (libvulkan_delegate_runtime.so, loaded with dlopen, registered by its runtime_cpp_register_vulkan_delegate()):
 // no torch needed.
-//   vkdg_runner model.pte N C H W [--runs 200] [--lib path] [--input x.bin] [--ref y.bin]
+//   vkdg_runner model.pte N C H W [--runs 200] [--lib path] [--input x.bin] [--ref y.bin] [--kernels dir]
 // Input dims: any rank, given as numbers. --input: raw float32 input (else a fixed pattern); --ref: raw
 // float32 expected output, reported as max|y-ref|/max|ref| ("max_rel_err").
+// The wheel's CPU kernel libraries (libexecutorch_kernels_*.so, from --kernels or else the runner's own
+// folder) are loaded first, so a partly delegated program runs its CPU nodes ("Missing operator" without).
+// After timing, the input is changed (x -> 0.5 x + 0.25) and the output must change too
+// ("changed_input_changes_output"): a runtime that returned a stale result fails the row (exit 3).
+// With VKDG_PROFILE=<csv> set, the delegate writes its per-dispatch GPU times there (vulkan_delegate.profile).
 // Prints one JSON line: median/min/mean milliseconds per call, input upload and output readback included.
+#include <dirent.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +45,31 @@ static std::vector<float> read_floats(const std::string& path) {
   return f ? v : std::vector<float>{};
 }
 
+// Folder of this executable (the bundle keeps libexecutorch*.so beside it).
+static std::string own_dir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+// dlopen (global, so their static registrations reach libexecutorch.so's kernel table) every
+// libexecutorch_kernels_*.so in `dir`; returns how many loaded.
+static int load_cpu_kernels(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return 0;
+  int loaded = 0;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("libexecutorch_kernels_", 0) != 0 || name.find(".so") == std::string::npos) continue;
+    if (dlopen((dir + "/" + name).c_str(), RTLD_NOW | RTLD_GLOBAL)) ++loaded;
+    else std::fprintf(stderr, "cannot load CPU kernels %s: %s\n", name.c_str(), dlerror());
+  }
+  closedir(d);
+  return loaded;
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s model.pte dims... [--runs N] [--lib path]\n", argv[0]);
@@ -45,15 +77,17 @@ int main(int argc, char** argv) {
   }
   std::vector<TensorImpl::SizesType> sizes;
   int runs = 200, warmup = 20;
-  std::string lib = "libvulkan_delegate_runtime.so", input_path, ref_path;
+  std::string lib = "libvulkan_delegate_runtime.so", input_path, ref_path, kernels = own_dir();
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (a == "--lib" && i + 1 < argc) lib = argv[++i];
     else if (a == "--input" && i + 1 < argc) input_path = argv[++i];
     else if (a == "--ref" && i + 1 < argc) ref_path = argv[++i];
+    else if (a == "--kernels" && i + 1 < argc) kernels = argv[++i];
     else sizes.push_back(std::atoi(argv[i]));
   }
+  const int cpu_libs = load_cpu_kernels(kernels);
   void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
   auto reg = handle ? reinterpret_cast<int (*)()>(dlsym(handle, "runtime_cpp_register_vulkan_delegate")) : nullptr;
   if (!reg || reg() != 0) {
@@ -93,6 +127,7 @@ int main(int argc, char** argv) {
                   strides.data());
   std::vector<EValue> inputs = {EValue(Tensor(&impl))};
   std::vector<double> ms;
+  std::vector<float> first;
   double checksum = 0;
   for (int i = 0; i < warmup + runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -106,6 +141,7 @@ int main(int argc, char** argv) {
       const Tensor& y = out.get()[0].toTensor();
       const float* yp = y.const_data_ptr<float>();
       for (ssize_t j = 0; j < y.numel(); ++j) checksum += yp[j];
+      first.assign(yp, yp + y.numel());
       if (!ref.empty()) {
         if (static_cast<size_t>(y.numel()) != ref.size()) {
           std::fprintf(stderr, "output has %zd values, reference %zu\n", static_cast<ssize_t>(y.numel()), ref.size());
@@ -121,10 +157,20 @@ int main(int argc, char** argv) {
     }
     if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
+  for (auto& v : data) v = 0.5f * v + 0.25f;  // same buffer the TensorImpl points at
+  auto changed = module.execute("forward", inputs);
+  if (!changed.ok()) {
+    std::fprintf(stderr, "execute with the changed input failed (error %d)\n", static_cast<int>(changed.error()));
+    return 1;
+  }
+  const Tensor& y2 = changed.get()[0].toTensor();
+  bool differs = static_cast<size_t>(y2.numel()) != first.size();
+  for (ssize_t j = 0; !differs && j < y2.numel(); ++j) differs = y2.const_data_ptr<float>()[j] != first[j];
   std::sort(ms.begin(), ms.end());
   double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size();
   std::printf("{\"pte\": \"%s\", \"runs\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, "
-              "\"checksum\": %.6f, \"max_rel_err\": %.3g}\n", argv[1], runs, ms[ms.size() / 2], ms.front(), mean,
-              checksum, max_err);
-  return 0;
+              "\"checksum\": %.6f, \"max_rel_err\": %.3g, \"changed_input_changes_output\": %s, \"cpu_kernel_libs\": %d}\n",
+              argv[1], runs, ms[ms.size() / 2], ms.front(), mean, checksum, max_err, differs ? "true" : "false",
+              cpu_libs);
+  return differs ? 0 : 3;
 }

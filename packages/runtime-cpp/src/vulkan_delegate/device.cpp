@@ -1,23 +1,65 @@
 // The delegate's device on top of vulkan_common: see device.h.
 #include "device.h"
 
+#include <cstring>
 #include <new>
+#include <vector>
 
 #include <executorch/runtime/platform/log.h>
 
 namespace vkdg {
+
+Caps probe_caps(VkPhysicalDevice physical, uint32_t queue_family, uint32_t instance_api) {
+  Caps caps;
+  VkPhysicalDeviceProperties props{};
+  vkGetPhysicalDeviceProperties(physical, &props);
+  caps.api_version = props.apiVersion < instance_api ? props.apiVersion : instance_api;
+  caps.timestamp_period_ns = props.limits.timestampPeriod;
+  caps.float16_int8_ext = caps.api_version < VK_API_VERSION_1_2 &&
+                          vkc::device_has_extension(physical, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  // The 1.1-era structures (core in 1.2 under the same layout), so one query serves both versions.
+  VkPhysicalDevice16BitStorageFeatures s16{};
+  s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  VkPhysicalDeviceShaderFloat16Int8Features f16{};
+  f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  const bool has_f16_struct = caps.api_version >= VK_API_VERSION_1_2 || caps.float16_int8_ext;
+  s16.pNext = has_f16_struct ? &f16 : nullptr;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &s16;
+  vkGetPhysicalDeviceFeatures2(physical, &features);
+  caps.storage16 = s16.storageBuffer16BitAccess;
+  caps.fp16_arithmetic = has_f16_struct && f16.shaderFloat16;
+  VkPhysicalDeviceSubgroupProperties sub{};
+  sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceProperties2 props2{};
+  props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  props2.pNext = &sub;
+  vkGetPhysicalDeviceProperties2(physical, &props2);
+  caps.subgroup_size = sub.subgroupSize;
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, families.data());
+  if (queue_family < count) caps.timestamp_bits = families[queue_family].timestampValidBits;
+  return caps;
+}
 
 Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
   auto d = std::unique_ptr<Device>(new (std::nothrow) Device());
   if (!d) return Error::MemoryAllocationFailed;
   vkc::InstanceOptions options;
   options.app_name = "VkComputeBackend";
-  options.api_version = VK_API_VERSION_1_2;
+  // 1.2 (the highest we use) where the loader has it, else 1.1; a device's usable version is the lower
+  // of its own and this one.
+  uint32_t loader = VK_API_VERSION_1_1;
+  if (vkc::loader_version(&loader) != Error::Ok) loader = VK_API_VERSION_1_1;
+  options.api_version = loader >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
   Error err = vkc::Instance::create(options, &d->instance_);
   if (err != Error::Ok) return err;
   vkc::PhysicalDevice physical;
   vkc::DeviceRequirements needs;
-  needs.min_api_version = VK_API_VERSION_1_2;
+  needs.min_api_version = VK_API_VERSION_1_1;
   needs.queue_flags = VK_QUEUE_COMPUTE_BIT;
   err = vkc::pick_physical_device(d->instance_->get(), &physical, needs);
   if (err != Error::Ok) return err;
@@ -26,14 +68,29 @@ Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
   // A family with graphics too when there is one: the main queue, the fastest on NVIDIA.
   err = vkc::pick_queue_family(physical.handle, VK_QUEUE_COMPUTE_BIT, VK_QUEUE_GRAPHICS_BIT, &family);
   if (err != Error::Ok) return err;
-  vkc::Fp16Features fp16;
-  if (need_fp16 && !vkc::Fp16Features::supported(physical.handle)) {
-    ET_LOG(Error, "VkComputeBackend: %s lacks shaderFloat16 / 16-bit storage buffers: lower without "
-                  "force_fp16", d->name_.c_str());
+  d->caps_ = probe_caps(physical.handle, family, options.api_version);
+  const Caps& caps = d->caps_;
+  if (need_fp16 && !(caps.fp16_arithmetic && caps.storage16)) {
+    ET_LOG(Error, "VkComputeBackend: %s lacks %s: lower without force_fp16", d->name_.c_str(),
+           caps.fp16_arithmetic ? "16-bit storage buffers" : "shaderFloat16 (fp16 arithmetic)");
     return Error::NotSupported;
   }
-  err = vkc::Device::create(physical.handle, family, {}, need_fp16 ? fp16.enable() : nullptr,
-                            &d->device_);
+  VkPhysicalDevice16BitStorageFeatures s16{};
+  s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  VkPhysicalDeviceShaderFloat16Int8Features f16{};
+  f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  std::vector<const char*> extensions;
+  if (need_fp16) {
+    s16.storageBuffer16BitAccess = VK_TRUE;
+    f16.shaderFloat16 = VK_TRUE;
+    s16.pNext = &f16;
+    if (caps.float16_int8_ext) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  }
+  ET_LOG(Info, "VkComputeBackend: %s, Vulkan %u.%u, fp16 arithmetic %d, 16-bit storage %d, subgroup %u, "
+         "timestamps %u bits", d->name_.c_str(), VK_API_VERSION_MAJOR(caps.api_version),
+         VK_API_VERSION_MINOR(caps.api_version), caps.fp16_arithmetic, caps.storage16, caps.subgroup_size,
+         caps.timestamp_bits);
+  err = vkc::Device::create(physical.handle, family, extensions, need_fp16 ? &s16 : nullptr, &d->device_);
   if (err != Error::Ok) return err;
   *out = std::move(d);
   return Error::Ok;

@@ -15,8 +15,20 @@ namespace vkc = runtime_cpp::vkc;
 
 // One instance + logical device + compute queue. Device choice (vkc::pick_physical_device):
 // RUNTIME_CPP_VK_DEVICE (or its alias VKDG_DEVICE) = an index or a substring of the device name,
-// else the first discrete GPU, then integrated, virtual, CPU (lavapipe); Vulkan 1.2 and a compute
-// queue are required.
+// else the first discrete GPU, then integrated, virtual, CPU (lavapipe); Vulkan 1.1 and a compute
+// queue are required. What else the device offers is probed at load (Caps) and enabled when a
+// program needs it: fp16 arithmetic + 16-bit storage (core in 1.2, VK_KHR_shader_float16_int8 on a
+// 1.1 device), timestamps for the per-dispatch profile.
+struct Caps {
+  uint32_t api_version = 0;
+  bool fp16_arithmetic = false;  // shaderFloat16
+  bool storage16 = false;        // storageBuffer16BitAccess
+  bool float16_int8_ext = false; // a 1.1 device that has fp16 arithmetic through the extension
+  uint32_t subgroup_size = 0;
+  uint32_t timestamp_bits = 0;   // of the chosen queue family; 0: no timestamps
+  float timestamp_period_ns = 0;
+};
+
 class Device {
  public:
   // Error (with a log line naming what is missing) when there is no usable device, or when fp16 is
@@ -28,6 +40,7 @@ class Device {
   VkQueue queue() const { return device_->queue(); }
   uint32_t queue_family() const { return device_->queue_family(); }
   const std::string& name() const { return name_; }
+  const Caps& caps() const { return caps_; }
 
   // A storage buffer (also a transfer source and destination) of at least `size` bytes: device-local,
   // or host-visible and mapped.
@@ -38,6 +51,11 @@ class Device {
   std::unique_ptr<vkc::Instance> instance_;  // declared first: destroyed after the device
   std::unique_ptr<vkc::Device> device_;
   std::string name_;
+  Caps caps_;
 };
+
+// The features of `physical` that the delegate's kernels can use (queried, nothing enabled), under an
+// instance of version `instance_api`.
+Caps probe_caps(VkPhysicalDevice physical, uint32_t queue_family, uint32_t instance_api);
 
 }  // namespace vkdg

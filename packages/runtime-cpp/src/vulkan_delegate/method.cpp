@@ -1,5 +1,8 @@
 #include "method.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -62,6 +65,7 @@ Method::~Method() {
   VkDevice d = dev_->handle();
   vkDeviceWaitIdle(d);  // buffers and the device itself are RAII members
   if (fence_) vkDestroyFence(d, fence_, nullptr);
+  if (queries_) vkDestroyQueryPool(d, queries_, nullptr);
   if (cmd_pool_) vkDestroyCommandPool(d, cmd_pool_, nullptr);
   if (pool_) vkDestroyDescriptorPool(d, pool_, nullptr);
   for (auto& p : pipelines_) {
@@ -131,7 +135,62 @@ Error Method::init(const uint8_t* payload, size_t size) {
   ET_LOG(Info, "VkComputeBackend: %s, %zu dispatches, device memory %llu bytes (arena %llu, constants %llu)",
          dev_->name().c_str(), prog_.dispatches.size(), static_cast<unsigned long long>(device_bytes()),
          static_cast<unsigned long long>(prog_.arena_bytes), static_cast<unsigned long long>(consts_->size()));
+  ET_CHECK_OK_OR_RETURN_ERROR(create_profile());
   return record(max_symbols);
+}
+
+Error Method::create_profile() {
+  const char* path = std::getenv("VKDG_PROFILE");
+  if (!path || !*path || prog_.dispatches.empty()) return Error::Ok;
+  if (!dev_->caps().timestamp_bits) {
+    ET_LOG(Error, "VkComputeBackend: VKDG_PROFILE is set but %s has no timestamps on its compute queue; "
+           "no profile is written", dev_->name().c_str());
+    return Error::Ok;
+  }
+  VkQueryPoolCreateInfo qi{};
+  qi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+  qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  qi.queryCount = static_cast<uint32_t>(2 * prog_.dispatches.size());
+  VK_TRY(vkCreateQueryPool(dev_->handle(), &qi, nullptr, &queries_));
+  profile_path_ = path;
+  query_of_.assign(prog_.dispatches.size(), -1);
+  profile_ns_.assign(prog_.dispatches.size(), 0.0);
+  return Error::Ok;
+}
+
+// Adds this call's per-dispatch times and rewrites the CSV: dispatch, shader, name (the PyTorch module
+// and op, when the payload names them), calls, mean microseconds. Several delegated partitions (or
+// programs) in one process append their own blocks: each Method writes "<path>.<this pointer>" when
+// the path holds "%p", else the path itself.
+void Method::write_profile() {
+  const size_t n = prog_.dispatches.size();
+  std::vector<uint64_t> ts(2 * n, 0);
+  VkResult r = vkGetQueryPoolResults(dev_->handle(), queries_, 0, static_cast<uint32_t>(2 * n),
+                                     ts.size() * sizeof(uint64_t), ts.data(), sizeof(uint64_t),
+                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  if (r != VK_SUCCESS) return;
+  const uint32_t bits = dev_->caps().timestamp_bits;
+  const uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+  for (size_t i = 0; i < n; ++i)
+    if (query_of_[i] >= 0)
+      profile_ns_[i] += static_cast<double>((ts[2 * i + 1] - ts[2 * i]) & mask) * dev_->caps().timestamp_period_ns;
+  ++profile_calls_;
+  std::string path = profile_path_;
+  const size_t at = path.find("%p");
+  if (at != std::string::npos) {
+    char id[32];
+    std::snprintf(id, sizeof(id), "%p", static_cast<void*>(this));
+    path.replace(at, 2, id);
+  }
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return;
+  std::fprintf(f, "dispatch,shader,name,calls,mean_us\n");
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& name = i < prog_.dispatch_names.size() ? prog_.dispatch_names[i] : std::string();
+    std::fprintf(f, "%zu,%s,\"%s\",%llu,%.3f\n", i, prog_.shaders[prog_.dispatches[i].shader].c_str(), name.c_str(),
+                 static_cast<unsigned long long>(profile_calls_), profile_ns_[i] / 1e3 / profile_calls_);
+  }
+  std::fclose(f);
 }
 
 Error Method::create_pipelines() {
@@ -141,6 +200,7 @@ Error Method::create_pipelines() {
     const ShaderBinary* sb = find_shader(prog_.shaders[i]);
     Pipeline& p = pipelines_[i];
     std::memcpy(p.local, sb->local_size, sizeof(p.local));
+    std::memcpy(p.tile, sb->tile, sizeof(p.tile));
     VkShaderModuleCreateInfo smi{};
     smi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     smi.codeSize = sb->words * 4;
@@ -238,6 +298,10 @@ Error Method::record(const std::vector<int64_t>& symbols) {
   VkCommandBufferBeginInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   VK_TRY(vkBeginCommandBuffer(cmd_, &bi));
+  if (queries_) {
+    vkCmdResetQueryPool(cmd_, queries_, 0, static_cast<uint32_t>(2 * prog_.dispatches.size()));
+    std::fill(query_of_.begin(), query_of_.end(), -1);
+  }
   VkMemoryBarrier mb{};
   mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
@@ -265,9 +329,11 @@ Error Method::record(const std::vector<int64_t>& symbols) {
     uint64_t groups[3];
     for (int a = 0; a < 3; ++a) {
       int64_t threads = dd.threads[a].eval(symbols);
-      groups[a] = threads <= 0 ? 0 : (static_cast<uint64_t>(threads) + p.local[a] - 1) / p.local[a];
+      const uint64_t per_group = static_cast<uint64_t>(p.local[a]) * p.tile[a];  // outputs per workgroup
+      groups[a] = threads <= 0 ? 0 : (static_cast<uint64_t>(threads) + per_group - 1) / per_group;
     }
-    if (groups[0] > kMaxGroups && groups[1] == 1 && groups[2] == 1) {  // 1-D shaders fold y into x
+    const bool one_d = p.tile[0] == 1 && p.tile[1] == 1 && p.tile[2] == 1;
+    if (one_d && groups[0] > kMaxGroups && groups[1] == 1 && groups[2] == 1) {  // 1-D shaders fold y into x
       groups[1] = (groups[0] + kMaxGroups - 1) / kMaxGroups;
       groups[0] = kMaxGroups;
     }
@@ -279,8 +345,13 @@ Error Method::record(const std::vector<int64_t>& symbols) {
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets_[i], 0, nullptr);
     vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(words), words);
+    if (queries_) {
+      query_of_[i] = static_cast<int32_t>(2 * i);
+      vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 2 * i);
+    }
     vkCmdDispatch(cmd_, static_cast<uint32_t>(groups[0]), static_cast<uint32_t>(groups[1]),
                   static_cast<uint32_t>(groups[2]));
+    if (queries_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 2 * i + 1);
     vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                          &mb, 0, nullptr, 0, nullptr);
   }
@@ -359,6 +430,7 @@ Error Method::run(Span<EValue*> args) {
   }
   Error err = submit_and_wait();
   if (err != Error::Ok) return err;
+  if (queries_) write_profile();
   for (size_t j = 0; j < n_out; ++j) {
     EValue* ev = args[n_in + j];
     if (!ev->isTensor()) return Error::InvalidArgument;

@@ -34,12 +34,15 @@ class Method {
     VkPipelineLayout layout = VK_NULL_HANDLE;
     VkPipeline pipeline = VK_NULL_HANDLE;
     uint32_t local[3] = {1, 1, 1};
+    uint32_t tile[3] = {1, 1, 1};
   };
   executorch::runtime::Error create_pipelines();
   executorch::runtime::Error create_descriptors();
   executorch::runtime::Error upload_constants();
   executorch::runtime::Error record(const std::vector<int64_t>& symbols);
   executorch::runtime::Error submit_and_wait();
+  executorch::runtime::Error create_profile();
+  void write_profile();
   uint64_t tensor_bytes(uint32_t id, const std::vector<int64_t>& symbols) const;
 
   Program prog_;
@@ -54,6 +57,13 @@ class Method {
   VkFence fence_ = VK_NULL_HANDLE;
   std::vector<int64_t> recorded_for_;
   bool recorded_ = false;
+  // Per-dispatch GPU time (VKDG_PROFILE=<csv path>): a timestamp before and after each dispatch; sums
+  // over calls, rewritten to the CSV after each call (see write_profile).
+  std::string profile_path_;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  std::vector<int32_t> query_of_;  // per dispatch: its first query, -1 when not recorded
+  std::vector<double> profile_ns_;
+  uint64_t profile_calls_ = 0;
 };
 
 }  // namespace vkdg

@@ -185,7 +185,22 @@ Error parse_program(const void* data, size_t size, Program* out) {
     if (t.kind != kArena || !host_device_pair_ok(p.output_hosts[k], t.dtype) || t.dtype == kU8)
       return fail("output not an arena tensor of a dtype its host dtype converts from");
   }
-  return r.ok() ? Error::Ok : fail("truncated");
+  if (!r.ok()) return fail("truncated");
+  // Optional: "NAME", then one name per dispatch. Absent in older payloads; unknown trailing bytes are
+  // ignored as before.
+  const uint8_t* tag = nullptr;
+  if (r.bytes(4, &tag) && std::memcmp(tag, "NAME", 4) == 0) {
+    uint32_t n = r.count();
+    if (!r.ok() || n != p.dispatches.size()) return fail("dispatch names");
+    p.dispatch_names.resize(n);
+    for (auto& name : p.dispatch_names) {
+      uint32_t len = r.count();
+      const uint8_t* b = nullptr;
+      if (!r.ok() || !r.bytes(len, &b)) return fail("dispatch names");
+      name.assign(reinterpret_cast<const char*>(b), len);
+    }
+  }
+  return Error::Ok;
 }
 
 }  // namespace vkdg

@@ -60,6 +60,9 @@ struct Program {
   std::vector<uint32_t> input_hosts, output_hosts;  // host dtype per input / output
   uint64_t arena_bytes = 0;
   std::vector<uint8_t> constants;
+  // Optional trailing section (payload.py: "names"): per dispatch, the PyTorch module/op it came from;
+  // empty when the payload has none (older payloads). Only the per-dispatch profile reads it.
+  std::vector<std::string> dispatch_names;
   bool fp16() const { return flags & 1u; }
   bool uses_f16() const {  // fp16 compute, or fp16 tensors (a model.half() program's inputs and outputs)
     if (fp16()) return true;

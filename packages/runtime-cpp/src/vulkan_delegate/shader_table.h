@@ -14,6 +14,7 @@ struct ShaderBinary {
   size_t words;
   uint32_t local_size[3];
   uint32_t bindings;
+  uint32_t tile[3];  // outputs per invocation per axis: groups = ceil(threads / (local * tile))
 };
 
 size_t shader_count();

@@ -79,6 +79,7 @@ class Dispatch:
     bindings: list[Tensor]
     push: list[Dim | float]  # ints (dims) and floats, in shader order
     threads: tuple[Dim, Dim, Dim]
+    name: str = ""  # the PyTorch module and op it came from (the per-dispatch profile's label)
 
 
 @dataclass
@@ -96,6 +97,7 @@ class Graph:
     constants: bytearray = field(default_factory=bytearray)
     _const_index: dict[bytes, Storage] = field(default_factory=dict)
     arena_bytes: int = 0
+    source: str = ""  # name given to the dispatches appended now (the fx node being lowered)
 
     # ------------------------------------------------------------------ tensors
     def max_value(self, d: Dim) -> int:
@@ -144,7 +146,7 @@ class Graph:
     def dispatch(self, shader: str, bindings: list[Tensor], push: list, threads: tuple) -> None:
         """Append a dispatch; every shader writes its last binding and only reads the others."""
         threads = tuple(threads) + (1,) * (3 - len(threads))
-        self.dispatches.append(Dispatch(shader, list(bindings), list(push), threads))
+        self.dispatches.append(Dispatch(shader, list(bindings), list(push), threads, self.source))
 
     def prune_unread(self) -> None:
         """Drop dispatches whose result no later dispatch reads and that is no graph output (e.g. the

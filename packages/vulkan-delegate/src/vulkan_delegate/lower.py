@@ -64,6 +64,18 @@ def is_static_fill(node: Node) -> bool:
     return not any(isinstance(a, Node | torch.SymInt | torch.Tensor) for a in leaves)
 
 
+def source_name(node: Node) -> str:
+    """'<module path>: <op>' of an fx node (e.g. 'layer1.0.conv1: convolution'), the label of its
+    dispatches in the per-dispatch GPU time profile; the node name where no module is recorded."""
+    stack = node.meta.get("nn_module_stack") or {}
+    path = str(list(stack.values())[-1][0]) if stack else ""
+    path = path.removeprefix("L['self'].").removeprefix("L__self___")
+    parts = getattr(node.target, "__name__", str(node.target)).split(".")  # "aten.convolution.default"
+    op = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]
+    label = f"{path}: {op}" if path else f"{node.name}: {op}"
+    return "".join(c if c.isprintable() and c not in '",' else "_" for c in label)
+
+
 class LoweringContext:
     """Maps fx nodes to graph tensors; op rules call `inp`, `out`, `shape`, `dispatch`."""
 
@@ -179,8 +191,11 @@ class LoweringContext:
             fam = lookup(node.target)
             if fam is None:
                 raise LoweringError(f"{node.target} has no Vulkan lowering (the partitioner should not claim it)")
+            g.source = source_name(node)
             fam.lower(self, node)
+        g.source = ""
         out_node = next(n for n in self.ep.graph.nodes if n.op == "output")
+        g.source = "output"
         for arg in out_node.args[0]:
             t = self.inp(arg)
             host = HOST_DTYPES[arg.meta["val"].dtype]
@@ -189,6 +204,7 @@ class LoweringContext:
             self._cast(t, io.dtype, io)
             g.outputs.append(io.id)
             g.output_hosts.append(host)
+        g.source = ""
         g.prune_unread()
         g.plan_arena()
         return g

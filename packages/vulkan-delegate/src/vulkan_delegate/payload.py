@@ -10,6 +10,9 @@ runtime (packages/runtime-cpp/src/vulkan_delegate/payload.cpp) reads. Little-end
     io       : u32 n_in, n_in x (i32 tensor (-1: a non-tensor input), u32 host dtype);
                u32 n_out, n_out x (u32 tensor, u32 host dtype)
     memory   : u64 arena_bytes, u64 constant_bytes, constant bytes
+    names    : (optional) "NAME", u32 n (= dispatch count), n x (u32 len, bytes): the PyTorch module
+               and op each dispatch came from, for the per-dispatch GPU time profile. A runtime that
+               predates it ignores the trailing bytes, so the version stays 2.
 
     EXPR     : u32 n_terms; n_terms x (i64 coefficient, u32 n_factors, n_factors x u32 symbol)
                (a polynomial in the symbols; a static size is one term without factors)
@@ -144,4 +147,10 @@ def serialize(g: Graph, version: int | None = None) -> bytes:
     w.u64(g.arena_bytes)
     w.u64(len(g.constants))
     w.out += g.constants
+    w.out += b"NAME"
+    w.u32(len(g.dispatches))
+    for d in g.dispatches:
+        b = d.name.encode()
+        w.u32(len(b))
+        w.out += b
     return bytes(w.out)

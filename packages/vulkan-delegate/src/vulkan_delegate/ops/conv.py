@@ -1,12 +1,13 @@
-"""Convolution (incl. depthwise/grouped, with a following batch norm and clamp activation folded in),
-batch norm on its own, and 2-D pooling. Shaders `conv2d`, `pool2d`, `binary`."""
+"""Convolution (incl. depthwise/grouped, with a following batch norm, residual add and clamp activation
+folded in), batch norm on its own, and 2-D pooling. Shaders `conv2d_gemm` (ungrouped: implicit GEMM),
+`conv2d` (depthwise/grouped: direct), `pool2d`, `binary`."""
 
 from __future__ import annotations
 
 import torch
 from torch.fx import Node
 
-from ..graph import numel
+from ..graph import Tensor, numel
 from ..lower import dim_of, shape_of
 from ..opcodes import opcode
 from ..registry import FLOATS, aten_key, float_tensors, register
@@ -50,7 +51,8 @@ def _bn_params(ctx, bn: Node):
     return scale, beta - vals[2] * scale
 
 
-@register("conv2d", [aten.convolution.default], ["conv2d", "conv_transpose2d", "matmul"], support=_conv_support)
+@register("conv2d", [aten.convolution.default], ["conv2d", "conv2d_gemm", "conv2d_splitk", "conv_transpose2d"],
+          support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     """2-D convolutions, and 1-D ones as 2-D of height 1 (views: no copy); transposed ones gather on
     their own shader."""
@@ -68,6 +70,18 @@ def lower_conv(ctx, node: Node) -> None:
             b = (b if b is not None else torch.zeros_like(shift)) * scale + shift
             ctx.fused.update([bn, first[0]])
             last = first[0]
+    res = None
+    # transposed convs have no residual epilogue (conv_transpose2d.comp): their add stays its own dispatch
+    add = only_user(last, [aten.add.Tensor]) if groups == 1 and not transposed else None
+    if add is not None and "alpha" not in add.kwargs and len(add.args) == 2:
+        # conv (+ bn) + residual: the add becomes the GEMM epilogue when its other operand is already
+        # computed (lowered earlier) and has the output's shape
+        other = add.args[1] if add.args[0] is last else add.args[0]
+        if (isinstance(other, Node) and other in ctx.values and isinstance(ctx.values[other], Tensor)
+                and list(ctx.values[other].shape) == shape_of(add) == shape_of(node)):
+            res = ctx.values[other]
+            ctx.fused.add(add)
+            last = add
     lo, hi = -INF, INF
     act = only_user(last, CLAMPS)
     if act is not None and isinstance(act.args[0], Node):
@@ -90,13 +104,40 @@ def lower_conv(ctx, node: Node) -> None:
     if transposed:
         ctx.dispatch("conv_transpose2d", [x, wt, bt, y], push, (oh * ow, oc, n))
         return
-    if kh == kw == 1 and list(stride) == [1, 1] and list(padding) == [0, 0] and groups == 1:
-        # pointwise: y[n] = W[oc, c] @ x[n][c, hw] on the tiled matmul shader (most of a MobileNet)
-        hw = h * wd
-        ctx.dispatch("matmul", [wt, x, bt, y], [oc, hw, c, n, 0, 0, c, 1, 0, c * hw, hw, 1, 2 * has_bias, 1.0,
-                                                float(lo), float(hi)], (hw, oc, n))
+    if groups == 1:
+        # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
+        # with bias, the residual and the clamp in its epilogue
+        has_res = int(res is not None)
+        splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw)
+        if splits == 1:
+            ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, has_res, 1],
+                         (oh * ow, oc, n))
+            return
+        part = ctx.g.new_tensor([splits, n, oc, oh, ow])
+        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits], (oh * ow, oc, n * splits))
+        total = n * oc * oh * ow
+        ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
+                     [total, oc, oh * ow, splits, has_bias, float(lo), float(hi), has_res], (total,))
         return
-    ctx.dispatch("conv2d", [x, wt, bt, y], push, (oh * ow, oc, n))
+    # depthwise and grouped: the direct loop (a few taps per output, no reuse for a GEMM tile)
+    ctx.dispatch("conv2d", [x, wt, bt, y],
+                 [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
+                  dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
+
+
+#: workgroups (64x64 output tiles) a convolution should give the GPU; fewer (late layers at batch 1)
+#: split K over more workgroups, each K share at least MIN_K_SHARE long
+TARGET_TILES, MIN_K_SHARE = 256, 128
+
+
+def split_k(n: int | None, oc: int, pixels, k: int) -> int:
+    """How many parts conv2d_gemm splits K into (1: none): static shapes only."""
+    if n is None or not isinstance(pixels, int):
+        return 1
+    tiles = -(-pixels // 64) * -(-oc // 64) * n
+    if tiles >= TARGET_TILES // 2:
+        return 1
+    return max(1, min(-(-TARGET_TILES // tiles), k // MIN_K_SHARE, 32))
 
 
 def _bn_support(node: Node) -> str | None:

@@ -119,7 +119,7 @@ def _as_strided_support(node: Node) -> str | None:
         return "as_strided to an empty tensor"
     if offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) >= x.numel():
         return "as_strided reaching past its input's elements"
-    return float_tensors(node)
+    return any_tensors(node)
 
 
 @register("as_strided", [aten.as_strided_copy.default], ["copy"], support=_as_strided_support, variants=())

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# On the device machine, from the repository root, with the staged folder carried (prepare_speed.py):
+#   bash out/vulkan-speed/run_speed.sh
+# Unpacks bundle.tar.xz into /tmp/vkspeed; writes to $OUT: speed.jsonl (ours per case, then the CUDA
+# baselines), profile.csv (our per-dispatch GPU times per case), env.txt (date, GPU, driver), stderr.log.
+set -uo pipefail
+C=$(cd "$(dirname "$0")" && pwd)
+D=/tmp/vkspeed
+rm -rf "$D" && mkdir -p "$D"
+python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.xz" "$D" || exit 1
+# a runtime library beside this script (rebuilt after staging; the .pte files do not depend on it) wins
+[ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
+for f in "$D"/debs/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+export LD_LIBRARY_PATH="$D:${LD_LIBRARY_PATH:-}"
+O=${OUT:-/tmp}
+LOG=$O/speed.jsonl ERR=$O/stderr.log PROF=$O/profile.csv
+: > "$LOG"; echo "case,dispatch,shader,name,calls,mean_us" > "$PROF"
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -V; } | tee "$O/env.txt"
+(cd "$D" && python3 speed_cuda.py gemm-ref "$D" 2>>"$ERR")
+for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open('$D/cases.json'))))"); do
+  dims=$(python3 -c "import json; print(*next(c['shape'] for c in json.load(open('$D/cases.json')) if c['stem'] == '$stem'))")
+  inp=(); [ -f "$D/$stem.in.f32" ] && inp=(--input "$D/$stem.in.f32")
+  runs=200; case $stem in gemm*) runs=20;; esac
+  "$D/vkdg_runner" "$D/$stem.pte" $dims --runs $runs --lib "$D/libvulkan_delegate_runtime.so" "${inp[@]}" \
+    --ref "$D/$stem.ref.f32" 2>>"$ERR" | sed "s/^{/{\"engine\": \"vkdg\", \"model\": \"$stem\", /" | tee -a "$LOG"
+  VKDG_PROFILE=/tmp/prof.csv "$D/vkdg_runner" "$D/$stem.pte" $dims --runs 10 --lib "$D/libvulkan_delegate_runtime.so" \
+    "${inp[@]}" >/dev/null 2>>"$ERR"
+  tail -n +2 /tmp/prof.csv | sed "s/^/$stem,/" >> "$PROF"
+  case $stem in gemm*)  # the GEMM dispatch alone (timestamps), as TFLOP/s
+    python3 -c "import csv, json, sys; n = int(sys.argv[2]); us = max(float(r['mean_us']) for r in csv.DictReader(open(sys.argv[1])))
+print(json.dumps({'engine': 'vkdg kernel', 'model': sys.argv[3], 'kernel_us': us, 'tflops': 2 * n**3 / (us * 1e-6) / 1e12}))" \
+      /tmp/prof.csv ${dims%% *} "$stem" | tee -a "$LOG";;
+  esac
+done
+(cd "$D" && PYTHONUNBUFFERED=1 python3 speed_cuda.py time "$D" 2>>"$ERR") | tee -a "$LOG"

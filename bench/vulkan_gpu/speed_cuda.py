@@ -1,0 +1,86 @@
+"""CUDA baselines of the kernel-speed run, on the device machine's own torch (speed_models.CASES).
+
+    python3 speed_cuda.py gemm-ref DIR     # writes DIR/<gemm stem>.ref.f32 (x @ x in fp64 on the GPU)
+    python3 speed_cuda.py time DIR         # JSON lines: eager CUDA and CUDA graph per case, GEMM TFLOP/s
+
+Per model case: median ms per call over 200 runs (20 warm-ups) with upload and readback, eager
+(`model(x.cuda())`) and CUDA graph (eager_cuda._graph_call), max_rel_err against the staged eager CPU
+fp32 reference. Per GEMM case also the kernel alone: torch.matmul on resident tensors timed with CUDA
+events (TF32 off for fp32), in TFLOP/s.
+"""
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import speed_models
+import torch
+from eager_cuda import _graph_call
+
+
+def _median_ms(call, x, runs=200, warmup=20):
+    """(median ms of `runs` calls after `warmup`, the last output)."""
+    for _ in range(warmup):
+        y = call(x)
+    stamps = [time.perf_counter()]
+    for _ in range(runs):
+        y = call(x)
+        stamps.append(time.perf_counter())
+    return statistics.median(1000 * (b - a) for a, b in zip(stamps, stamps[1:], strict=False)), y
+
+
+def _gemm_kernel_tflops(n: int, half: bool, runs: int = 50) -> float:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = speed_models.gemm_input(n).cuda()
+    a = a.half() if half else a
+    for _ in range(5):
+        torch.matmul(a, a)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(runs):
+        torch.matmul(a, a)
+    end.record()
+    torch.cuda.synchronize()
+    ms = start.elapsed_time(end) / runs
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+def time_all(folder: Path) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for stem, name, batch, half in speed_models.CASES:
+        model, x = speed_models.build(name, batch)
+        ref_file = folder / f"{stem}.ref.f32"
+        model = model.cuda()
+        model = model.half() if half else model
+        with torch.no_grad():
+            for engine in ("eager-cuda", "cuda-graph"):
+                row = {"engine": engine, "model": stem}
+                try:
+                    call = _graph_call(model, x, half) if engine == "cuda-graph" else (
+                        lambda xc, m=model, h=half: m(xc.cuda().half() if h else xc.cuda()).float().cpu())
+                    row["median_ms"], y = _median_ms(call, x, runs=50 if name == "gemm" else 200)
+                    if ref_file.exists():
+                        ref = torch.from_file(str(ref_file), size=y.numel(), dtype=torch.float32)
+                        row["max_rel_err"] = float((y.reshape(-1) - ref).abs().max() / ref.abs().max())
+                except RuntimeError as e:
+                    row["error"] = str(e)[:300]
+                print(json.dumps(row), flush=True)
+        if name == "gemm":
+            print(json.dumps({"engine": "torch.matmul kernel", "model": stem,
+                              "tflops": _gemm_kernel_tflops(batch, half)}), flush=True)
+        del model
+        torch.cuda.empty_cache()
+
+
+def gemm_refs(folder: Path) -> None:
+    for stem, name, batch, _ in speed_models.CASES:
+        if name == "gemm":
+            a = speed_models.gemm_input(batch).cuda().double()
+            (a @ a).float().cpu().numpy().tofile(folder / f"{stem}.ref.f32")
+
+
+if __name__ == "__main__":
+    print(torch.__version__, torch.cuda.get_device_name(0), file=sys.stderr)
+    {"gemm-ref": gemm_refs, "time": time_all}[sys.argv[1]](Path(sys.argv[2]))

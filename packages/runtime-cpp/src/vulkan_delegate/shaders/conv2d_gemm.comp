@@ -1,0 +1,76 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// variants: f32 f16
+// tile: 4 4 1
+// Ungrouped NCHW convolution as an implicit GEMM (gemm_tile.glsl): per image, Y[oc, p] = W[oc, k] X[k, p]
+// with K = C*KH*KW and X[k, p] the input pixel under tap k of output pixel p (im2col addressed on the fly,
+// never stored); a 1x1 stride-1 unpadded convolution reads X directly. Epilogue: bias, the residual
+// (y = conv + bias + res, as a following add the lowering folded), then clamp.
+// push = N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, groups (1), has_bias, lo, hi, has_res,
+// splits. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them.
+// Split-K (splits > 1, where the output alone gives too few 64x64 tiles to fill the GPU): workgroup
+// z = n * splits + s sums its share of K and writes the raw partial to Y[s][n][oc][p] (Y is then the
+// [splits, N, OC, OH*OW] scratch); conv2d_splitk.comp adds the partials and applies the epilogue.
+#include "common.glsl"
+layout(local_size_x = 16, local_size_y = 16) in;
+layout(std430, binding = 0) readonly buffer X { T x[]; };
+layout(std430, binding = 1) readonly buffer W { T w[]; };
+layout(std430, binding = 2) readonly buffer Bias { T bias[]; };
+layout(std430, binding = 3) readonly buffer Res { T res[]; };
+layout(std430, binding = 4) writeonly buffer Y { T y[]; };
+
+uint xbase, K, Kend, OHW;  // K: the weight row length; loads return 0 from Kend on (this split's end)
+
+T load_x(uint k, uint p) {
+  if (k >= Kend || p >= OHW) return T(0);
+  uint H = PU(2), Wd = PU(3), KH = PU(7), KW = PU(8), OW = PU(6);
+  if (KH * KW == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
+    return x[xbase + k * H * Wd + p];  // pointwise: X is the input itself
+  uint c = k / (KH * KW), r = k % (KH * KW), kh = r / KW, kw = r % KW, oh = p / OW, ow = p % OW;
+  int ih = int(oh * PU(9) + kh * PU(13)) - PI(11), iw = int(ow * PU(10) + kw * PU(14)) - PI(12);
+  if (ih < 0 || ih >= int(H) || iw < 0 || iw >= int(Wd)) return T(0);
+  return x[xbase + (c * H + uint(ih)) * Wd + uint(iw)];
+}
+
+#define LOAD_A(m, k) ((m) < PU(4) && (k) < Kend ? w[(m) * K + (k)] : T(0))
+#define LOAD_B(k, n) load_x(k, n)
+#include "gemm_tile.glsl"
+
+void main() {
+  uint splits = max(PU(20), 1u), n = gl_WorkGroupID.z / splits, s = gl_WorkGroupID.z % splits;
+  uint C = PU(1), OC = PU(4);
+  K = C * PU(7) * PU(8);
+  uint share = (K + splits - 1u) / splits;
+  share = (share + TK - 1u) / TK * TK;  // whole K steps per split
+  uint k_begin = s * share;
+  Kend = min(K, k_begin + share);
+  OHW = PU(5) * PU(6);
+  xbase = n * C * PU(2) * PU(3);
+  uint m0 = gl_WorkGroupID.y * TILE, p0 = gl_WorkGroupID.x * TILE;
+  vec4 acc[4];
+  gemm_tile(m0, p0, k_begin, Kend, acc);
+  if (splits > 1u) {
+    uint base = (s * PU(0) + n) * OC;
+    for (uint i = 0u; i < 4u; ++i) {
+      uint oc = m0 + gl_LocalInvocationID.y + 16u * i;
+      if (oc >= OC) break;
+      for (uint j = 0u; j < 4u; ++j) {
+        uint p = p0 + gl_LocalInvocationID.x + 16u * j;
+        if (p < OHW) y[(base + oc) * OHW + p] = T(acc[i][j]);
+      }
+    }
+    return;
+  }
+  for (uint i = 0u; i < 4u; ++i) {
+    uint oc = m0 + gl_LocalInvocationID.y + 16u * i;
+    if (oc >= OC) break;
+    float b = PU(16) != 0u ? float(bias[oc]) : 0.0;
+    for (uint j = 0u; j < 4u; ++j) {
+      uint p = p0 + gl_LocalInvocationID.x + 16u * j;
+      if (p >= OHW) break;
+      uint o = (n * OC + oc) * OHW + p;
+      float r = acc[i][j] + b + (PU(19) != 0u ? float(res[o]) : 0.0);
+      y[o] = T(clamp(r, PF(17), PF(18)));
+    }
+  }
+}

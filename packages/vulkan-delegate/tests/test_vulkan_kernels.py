@@ -1,0 +1,123 @@
+"""The tiled kernels (issue 19): register-blocked GEMM (matmul.comp) and implicit-GEMM convolution
+(conv2d_gemm.comp) on shapes that hit every tile edge (64x64 output blocks, K in steps of 16, fp16 sums
+in chunks of 8), the fused residual epilogue, and the per-dispatch GPU time profile. Eager PyTorch is
+the reference: FP32 1e-4, FP16 1e-2 relative (conftest.check)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from executorch.exir import to_edge
+from torch import nn
+
+from vulkan_delegate.lower import lower_program
+from vulkan_delegate.payload import serialize
+from vulkan_delegate.profile import profile_program
+
+
+def r(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + sum(shape)))
+
+
+class MatMul(nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+# (M, K, N): exact tiles, one past a tile on every axis, single rows/columns, K below one step
+# (the CI budget keeps one in the default suite; the rest run in `nox -s test-full`)
+GEMM_SHAPES = [(65, 17, 129)] + [pytest.param(*s, marks=pytest.mark.slow)
+                                 for s in [(64, 16, 64), (1, 1, 1), (3, 200, 70), (130, 5, 1)]]
+
+
+@pytest.mark.parametrize("m,k,n", GEMM_SHAPES)
+def test_gemm_tile_edges_fp32(m, k, n, vk_check):
+    vk_check(MatMul().eval(), (r(m, k), r(k, n)))
+
+
+def test_gemm_fp16_batched_transposed(vk_check):
+    """bmm through strides (B transposed: no copy) with M, N, K off the tile grid, fp16 arithmetic."""
+    class BT(nn.Module):
+        def forward(self, a, b):
+            return a @ b.transpose(-1, -2)
+
+    vk_check(BT().eval(), (r(3, 70, 40), r(3, 66, 40)), fp16=True)
+
+
+class Block(nn.Module):
+    """A ResNet basic block: conv-bn-relu, conv-bn, + identity, relu (the add and relu fold into the
+    second conv's epilogue)."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        for bn in (self.b1, self.b2):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))) + x)
+
+
+CONV_CASES = {
+    # OC and OH*OW one past a 64 tile, K = 3*3*3 = 27 (not a multiple of 16), stride 2 + padding
+    "conv_oc65_stride2": (nn.Conv2d(3, 65, 3, stride=2, padding=1), (r(2, 3, 17, 16),)),
+    # 1x1 pointwise fast path, batch 2, C = 33 (K tail), 9x9 = 81 pixels
+    "conv_pointwise_b2": (nn.Conv2d(33, 20, 1), (r(2, 33, 9, 9),)),
+    # 1x1 with stride: the general addressing, not the pointwise path
+    "conv_1x1_stride2": (nn.Conv2d(8, 16, 1, stride=2), (r(1, 8, 9, 9),)),
+    "conv_dilated_rect": (nn.Conv2d(5, 7, (3, 2), dilation=(2, 1), padding=(2, 0)), (r(1, 5, 10, 12),)),
+    "resnet_block": (Block(8).eval(), (r(1, 8, 10, 10),)),
+    # one 64x64 tile, K = 40*9 = 360: split-K in 2 parts (conv2d_splitk adds them, bias, residual, relu)
+    "resnet_block_split_k": (Block(40).eval(), (r(1, 40, 7, 7),)),
+}
+
+
+@pytest.mark.parametrize("name", [n if n in ("conv_oc65_stride2", "resnet_block_split_k")
+                                  else pytest.param(n, marks=pytest.mark.slow) for n in sorted(CONV_CASES)])
+def test_conv_gemm_fp32(name, vk_check):
+    model, inputs = CONV_CASES[name]
+    vk_check(model.eval(), inputs)
+
+
+@pytest.mark.parametrize("name", [pytest.param("conv_oc65_stride2", marks=pytest.mark.slow), "resnet_block_split_k"])
+def test_conv_gemm_fp16(name, vk_check):
+    model, inputs = CONV_CASES[name]
+    vk_check(model.eval(), inputs, fp16=True)
+
+
+def _lowered_graph(model, inputs):
+    """The compute graph `preprocess` would build for the whole model (one partition)."""
+    ep = torch.export.export(model, inputs)
+    return lower_program(to_edge(ep).exported_program(), False)
+
+
+def test_residual_add_and_relu_fold_into_the_conv():
+    """The block lowers to two conv2d_gemm dispatches (then the copy to the output buffer): bn, add and
+    both relus fused, each dispatch named by its module and op."""
+    model, inputs = CONV_CASES["resnet_block"]
+    g = _lowered_graph(model, inputs)
+    assert [d.shader for d in g.dispatches] == ["conv2d_gemm_f32", "conv2d_gemm_f32", "copy_f32_f32"]
+    assert g.dispatches[1].push[19] == 1  # has_res
+    assert [d.name for d in g.dispatches] == ["c1: convolution", "c2: convolution", "output"]
+    assert serialize(g).count(b"c2: convolution") == 1
+
+
+def test_split_k_where_the_output_gives_few_tiles():
+    model, inputs = CONV_CASES["resnet_block_split_k"]
+    g = _lowered_graph(model, inputs)
+    assert [d.shader for d in g.dispatches][:4] == ["conv2d_gemm_f32", "conv2d_splitk_f32"] * 2
+    assert g.dispatches[0].push[20] == 2 and g.dispatches[3].push[7] == 1  # 2 splits; residual in the sum
+
+
+def test_profile_names_every_dispatch_by_module(vk_lower, tmp_path):
+    model, inputs = CONV_CASES["resnet_block"]
+    edge = vk_lower(model, inputs)
+    prof = profile_program(edge, *inputs, runs=3)
+    assert [row.name for row in prof.rows] == ["c1: convolution", "c2: convolution", "output"]
+    assert all(row.calls == 3 and row.mean_us > 0 for row in prof.rows)
+    table = prof.format_table()
+    assert "c2: convolution" in table and "total" in table
+    png = prof.plot_png(tmp_path / "p.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
