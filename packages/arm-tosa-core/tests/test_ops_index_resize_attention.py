@@ -111,9 +111,16 @@ def test_runtime_index_tensor_stays_on_cpu_with_reason():
     assert any("runtime index tensor" in c.reason for c in result.report.cpu_nodes), result.report
 
 
-def test_out_of_range_constant_index_is_a_clear_error():
-    with pytest.raises(Exception, match="index 7 is out of range for a dimension of size 5"):
-        lower(Fn(lambda s, x: torch.index_select(x, 1, s.i), i=torch.tensor([1, 7])), (torch.randn(2, 5),))
+def test_out_of_range_constant_index_stays_on_the_cpu_naming_the_fix():
+    """The trial lowering sees the real constant indices: the node stays on the CPU (where torch raises
+    too) with a reason naming the bad index and the fix, never a crash of to_edge_transform_and_lower."""
+    from arm_tosa_core.report import partition_report
+
+    edge = lower(Fn(lambda s, x: torch.index_select(x, 1, s.i), i=torch.tensor([1, 7])), (torch.randn(2, 5),))
+    (cpu,) = partition_report(edge).cpu_nodes
+    assert cpu.target == "aten.index_select.default"
+    assert "index 7 is out of range for a dimension of size 5" in cpu.reason
+    assert "fix the constant indices in the model" in cpu.reason
 
 
 # -- resize -----------------------------------------------------------------------------------------
