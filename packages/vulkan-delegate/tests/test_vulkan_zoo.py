@@ -16,14 +16,17 @@ from vulkan_delegate import partition_report, run_on_vulkan
 
 
 class FirstTensor(torch.nn.Module):
-    """A `transformers` model returning its first output tensor (last_hidden_state)."""
+    """A model returning its first output tensor (`transformers`: last_hidden_state; torchvision
+    segmentation: "out")."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, x):
-        return self.model(x)[0]
+        out = self.model(x)
+        # torchvision segmentation returns {"out": ...}; transformers a ModelOutput (a dict too), by position
+        return out["out"] if isinstance(out, dict) and "out" in out else out[0]
 
 
 def _tv(name: str, size: int = 64, **kw):
@@ -75,6 +78,7 @@ def _hf(kind: str):
             return FirstTensor(model), (torch.randn(1, 3, 32, 32),)
         elif kind == "whisper_encoder":
             config = t.WhisperConfig(d_model=32, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=64,
+                                     decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=64,
                                      num_mel_bins=16, max_source_positions=16, vocab_size=100, pad_token_id=0,
                                      bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
             return FirstTensor(t.WhisperModel(config).get_encoder()), (torch.randn(1, 16, 32),)
@@ -96,7 +100,7 @@ ZOO = {
     "efficientnet_b0": _tv("efficientnet_b0"), "shufflenet_v2_x1_0": _tv("shufflenet_v2_x1_0"),
     "mnasnet1_0": _tv("mnasnet1_0"), "regnet_y_400mf": _tv("regnet_y_400mf"),
     "convnext_tiny": _tv("convnext_tiny", size=32),
-    "googlenet": _tv("googlenet", aux_logits=False, init_weights=True), "swin_t": _tv("swin_t", size=64),
+    "googlenet": _tv("googlenet", aux_logits=False, init_weights=False), "swin_t": _tv("swin_t", size=64),
     "lraspp_mobilenet_v3_large": _tv_seg("lraspp_mobilenet_v3_large"),
     "deeplabv3_mobilenet_v3_large": _tv_seg("deeplabv3_mobilenet_v3_large"),
     "mobilevit_xxs": _timm("mobilevit_xxs"), "ghostnet_100": _timm("ghostnet_100"), "lcnet_050": _timm("lcnet_050"),
@@ -110,7 +114,9 @@ ZOO = {
 #: the cross-section the default session runs (the rest: `nox -s test-full`)
 DEFAULT = {"lcnet_050", "distilbert", "deit_tiny"}
 #: models that stay partly on the CPU: name -> the CPU node targets (see the README's zoo section)
-PARTLY_ON_CPU: dict[str, set[str]] = {}
+PARTLY_ON_CPU: dict[str, set[str]] = {
+    "swin_t": {"aten.fmod.Scalar"},  # the shifted-window index arithmetic of its roll: no Vulkan fmod yet
+}
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow) for n in ZOO])
@@ -127,5 +133,9 @@ def test_zoo_model_fp32(name, vk_lower):
     y = run_on_vulkan(edge.to_executorch(), *inputs)
     with torch.no_grad():
         ref = model(*inputs)
+        # a network whose random init washes the input out (GoogLeNet's own init: features ~1e-30, the
+        # logits are the fc bias) would pass any comparison: the eager output must depend on the input
+        other = model(*[x.flip(-1) if x.is_floating_point() else (x + 1) % 100 for x in inputs])
+    assert not torch.allclose(ref, other, rtol=1e-3, atol=1e-3 * float(ref.abs().max())), "output ignores input"
     comparison = compare_outputs(y, ref)  # NaN-aware: a NaN or inf where eager is finite fails
     assert comparison.max_error <= 1e-4 * comparison.max_magnitude, f"{comparison}\n{report}"
