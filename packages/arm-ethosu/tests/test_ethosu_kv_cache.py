@@ -21,6 +21,7 @@ from arm_quantizer import get_symmetric_a8w4_quantization_config, get_symmetric_
 from arm_quantizer.kv_cache import module_runner, quantize_methods, reset_buffers
 from arm_tosa_core import partition_report
 from arm_tosa_core.kv_cache_models import (
+    CacheWrite,
     StaticCacheDecoder,
     export_methods,
     greedy_decode,
@@ -64,15 +65,6 @@ def test_decoder_on_ethos_u85_equals_fake_quant(name):
 
 def test_cache_write_stays_on_the_cpu_on_u55_with_the_reason():
     """U55/U65 run no SCATTER: the write is left on the CPU, named, instead of failing in vela."""
-
-    class CacheWrite(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("cache", torch.zeros(1, 2, 6, 4))
-
-        def forward(self, pos, new):
-            self.cache.index_copy_(2, pos, new * 2)
-            return self.cache + 1
 
     inputs = (torch.tensor([1, 4]), torch.randn(1, 2, 2, 4))
     spec = EthosUCompileSpec("ethos-u55-128")

@@ -6,18 +6,10 @@ import torch
 from quant_harness import quantize
 
 from arm_quantizer.buffer_writes import functionalize_buffer_writes
+from arm_tosa_core.kv_cache_models import CacheWrite
 
 aten = torch.ops.aten
 
-
-class CacheWrite(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.zeros(1, 2, 6, 4))
-
-    def forward(self, pos, new):
-        self.cache.index_copy_(2, pos, new * 2)
-        return self.cache + 1
 
 
 def test_functionalize_rewrites_a_buffer_write():

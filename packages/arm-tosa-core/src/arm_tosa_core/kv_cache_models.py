@@ -98,6 +98,19 @@ class StaticCacheDecoder(nn.Module):
                 buf.zero_()
 
 
+class CacheWrite(nn.Module):
+    """The smallest in-place cache write: `index_copy_` of `new * 2` into a [1, 2, 6, 4] buffer at
+    positions `pos`, then the cache read back (`+ 1`). Tests of the write's quantization and placement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 2, 6, 4))
+
+    def forward(self, pos: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        self.cache.index_copy_(2, pos, new * 2)
+        return self.cache + 1
+
+
 def step_inputs(start: int, tokens: torch.Tensor, max_len: int) -> tuple[torch.Tensor, ...]:
     """(tokens [1, N], input_pos [N], cache_mask [1, 1, N, max_len]) for N tokens starting at `start`."""
     n = tokens.shape[-1]
