@@ -184,3 +184,52 @@ def test_constant_folding_keeps_parameters_and_mutated_buffers():
     reference.load_state_dict({k: v for k, v in gm.state_dict().items() if not k.startswith("_arm")})
     x = torch.randn(2, 4)
     assert torch.equal(gm(x), reference(x))
+
+
+def _buckets_from_positions(s, x):
+    """T5's relative position buckets: an in-place add (`buckets += ...`) on a temporary built from
+    `arange` only, then an embedding lookup."""
+    relative = torch.arange(6)[None, :] - torch.arange(6)[:, None]
+    buckets = (relative > 0).to(torch.int64) * 6
+    buckets += relative.abs()
+    return x + s.bias(buckets).sum(-1)
+
+
+def test_in_place_write_on_a_folded_temporary_is_not_repeated_per_call():
+    """Folding the temporary that `add_` writes into a shared buffer made every call add again (the T5
+    encoder's buckets ran past its bias table on the second call: an IndexError in the quantized
+    model); the write folds with its temporary instead, and the model gives the same answer each call."""
+    module = Fn(_buckets_from_positions, bias=nn.Embedding(12, 3))
+    x = torch.randn(6, 6)
+    gm = torch.export.export(module, (x,)).module()
+    fold_constants(gm)
+    first, second = gm(x), gm(x)
+    assert torch.equal(first, module(x)) and torch.equal(second, first)
+    assert aten.add_.Tensor not in _targets(gm)  # folded with the temporary it writes
+    converted = quantize(module, (x,))
+    assert torch.equal(converted(x), converted(x))
+
+
+def _position_bias_under_a_mask(s, q, k, v):
+    """T5's attention: a learned bias (a parameter's rows) under a constant mask filled with finfo.min,
+    passed to SDPA as its additive mask."""
+    keep = torch.ones(8, 8, dtype=torch.bool).tril()
+    keep[:, 0] = True
+    bias = s.bias.unsqueeze(0).unsqueeze(0)
+    mask = torch.where(keep, bias, torch.finfo(torch.float32).min).contiguous()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
+
+
+def test_runtime_bias_under_a_finfo_min_mask_within_one_lsb():
+    """Quantized as one tensor, where(keep, bias, finfo.min) has a scale of ~1e36: every bias entry
+    became 0 (the fake-quant model lost the bias; in the T5 encoder the add into the scores then failed
+    to lower, a LoweringError out of to_edge_transform_and_lower). Split into a keep mask and a finite
+    bias, the quantized model keeps the bias (within 5 % of eager) and lowers within 1 LSB of it."""
+    torch.manual_seed(0)
+    module = Fn(_position_bias_under_a_mask, bias=nn.Parameter(torch.randn(8, 8) * 3))
+    inputs = _qkv()
+    _, report, lsb, converted = check_int(module, inputs, max_lsb=1, case="masked_bias")
+    assert len(report.delegates) == 1, report
+    with torch.no_grad():
+        eager, fake = module(*inputs), converted(*inputs)
+    assert torch.isfinite(fake).all() and (fake - eager).abs().max() <= 0.05 * eager.abs().max()

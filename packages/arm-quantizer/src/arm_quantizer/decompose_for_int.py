@@ -14,6 +14,9 @@ data movement). torch's own decompositions (torch._decomp) do the work, steered 
   does (its sum is 0: the reciprocal is replaced by 0), when the mask can have such a row (a runtime
   bool mask, or a constant one that has one). A constant additive mask counts entries at or below
   finfo.min / 2 as masked, so a row of only such finite entries also gives 0 (torch: the row average).
+  A runtime mask built as `where(keep, bias, finfo.min)` (T5's position bias under its padding mask)
+  is split the same way: `keep` masks the exps and only `where(keep, bias, 0)` is added, so no observer
+  sees finfo.min (its scale, ~1e36, made every bias entry 0 and the INT lowering fail).
 Every new node inherits the decomposed node's metadata (nn_module_stack, so set_module_name/type
 still apply), so the annotator gives each intermediate its own Q/DQ. Constant sub-graphs left by a
 decomposition (the causal mask) are folded into buffers by `fold_constants`.
@@ -135,6 +138,38 @@ def _mask_plan(gm: GraphModule, mask) -> str:
     return "keep" if bool((value[~masked] == 0).all()) else "keep+add"
 
 
+_PASS_THROUGH = (aten.contiguous.default, aten.clone.default, aten.alias.default)
+
+
+def _masked_bias(gm: GraphModule, mask) -> tuple[Node, Node] | None:
+    """(keep, bias) when a runtime float mask is `where(keep, bias, fill)` with fill <= finfo.min / 2
+    (through contiguous/clone), else None."""
+    if not isinstance(mask, Node) or mask.meta["val"].dtype == torch.bool or mask.op == "get_attr":
+        return None
+    while mask.op == "call_function" and mask.target in _PASS_THROUGH:
+        mask = mask.args[0]
+    if mask.op != "call_function" or mask.target not in (aten.where.ScalarOther, aten.where.self):
+        return None
+    keep, bias, fill = mask.args[:3]
+    if isinstance(fill, Node):
+        fill = attr_value(gm, fill.target) if fill.op == "get_attr" else None
+        if not isinstance(fill, torch.Tensor) or fill.numel() == 0:
+            return None
+        fill = float(fill.max())
+    if not isinstance(fill, (int, float)) or not isinstance(bias, Node) or not isinstance(keep, Node):
+        return None
+    floor = torch.finfo(mask.meta["val"].dtype).min / 2
+    return (keep, bias) if fill <= floor and keep.meta["val"].dtype == torch.bool else None
+
+
+def _erase_unread(gm: GraphModule, node: Node) -> None:
+    """Erase `node`, then its input while nothing reads it (the where/contiguous chain of a split mask)."""
+    while isinstance(node, Node) and node.op == "call_function" and not node.users:
+        inputs = node.all_input_nodes
+        gm.graph.erase_node(node)
+        node = inputs[0] if len(inputs) == 1 or node.target in _PASS_THROUGH else None
+
+
 def _rows(mask, hkv: int, groups: int, length: int, s: int):
     """A mask broadcastable to [B, Hq, L, S] as [B', Hkv', G*L, S] (query heads folded into rows)."""
     if groups == 1:
@@ -160,8 +195,9 @@ def _empty_rows(gm: GraphModule, mask, plan: str) -> bool:
 
 
 def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False,
-          plan="none", empty_rows=False):
-    """softmax(Q K^T * scale + mask) V with grouped query heads folded into the rows of one KV head."""
+          plan="none", empty_rows=False, keep_mask=None, bias=None):
+    """softmax(Q K^T * scale + mask) V with grouped query heads folded into the rows of one KV head.
+    Plan "masked_bias": `attn_mask` is where(keep_mask, bias, finfo.min), given as its two parts."""
     b, hq, length, e = q.shape
     hkv, s = k.shape[1], k.shape[2]
     groups = hq // hkv
@@ -172,6 +208,12 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None
     keep = None
     if is_causal:
         keep = torch.ones(length, s, dtype=torch.bool).tril()
+    elif plan == "masked_bias":
+        keep = keep_mask
+        scores = scores + _rows(torch.where(keep, bias, 0.0), hkv, groups, length, s)
+        # the row max over kept entries only (a masked entry is the row min): exp(0) = 1 is kept, the row
+        # sum is at least 1 and its reciprocal's observed range stays [1/S, 1]
+        scores = torch.where(_rows(keep, hkv, groups, length, s), scores, torch.amin(scores, -1, keepdim=True))
     elif plan in ("keep", "select") and attn_mask.dtype == torch.bool:
         keep = attn_mask
     elif plan in ("keep", "keep+add"):
@@ -182,7 +224,7 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None
         scores = scores + _rows(attn_mask, hkv, groups, length, s)
     if keep is None:
         probs = torch.softmax(scores, -1)
-    elif plan == "select":  # a runtime bool mask cast to float would have no qparams: SELECT on the exps
+    elif plan == "select" or (plan == "masked_bias" and empty_rows):  # a runtime bool mask: SELECT on the exps
         exps = torch.exp(scores - torch.amax(scores, -1, keepdim=True))
         exps = torch.where(_rows(keep, hkv, groups, length, s), exps, 0.0)
         probs = exps * _row_scale(exps, empty_rows)
@@ -224,12 +266,18 @@ def _wanted(node: Node) -> bool:
     return True
 
 
-def _implementation(gm: GraphModule, node: Node) -> Callable:
+def _implementation(gm: GraphModule, node: Node) -> tuple[Callable, dict[str, Node]]:
+    """The function to trace for `node`, and the graph nodes it takes besides the node's arguments."""
     if node.target is _SDPA:
         mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        split = _masked_bias(gm, mask)
+        if split is not None:
+            keep = split[0]
+            empty = _empty_rows(gm, keep, "keep") if keep.op == "get_attr" else True
+            return partial(_sdpa, plan="masked_bias", empty_rows=empty), {"keep_mask": split[0], "bias": split[1]}
         plan = _mask_plan(gm, mask)
-        return partial(_sdpa, plan=plan, empty_rows=_empty_rows(gm, mask, plan))
-    return _INPLACE_DIV.get(node.target, node.target)  # decomposed by _TABLE while tracing
+        return partial(_sdpa, plan=plan, empty_rows=_empty_rows(gm, mask, plan)), {}
+    return _INPLACE_DIV.get(node.target, node.target), {}  # decomposed by _TABLE while tracing
 
 
 def _example(val: torch.Tensor) -> torch.Tensor:
@@ -335,18 +383,22 @@ def decompose_for_int(gm: GraphModule, want: Callable[[Node], bool] = lambda n: 
     for node in list(gm.graph.nodes):
         if not _wanted(node) or not want(node):
             continue
-        inputs = list(node.all_input_nodes)
-        impl = _implementation(gm, node)
+        impl, extra = _implementation(gm, node)
+        inputs = list(dict.fromkeys([*node.all_input_nodes, *extra.values()]))
 
-        def fn(*tensors, node=node, inputs=inputs, impl=impl):
+        def fn(*tensors, node=node, inputs=inputs, impl=impl, extra=extra):
             lookup = dict(zip(inputs, tensors, strict=True))
-            return impl(*map_arg(node.args, lookup.__getitem__), **map_arg(node.kwargs, lookup.__getitem__))
+            return impl(*map_arg(node.args, lookup.__getitem__), **map_arg(node.kwargs, lookup.__getitem__),
+                        **{k: lookup[v] for k, v in extra.items()})
 
         traced = make_fx(fn, decomposition_table=_TABLE, tracing_mode="fake")(
             *(_example(n.meta["val"]) for n in inputs))
         if node.target is aten.gru.input:
             _out_of_place(traced)
+        mask = node.args[3] if extra and len(node.args) > 3 else node.kwargs.get("attn_mask")
         _splice(gm, node, _cleanup(traced), inputs)
+        if extra:
+            _erase_unread(gm, mask)  # the finfo.min mask nothing reads any more
         count += 1
     if count:
         gm.graph.lint()
