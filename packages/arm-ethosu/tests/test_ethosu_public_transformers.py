@@ -12,7 +12,7 @@ from arm_tosa_core.public_transformers import build_public
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["bert", "distilbert", "llama", "vit"])
+@pytest.mark.parametrize("name", ["bert", "distilbert", "gpt2", "llama", "t5_encoder", "vit", "wav2vec2", "whisper_encoder"])
 def test_u85_one_partition(name):
     model, inputs = build_public(name)
     quantized = flow.quantize(model, inputs)
