@@ -84,11 +84,12 @@ def test_cache_observed_differently_by_two_methods_is_a_clear_error():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec, dtype", [("TOSA-1.0+INT", torch.int8), ("TOSA-1.0+INT+int16", torch.int16)])
+# a16w8 (int16 cache) is not a case here: its int16 rsqrt/exp/reciprocal TABLEs stay on the CPU (named
+# there), which splits the decoder into several partitions whatever the cache is stored as
+@pytest.mark.parametrize("spec, dtype", [("TOSA-1.0+INT", torch.int8)])
 def test_decoder_with_a_stored_int_cache_equals_fake_quant_for_32_steps(spec, dtype):
-    """`StaticCacheDecoder` a8w8 (int8 cache) and a16w8 (int16 cache): one partition per method whose only
-    CPU node is the logits' dequantize, and 32 greedy steps through the `.pte` give the fake-quant tokens
-    with logits within 1 LSB."""
+    """`StaticCacheDecoder` a8w8 (int8 cache): one partition per method whose only CPU node is the logits'
+    dequantize, and 32 greedy steps through the `.pte` give the fake-quant tokens with logits within 1 LSB."""
     model = StaticCacheDecoder(layers=1, max_len=48).eval()
     config = get_symmetric_a16w8_quantization_config() if dtype == torch.int16 else get_symmetric_quantization_config()
 
