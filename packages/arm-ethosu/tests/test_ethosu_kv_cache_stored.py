@@ -23,12 +23,11 @@ from arm_tosa_core.kv_cache_models import (
     StaticCacheDecoder,
     export_methods,
     greedy_decode,
-    methods_to_pte,
-    pte_runner,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "arm-quantizer" / "tests"))
-from test_kv_cache_int import BOUNDARY, PROMPT, logits_lsb, reexport  # noqa: E402
+from test_kv_cache_int import BOUNDARY, PROMPT, reexport  # noqa: E402
+from test_kv_cache_stored_int import assert_pte_equals_fake_quant  # noqa: E402
 
 
 @pytest.mark.slow
@@ -52,8 +51,4 @@ def test_decoder_with_an_int8_cache_in_the_program_on_ethos_u85():
         report = partition_report(ep)
         assert len(report.delegates) == 1 and len(report.cpu_nodes) == 1, f"{method}:\n{report}"
         assert BOUNDARY in report.cpu_nodes[0].reason, report
-    tokens, logits = greedy_decode(pte_runner(methods_to_pte(edge)), PROMPT, 8, model.max_len)
-    assert tokens == fq_tokens
-    assert all(torch.isfinite(a).all() for a in logits)
-    worst = max(float((a - b).abs().max()) for a, b in zip(logits, fq_logits, strict=True))
-    assert worst <= logits_lsb(converted) * 1.0001, f"{worst / logits_lsb(converted):.2f} LSB"
+    assert_pte_equals_fake_quant(edge, converted, fq_tokens, fq_logits, model.max_len)

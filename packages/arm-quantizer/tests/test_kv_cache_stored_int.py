@@ -108,7 +108,12 @@ def test_decoder_with_a_stored_int_cache_equals_fake_quant_for_32_steps(spec, dt
         report = partition_report(ep)
         assert len(report.delegates) == 1 and len(report.cpu_nodes) == 1, f"{method}:\n{report}"
         assert LOGITS_BOUNDARY in report.cpu_nodes[0].reason, report
-    tokens, logits = greedy_decode(pte_runner(methods_to_pte(edge)), PROMPT, 32, model.max_len)
+    assert_pte_equals_fake_quant(edge, converted, fq_tokens, fq_logits, model.max_len)
+
+
+def assert_pte_equals_fake_quant(edge, converted, fq_tokens, fq_logits, max_len):
+    """Greedy decoding through the `.pte` gives the fake-quant tokens, finite logits within 1 LSB."""
+    tokens, logits = greedy_decode(pte_runner(methods_to_pte(edge)), PROMPT, len(fq_tokens), max_len)
     assert tokens == fq_tokens
     assert all(torch.isfinite(a).all() for a in logits)
     worst = max(float((a - b).abs().max()) for a, b in zip(logits, fq_logits, strict=True))
