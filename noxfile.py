@@ -172,6 +172,8 @@ def bench(session: nox.Session) -> None:
     # mixed precision (issue 11): SQNR and cycles of all-int8 / --target-sqnr / all-a16w8
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/bench_mixed_precision.py",
                 external=True)
+    # decoder with a static KV cache (issue 21): ours vs the competitor on ethos-u85-256, a8w8 / a8w4 / a16w8
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/bench_decoder.py", external=True)
     # runtime-cpp (issue 13): MobileNetV2 INT8 through executorch.runtime per backend vs XNNPACK
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/runtime_bench.py", external=True)
     # Vulkan delegate (issue 12): lavapipe vs XNNPACK and ncnn-Vulkan, then the recorded GPU table

@@ -3,7 +3,14 @@
 Each method's graph is prepared with its own quantizer, but the prepared (and converted) modules are
 given the *same* cache buffers, so calibration runs the real sequence (prefill, then decode steps that
 read what prefill wrote) and the converted modules form the fake-quant reference a lowered program is
-compared with."""
+compared with.
+
+With `cache_qparams` the caches are stored quantized in the program itself (`store_caches_quantized`):
+int8 (int16 under a16w8) buffers with fixed scales that every method shares, read by a dequantize
+and written by a quantize that both lower into the method's partition, so no float cache and no
+quantize/dequantize between calls remain on the CPU. The scales are stated or calibrated once on the
+float model (`calibrate_cache_qparams`); the rescale from the cache's scale into the attention's
+happens in the attention's own integer rules (the matmuls' output RESCALE)."""
 
 from __future__ import annotations
 
@@ -12,6 +19,8 @@ from collections.abc import Callable
 import torch
 from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from arm_tosa_core.quantized import is_dequantize, is_quantize
 
 
 def share_buffers(modules: dict[str, GraphModule], suffix: str = "_cache") -> None:
@@ -36,18 +45,104 @@ def reset_buffers(modules: dict[str, GraphModule], suffix: str = "_cache") -> No
 
 
 def quantize_methods(programs: dict[str, torch.export.ExportedProgram], make_quantizer: Callable,
-                     calibrate: Callable[[Callable[[str, tuple], torch.Tensor]], object]
-                     ) -> dict[str, GraphModule]:
+                     calibrate: Callable[[Callable[[str, tuple], torch.Tensor]], object],
+                     cache_qparams: dict[str, tuple[float, int]] | None = None) -> dict[str, GraphModule]:
     """prepare every method, share their caches, `calibrate(run)` (run(method, inputs) on the prepared
-    modules), convert, share again and zero the caches. Returns the converted modules by method."""
-    prepared = {name: prepare_pt2e(ep.module(), make_quantizer()) for name, ep in programs.items()}
+    modules), convert, share again and zero the caches. Returns the converted modules by method.
+
+    `cache_qparams` (buffer name -> (scale, zero_point), e.g. from `calibrate_cache_qparams`) fixes the
+    caches' qparams in every method and stores the caches quantized (`store_caches_quantized`)."""
+    prepared = {name: prepare_pt2e(ep.module(), _with_cache_qparams(make_quantizer(), cache_qparams))
+                for name, ep in programs.items()}
     share_buffers(prepared)
     reset_buffers(prepared)
     calibrate(module_runner(prepared))
     converted = {name: convert_pt2e(module) for name, module in prepared.items()}
+    if cache_qparams:
+        store_caches_quantized(converted, names=set(cache_qparams))
     share_buffers(converted)
     reset_buffers(converted)
     return converted
+
+
+def _with_cache_qparams(quantizer, cache_qparams: dict[str, tuple[float, int]] | None):
+    for name, (scale, zero_point) in (cache_qparams or {}).items():
+        quantizer.set_buffer_qparams(name, scale, zero_point)
+    return quantizer
+
+
+def calibrate_cache_qparams(model: torch.nn.Module, calibrate: Callable[[Callable[[str, tuple], torch.Tensor]], object],
+                            dtype: torch.dtype = torch.int8, suffix: str = "_cache") -> dict[str, tuple[float, int]]:
+    """Symmetric qparams (zero point 0, so a zeroed buffer is 0.0) for every cache buffer of the float
+    `model`, from the largest |value| each holds while `calibrate(run)` drives the eager model (the same
+    sequence the quantizer is calibrated on). `dtype`: the activations' (int8, or int16 for a16w8)."""
+    caches = {name: buf for name, buf in model.named_buffers() if name.endswith(suffix)}
+    if not caches:
+        raise ValueError(f"calibrate_cache_qparams: the model has no buffer whose name ends with {suffix!r}")
+    peak = dict.fromkeys(caches, 0.0)
+    for buf in caches.values():
+        buf.zero_()
+
+    def run(method: str, inputs: tuple) -> torch.Tensor:
+        with torch.no_grad():
+            out = model(*inputs)
+        for name, buf in caches.items():
+            peak[name] = max(peak[name], float(buf.abs().max()))
+        return out
+
+    calibrate(run)
+    for buf in caches.values():
+        buf.zero_()
+    qmax = torch.iinfo(dtype).max
+    return {name: (max(value, 1e-6) / qmax, 0) for name, value in peak.items()}
+
+
+def store_caches_quantized(modules: dict[str, GraphModule], names: set[str] | None = None,
+                           suffix: str = "_cache") -> dict[str, tuple]:
+    """Rewrite converted modules so each cache buffer holds its integer codes.
+
+    In a converted module a cache is read as `dequantize(quantize(buf))` and written as
+    `buf.copy_(dequantize(q))` with `q = quantize(index_copy(...))`. Here the buffer becomes the codes
+    (int8/int16), the read quantize goes (`dequantize(buf)`) and the write stores `q` itself. The fake-
+    quant results are unchanged (the float cache only ever held those codes' values). Read and write,
+    in every method, must use the same qparams (stated with `cache_qparams`). `names`: the buffers to
+    rewrite (default: those ending with `suffix`). Returns name -> (scale, zero_point, dtype)."""
+    seen: dict[str, tuple] = {}
+    for method, module in modules.items():
+        graph = module.graph
+        for node in list(graph.nodes):
+            if node.op != "get_attr" or not (str(node.target) in names if names is not None
+                                             else str(node.target).endswith(suffix)):
+                continue
+            name = str(node.target)
+            reads = [u for u in node.users if is_quantize(u)]
+            writes = [u for u in node.users if u.target is torch.ops.aten.copy_.default]
+            stored = [w.args[1].args[0] for w in writes if is_dequantize(w.args[1])]
+            params = {tuple(q.args[1:]) for q in reads + stored}
+            if len(reads) + len(writes) != len(node.users) or len(stored) != len(writes) or len(params) != 1:
+                raise ValueError(f"{method}: cache {name!r} is not read and written through one set of qparams "
+                                 f"({sorted(map(str, params))}); state them with quantize_methods(..., "
+                                 "cache_qparams=calibrate_cache_qparams(...))")
+            (qp,) = params
+            if seen.setdefault(name, qp) != qp:
+                raise ValueError(f"cache {name!r} is quantized with {seen[name]} in one method and {qp} in "
+                                 f"{method!r}; state its qparams with cache_qparams")
+            *path, leaf = name.split(".")
+            owner = module.get_submodule(".".join(path))
+            codes = torch.zeros_like(getattr(owner, leaf), dtype=qp[-1])
+            owner.register_buffer(leaf, codes)
+            node.meta["val"] = codes
+            for read in reads:
+                read.replace_all_uses_with(node)
+                graph.erase_node(read)
+            for write, q in zip(writes, stored, strict=True):
+                dq = write.args[1]
+                write.args = (node, q)
+                if not dq.users:
+                    graph.erase_node(dq)
+        graph.lint()
+        module.recompile()
+    return {name: (qp[0], qp[1], qp[-1]) for name, qp in seen.items()}
 
 
 def module_runner(modules: dict[str, GraphModule]) -> Callable[[str, tuple], torch.Tensor]:

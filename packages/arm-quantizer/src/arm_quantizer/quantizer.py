@@ -36,6 +36,7 @@ class TOSAQuantizer(Quantizer):
         self.module_name_config: dict[str, QuantizationConfig | None] = {}
         self.module_type_config: dict[type, QuantizationConfig | None] = {}
         self.node_name_config: dict[str, QuantizationConfig | None] = {}
+        self.fixed_buffer_qparams: dict[str, tuple[float, int]] = {}
 
     # -- configuration -----------------------------------------------------------------------
     def set_global(self, config: QuantizationConfig | None) -> TOSAQuantizer:
@@ -71,6 +72,20 @@ class TOSAQuantizer(Quantizer):
             raise ValueError("set_node_name needs a node name of the annotated graph, e.g. 'rsqrt_default'")
         self._check(config)
         self.node_name_config[name] = config
+        return self
+
+    def set_buffer_qparams(self, name: str, scale: float, zero_point: int = 0) -> TOSAQuantizer:
+        """State the qparams of a buffer (a KV cache's, by its qualified name) instead of observing it.
+
+        A buffer that several methods share (`prefill` and `decode` of a decoder) must be quantized
+        alike in each of them to be stored quantized (`arm_quantizer.kv_cache`); each method's
+        observers see different data, so the scale is stated here (calibrated once, for all methods).
+        The values written into it share these qparams (the cache write's quant kind is SHARED)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("set_buffer_qparams needs the buffer's qualified name, e.g. 'blocks.0.attn.k_cache'")
+        if not scale > 0:
+            raise ValueError(f"set_buffer_qparams({name!r}): scale must be positive, got {scale}")
+        self.fixed_buffer_qparams[name] = (float(scale), int(zero_point))
         return self
 
     def _check(self, config: QuantizationConfig | None) -> None:
@@ -139,6 +154,8 @@ class TOSAQuantizer(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         self._validate_module_names(model)
         annotate_graph(model, self._config_for)
+        if self.fixed_buffer_qparams:
+            _fix_buffer_qspecs(model, self.fixed_buffer_qparams)
         if self.io_config is not None:
             self._annotate_io(model)
         return model
@@ -189,6 +206,30 @@ class TOSAQuantizer(Quantizer):
             if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.Tensor) and \
                     node.meta["val"].dtype.is_floating_point:
                 node.meta["quantization_annotation"] = QuantizationAnnotation(output_qspec=act, _annotated=True)
+
+
+def _fix_buffer_qspecs(model: GraphModule, fixed: dict[str, tuple[float, int]]) -> None:
+    """Every annotated read of a buffer named in `fixed` gets its stated qparams (same dtype and range
+    as the spec it replaces); qspecs shared with that edge follow."""
+    from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec
+
+    found = set()
+    for node in model.graph.nodes:
+        ann = node.meta.get("quantization_annotation")
+        if ann is None:
+            continue
+        for arg, spec in list(ann.input_qspec_map.items()):
+            name = str(arg.target) if arg.op == "get_attr" else None
+            if name not in fixed or not hasattr(spec, "dtype"):
+                continue
+            scale, zero_point = fixed[name]
+            ann.input_qspec_map[arg] = FixedQParamsQuantizationSpec(
+                dtype=spec.dtype, scale=scale, zero_point=zero_point, quant_min=spec.quant_min,
+                quant_max=spec.quant_max, qscheme=torch.per_tensor_affine)
+            found.add(name)
+    missing = sorted(set(fixed) - found - {str(n.target) for n in model.graph.nodes if n.op == "get_attr"})
+    if missing:
+        raise ValueError(f"set_buffer_qparams: no buffer named {missing} in the model")
 
 
 # where(cond, x, 0.0) / where(cond, 1.0, x): the number's position in args

@@ -1,0 +1,339 @@
+"""Decoder benchmark on ethos-u85-256 (vela estimates): ours vs the competitor's Arm backend for the same
+static-KV-cache decoder (`arm_tosa_core.kv_cache_models.StaticCacheDecoder`), a8w8, a8w4 and a16w8.
+
+    uv run python bench/bench_decoder.py            # both sides, every config; table + JSON in bench/results/decoder
+    uv run python bench/bench_decoder.py --no-upstream
+    uv run python bench/bench_decoder.py --configs a8w4 --sides ours   # re-measure one cell
+    uv run python bench/bench_decoder.py --report-only                 # table from the recorded cells
+
+Per side and config: NPU cycles of one decoded token (`decode`, 1 token) and of a prefill of 32 tokens
+(`prefill`), the SRAM peak and flash bytes (vela's summary: SRAM used, off-chip flash used), the number of
+delegated partitions per method, and the SQNR of the last-step logits vs the float model (fake-quant
+modules, 32 prompt tokens then 8 greedy steps). Ours stores the KV cache int8/int16 in the program with
+fixed calibrated scales (`quantize_methods(..., cache_qparams=...)`). Each side runs in its own process
+(the two define backends of the same class names); the competitor is imported only there. A side that
+fails on a config records the exception as its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import importlib.util
+import io
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+CELLS = RESULTS / "decoder"  # one JSON per (side, config), so a cell can be re-measured on its own
+MODELS_FILE = HERE.parent / "packages" / "arm-tosa-core" / "src" / "arm_tosa_core" / "kv_cache_models.py"
+TARGET = "ethos-u85-256"
+CONFIGS = ("a8w8", "a8w4", "a16w8")
+# small enough for the default memory config (Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB): weights in
+# flash (off-chip), activations and the cache in SRAM
+MODEL = {"vocab": 64, "dim": 64, "heads": 2, "layers": 1, "max_len": 48}
+PROMPT_LEN, STEPS = 32, 8
+
+
+def _models():
+    """kv_cache_models loaded from its file, so the competitor's process never imports arm_tosa_core."""
+    spec = importlib.util.spec_from_file_location("kv_cache_models_standalone", MODELS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # torch.export resolves the model's classes by module name
+    spec.loader.exec_module(module)
+    return module
+
+
+def sqnr_db(signal: torch.Tensor, approx: torch.Tensor) -> float:
+    noise = float(((signal - approx) ** 2).sum())
+    return math.inf if noise == 0.0 else 10.0 * math.log10(float((signal**2).sum()) / noise)
+
+
+def _prompt() -> torch.Tensor:
+    return torch.randint(0, MODEL["vocab"], (PROMPT_LEN,), generator=torch.Generator().manual_seed(0))
+
+
+def _share(modules: dict) -> None:
+    first, *rest = modules.values()
+    for name, buf in first.named_buffers():
+        if name.endswith("_cache"):
+            for module in rest:
+                *path, leaf = name.split(".")
+                module.get_submodule(".".join(path)).register_buffer(leaf, buf)
+
+
+def _zero(modules: dict) -> None:
+    for module in modules.values():
+        for name, buf in module.named_buffers():
+            if name.endswith("_cache"):
+                buf.zero_()
+
+
+def _run(modules: dict):
+    def run(method, inputs):
+        with torch.no_grad():
+            return modules[method](*inputs)
+    return run
+
+
+def _float_reference(km, model) -> tuple[list[int], torch.Tensor]:
+    tokens, logits = km.greedy_decode(km.eager_runner(model), _prompt(), STEPS, MODEL["max_len"])
+    model.reset_cache()
+    return tokens, logits[-1]
+
+
+def _accuracy(km, converted: dict, float_tokens: list[int], float_last: torch.Tensor) -> dict:
+    _zero(converted)
+    tokens, logits = km.greedy_decode(_run(converted), _prompt(), STEPS, MODEL["max_len"])
+    _zero(converted)
+    return {"sqnr_db": sqnr_db(float_last, logits[-1]),
+            "token_agreement": sum(a == b for a, b in zip(tokens, float_tokens, strict=True)) / STEPS}
+
+
+def _reexport(km, converted: dict) -> dict:
+    examples = {"prefill": km.step_inputs(0, torch.zeros(PROMPT_LEN, dtype=torch.int64), MODEL["max_len"]),
+                "decode": km.step_inputs(PROMPT_LEN, torch.zeros(1, dtype=torch.int64), MODEL["max_len"])}
+    programs = {m: torch.export.export(converted[m], examples[m], strict=True) for m in converted}
+    _zero(converted)
+    return programs
+
+
+def _vela_csv(folder: Path) -> dict:
+    rows = [next(csv.DictReader(p.open())) for p in sorted(folder.rglob("*_summary_*.csv"))]
+    if not rows:
+        return {}
+    return {"partitions": len(rows), "cycles_npu": sum(float(r["cycles_npu"]) for r in rows),
+            "sram_bytes": max(float(r["sram_memory_used"]) for r in rows) * 1024,
+            "flash_bytes": sum(float(r["off_chip_flash_memory_used"]) for r in rows) * 1024,
+            "weight_bytes": sum(float(r.get("total_npu_encoded_weights") or 0) for r in rows)}
+
+
+# -- our side ---------------------------------------------------------------------------------------
+def ours(config: str) -> dict:
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer, ethosu_report
+    from arm_quantizer import (
+        get_symmetric_a8w4_quantization_config,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+    from arm_quantizer.kv_cache import calibrate_cache_qparams, quantize_methods
+    from arm_tosa_core import kv_cache_models as km
+    from arm_tosa_core import partition_report
+
+    qconfig = {"a8w8": get_symmetric_quantization_config, "a16w8": get_symmetric_a16w8_quantization_config,
+               "a8w4": lambda: get_symmetric_a8w4_quantization_config(is_per_channel=True)}[config]()
+    model = km.StaticCacheDecoder(**MODEL).eval()
+    float_tokens, float_last = _float_reference(km, model)
+    spec = EthosUCompileSpec(TARGET)
+
+    def calibrate(run):
+        return km.greedy_decode(run, _prompt(), STEPS, MODEL["max_len"])
+
+    t0 = time.perf_counter()
+    cache_dtype = torch.int16 if config == "a16w8" else torch.int8
+    converted = quantize_methods(km.export_methods(model, PROMPT_LEN, MODEL["max_len"]),
+                                 lambda: EthosUQuantizer(spec).set_global(qconfig), calibrate,
+                                 cache_qparams=calibrate_cache_qparams(model, calibrate, cache_dtype))
+    out = {"config": config, "cache": str(cache_dtype).removeprefix("torch.")} | _accuracy(
+        km, converted, float_tokens, float_last)
+    edge = to_edge_transform_and_lower(_reexport(km, converted), partitioner=[EthosUPartitioner(spec)],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    out["compile_s"] = time.perf_counter() - t0
+    for method in ("prefill", "decode"):
+        ep = edge.exported_program(method)
+        parts = ethosu_report(ep).partitions
+        out[method] = {"partitions": len(parts), "cpu_nodes": len(partition_report(ep).cpu_nodes),
+                       "cycles_npu": sum(p.cycles_npu for p in parts),
+                       "sram_bytes": max(p.sram_memory_used_bytes for p in parts),
+                       "flash_bytes": sum(p.off_chip_flash_memory_used_bytes for p in parts),
+                       "weight_bytes": sum(p.weight_bytes for p in parts),
+                       "memory_config": f"{parts[0].system_config} / {parts[0].memory_mode}"}
+    return out
+
+
+# -- the competitor's side (its own process) -------------------------------------------------------
+def upstream(config: str) -> dict:
+    import executorch.backends.arm.quantizer as uq
+    from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    km = _models()
+    qconfig = {"a8w8": lambda: uq.get_symmetric_quantization_config(is_per_channel=True),
+               "a8w4": lambda: uq.get_symmetric_a8w4_quantization_config(is_per_channel=True, is_qat=False),
+               "a16w8": lambda: uq.get_symmetric_a16w8_quantization_config(is_per_channel=True)}[config]()
+    model = km.StaticCacheDecoder(**MODEL).eval()
+    float_tokens, float_last = _float_reference(km, model)
+    out: dict = {"config": config}
+    t0 = time.perf_counter()
+    programs = km.export_methods(model, PROMPT_LEN, MODEL["max_len"])
+    prepared = {}
+    for method, ep in programs.items():
+        spec = EthosUCompileSpec(TARGET)
+        prepared[method] = prepare_pt2e(ep.module(check_guards=False), uq.EthosUQuantizer(spec).set_global(qconfig))
+    _share(prepared)
+    _zero(prepared)
+    km.greedy_decode(_run(prepared), _prompt(), STEPS, MODEL["max_len"])
+    converted = {m: convert_pt2e(p) for m, p in prepared.items()}
+    _share(converted)
+    out |= _accuracy(km, converted, float_tokens, float_last)
+    programs = _reexport(km, converted)
+    for method, ep in programs.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = EthosUCompileSpec(TARGET)
+            spec.dump_intermediate_artifacts_to(tmp)
+            try:
+                edge = to_edge_transform_and_lower(ep, partitioner=[EthosUPartitioner(spec)])
+            except Exception as exc:  # noqa: BLE001  (the competitor's failure is a result)
+                out[method] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+                continue
+            from executorch.exir.lowered_backend_module import get_lowered_submodules
+
+            gm = edge.exported_program().graph_module
+            cpu = [n for n in gm.graph.nodes if n.op == "call_function" and "executorch_call_delegate"
+                   not in str(n.target) and "getitem" not in str(n.target)]
+            out[method] = _vela_csv(Path(tmp)) | {"cpu_nodes": len(cpu),
+                                                  "delegates": len(get_lowered_submodules(gm))}
+            out[method]["memory_config"] = " ".join(spec.compiler_flags)
+    out["compile_s"] = time.perf_counter() - t0
+    return out
+
+
+# -- the quantized cache's own accuracy cost ---------------------------------------------------------
+def cache_cost(steps: int = 32) -> list[dict]:
+    """The float decoder with its cache stored int8 / int16 (every write rounded to the fixed calibrated
+    scale, as the program stores it) vs the same decoder with a float cache: SQNR of the last-step logits
+    and token agreement over `steps` greedy steps. Isolates the cache from the other quantized ops."""
+    from arm_quantizer.kv_cache import calibrate_cache_qparams
+    from arm_tosa_core import kv_cache_models as km
+
+    model = km.StaticCacheDecoder(**(MODEL | {"max_len": PROMPT_LEN + steps})).eval()
+    prompt = _prompt()
+
+    def calibrate(run):
+        return km.greedy_decode(run, prompt, STEPS, model.max_len)
+
+    ref_tokens, ref_logits = km.greedy_decode(km.eager_runner(model), prompt, steps, model.max_len)
+    rows = []
+    for dtype in (torch.int8, torch.int16):
+        qparams = calibrate_cache_qparams(model, calibrate, dtype)
+        info = torch.iinfo(dtype)
+        originals = {}
+        for name, module in model.named_modules():
+            if hasattr(module, "k_cache"):
+                scales = {buf: qparams[f"{name}.{buf}"][0] for buf in ("k_cache", "v_cache")}
+                originals[module] = module._write
+
+                def write(cache, pos, new, _orig=module._write, _module=module, _scales=scales, _info=info):
+                    scale = _scales["k_cache" if cache is _module.k_cache else "v_cache"]
+                    _orig(cache, pos, torch.clamp(torch.round(new / scale), _info.min, _info.max) * scale)
+
+                module._write = write
+        tokens, logits = km.greedy_decode(km.eager_runner(model), prompt, steps, model.max_len)
+        for module, original in originals.items():
+            module._write = original
+        rows.append({"cache": str(dtype).removeprefix("torch."), "steps": steps,
+                     "sqnr_db": sqnr_db(ref_logits[-1], logits[-1]),
+                     "token_agreement": sum(a == b for a, b in zip(tokens, ref_tokens, strict=True)) / steps})
+    return rows
+
+
+# -- driver -----------------------------------------------------------------------------------------
+def _child(side: str, config: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", side, config]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"config": config, "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def _fmt(v, spec: str = ",.0f") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    return format(v, spec)
+
+
+def _flash(method: dict) -> float | None:
+    """What the method keeps in flash: vela's weight stream (weights, biases, scales). In the default
+    Dedicated_Sram memory mode vela reports 0 off-chip flash (it places the weights in DRAM), so the
+    weight bytes are the number to compare."""
+    return method.get("weight_bytes") or method.get("flash_bytes")
+
+
+def table(rows: list[dict]) -> str:
+    head = ("side", "config", "decode cycles/token", "prefill-32 cycles", "SRAM peak B", "weights (flash) B",
+            "partitions p/d", "SQNR dB", "tokens =float")
+    lines = [" | ".join(head), " | ".join("---" for _ in head)]
+    for r in rows:
+        p, d = r.get("prefill", {}), r.get("decode", {})
+        err = r.get("error") or p.get("error") or d.get("error")
+        parts = f"{p.get('partitions', p.get('delegates', '-'))}/{d.get('partitions', d.get('delegates', '-'))}"
+        sram = max(p.get("sram_bytes", 0), d.get("sram_bytes", 0)) or None
+        lines.append(" | ".join([r["side"], r["config"], _fmt(d.get("cycles_npu")), _fmt(p.get("cycles_npu")),
+                                 _fmt(sram), _fmt(_flash(d)), parts, _fmt(r.get("sqnr_db"), ".1f"),
+                                 _fmt(r.get("token_agreement"), ".2f")]) + (f"  (failed: {err})" if err else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", nargs=2, metavar=("SIDE", "CONFIG"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-upstream", action="store_true")
+    ap.add_argument("--sides", nargs="+", default=["ours", "upstream"], choices=["ours", "upstream"])
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    ap.add_argument("--report-only", action="store_true", help="print the recorded cells, measure nothing")
+    args = ap.parse_args(argv)
+    if args.child:
+        side, config = args.child
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = (ours if side == "ours" else upstream)(config)
+        except Exception as exc:  # noqa: BLE001  (recorded as the side's reason)
+            traceback.print_exc()
+            result = {"config": config, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+        print("RESULT " + json.dumps(result, default=str))
+        return 0
+    CELLS.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        (CELLS / "cache_cost.json").write_text(json.dumps(cache_cost(), indent=2))
+        sides = [s for s in args.sides if not (args.no_upstream and s == "upstream")]
+        for config in args.configs:
+            for side in sides:
+                cell = {"side": side} | _child(side, config)
+                (CELLS / f"{side}-{config}.json").write_text(json.dumps(cell, indent=2, default=str))
+                print(f"{side} {config}: done", file=sys.stderr)
+    cost = json.loads((CELLS / "cache_cost.json").read_text()) if (CELLS / "cache_cost.json").exists() else []
+    rows = [json.loads(p.read_text()) for config in CONFIGS for side in ("ours", "upstream")
+            if (p := CELLS / f"{side}-{config}.json").exists()]
+    ours_flash = {r["config"]: _flash(r.get("decode", {})) for r in rows if r["side"] == "ours"}
+    ratio = (ours_flash["a8w4"] / ours_flash["a8w8"]) if ours_flash.get("a8w4") and ours_flash.get("a8w8") else None
+    summary = {"target": TARGET, "model": MODEL, "prompt_len": PROMPT_LEN, "steps": STEPS,
+               "a8w4_over_a8w8_flash": ratio, "rows": rows,
+               "cache_cost_vs_float_cache": cost}
+    (CELLS / "decoder.json").write_text(json.dumps(summary, indent=2, default=str))
+    (CELLS / "table.md").write_text(table(rows) + "\n")
+    print(table(rows))
+    for c in cost:
+        print(f"float decoder, {c['cache']} cache vs float cache over {c['steps']} greedy steps: last-step logits "
+              f"SQNR {c['sqnr_db']:.1f} dB, tokens equal {c['token_agreement']:.2f}")
+    print(f"ours a8w4/a8w8 flash: {_fmt(ratio, '.3f')} (goal <= 0.55); model {MODEL}, prompt {PROMPT_LEN}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
