@@ -110,10 +110,24 @@ CASES = {
                      torch.arange(6, dtype=torch.int32) * 1000), (ints(2, 6, high=2**31 - 1, dtype=torch.int32),)),
     "int64_bounded": (Fn(lambda i, t: t[i] * 7 + torch.arange(4) - 3, torch.arange(10) * 1000), (ints(3, 4, high=5) + 5,)),
     "bool_in_out": (Fn(lambda m, x: (m, ~m, (x > 0) & m)), (bools(2, 5), fl(2, 5))),
+    # fmod: C semantics (the dividend's sign), float and integer, Tensor and Scalar; int64 from a bounded
+    # table read (as Swin-T's shifted-window roll computes its indices)
+    "fmod": (Fn(lambda x, d, i, j, c, t, k: (torch.fmod(x, d), torch.fmod(x, 0.7), torch.fmod(x, -1.5), torch.fmod(i, c),
+                                             torch.fmod(i, -3), torch.fmod(t[j], 6), torch.fmod(t[j] + 5, k[j])),
+             torch.tensor([3, -4, 5, -7, 2, 9], dtype=torch.int32), torch.arange(-20, 20), torch.arange(40) % 7 - 9),
+             (fl(4, 6) * 5, fl(6, seed=1), ints(4, 6, high=50, dtype=torch.int32), ints(3, 4, high=20) + 20)),
+    # cache writes (the functional forms a buffer write exports as; the stateful forms:
+    # test_vulkan_kv_cache.py): index_copy, single-index index_put (negative positions count from the
+    # end), slice_scatter, copy (values broadcast into a slice), on float and int32 tensors
+    "cache_write": (Fn(lambda x, s, i, n: (torch.index_copy(x, 1, i, s), aten.index_put(x, [None, i.int() - 4], s),
+                                           torch.slice_scatter(x, s, dim=1, start=1, end=3), aten.copy(x, s[:, :1]),
+                                           torch.index_copy(n, 0, i, n[:2] * 3))),
+                    (fl(2, 4, 3), fl(2, 2, 3, seed=1), torch.tensor([3, 0]), ints(4, 5, dtype=torch.int32))),
 }
 
 # one case per family in the default suite (CI time); the rest under -m slow
-DEFAULT = ["compare_float_nan", "logical", "where", "embedding", "gather", "argmax_nan_int", "fills_casts", "int_arith"]
+DEFAULT = ["compare_float_nan", "logical", "where", "embedding", "gather", "argmax_nan_int", "fills_casts", "int_arith",
+           "fmod", "cache_write"]
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in DEFAULT else pytest.mark.slow) for n in CASES])

@@ -114,9 +114,7 @@ ZOO = {
 #: the cross-section the default session runs (the rest: `nox -s test-full`)
 DEFAULT = {"lcnet_050", "distilbert", "deit_tiny"}
 #: models that stay partly on the CPU: name -> the CPU node targets (see the README's zoo section)
-PARTLY_ON_CPU: dict[str, set[str]] = {
-    "swin_t": {"aten.fmod.Scalar"},  # the shifted-window index arithmetic of its roll: no Vulkan fmod yet
-}
+PARTLY_ON_CPU: dict[str, set[str]] = {}
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow) for n in ZOO])

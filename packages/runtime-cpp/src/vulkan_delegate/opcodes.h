@@ -15,7 +15,7 @@ struct OpCodeTable {
 
 constexpr OpCodeTable kOpCodeTables[] = {
     {"unary", 0, 25},
-    {"binary", 0, 7},
+    {"binary", 0, 8},
     {"reduce", 0, 4},
     {"compare", 0, 15},
     {"argreduce", 0, 2},

@@ -88,6 +88,8 @@ def _op_bound(node: Node, const_value, memo: dict) -> int | None:
         x = node.args[0].meta["val"]
         n = _max_of(x.shape[node.args[1]])
         return None if sub[0] is None or n is None else sub[0] * n
+    if name == "fmod":  # |fmod(a, b)| <= |a|
+        return int_bound(node.args[0], const_value, memo)
     if name in ("embedding", "index_select", "index", "gather"):  # values of the table, whatever the index
         return int_bound(node.args[0], const_value, memo)
     if name in _PASS and sub and None not in sub:

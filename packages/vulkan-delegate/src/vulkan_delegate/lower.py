@@ -64,6 +64,16 @@ def is_static_fill(node: Node) -> bool:
     return not any(isinstance(a, Node | torch.SymInt | torch.Tensor) for a in leaves)
 
 
+def constant_placeholders(ep: ExportedProgram) -> dict[str, str]:
+    """Placeholder name -> state name of the weights a lowering may fold: parameters, constants, and
+    buffers the program does not write (a mutated buffer, a KV cache, is state: it enters the delegate
+    as an input, and folding its initial value would freeze it)."""
+    sig = ep.graph_signature
+    mutated = set(sig.buffers_to_mutate.values())
+    buffers = {p: b for p, b in sig.inputs_to_buffers.items() if b not in mutated}
+    return {**sig.inputs_to_parameters, **buffers, **sig.inputs_to_lifted_tensor_constants}
+
+
 def source_name(node: Node) -> str:
     """'<module path>: <op>' of an fx node (e.g. 'layer1.0.conv1: convolution'), the label of its
     dispatches in the per-dispatch GPU time profile; the node name where no module is recorded."""
@@ -85,9 +95,7 @@ class LoweringContext:
         self.sfx = "f16" if fp16 else "f32"
         self.values: dict[Node, Any] = {}
         self._consts: dict[Node, torch.Tensor | None] = {}
-        sig = ep.graph_signature
-        self._param_names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
-                             **sig.inputs_to_lifted_tensor_constants}
+        self._param_names = constant_placeholders(ep)
         self.fused: set[Node] = set()  # nodes folded into an earlier dispatch
 
     # ------------------------------------------------------------------ constants

@@ -20,7 +20,7 @@ OP_TABLES: dict[str, tuple[str, ...]] = {
               "exp", "rsqrt", "sqrt", "pow", "abs", "log", "reciprocal", "sin", "cos", "leaky_relu", "round", "floor",
               "ceil", "trunc", "sign", "erf"),
     # y = op(a, alpha * b), broadcast
-    "binary": ("add", "sub", "mul", "div", "maximum", "minimum", "pow"),
+    "binary": ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "fmod"),
     # y = reduce(x) over the middle of [outer, red, inner]
     "reduce": ("sum", "mean", "max", "min"),
     # y = op(a, b) -> bool (int32 0/1), broadcast; the *_not ops read a only

@@ -22,7 +22,7 @@ from arm_tosa_core.delegation import aten_key, record_reason
 
 from .backend import BACKEND_ID, compile_specs
 from .graph import INT32_MAX, INT32_MIN
-from .lower import HOST_DTYPES, LoweringContext, is_static_fill
+from .lower import HOST_DTYPES, LoweringContext, constant_placeholders, is_static_fill
 from .registry import families, lookup
 from .trial import trial_reason
 
@@ -64,8 +64,7 @@ def constant_nodes(ep: ExportedProgram) -> set[Node]:
     lowering folds at compile time: those whose value the payload can store (float32/float16, bool,
     int32, int64 within int32; the masks and position ids a transformer derives from aranges), and
     others read only by folded nodes. A fold needs every input folded too."""
-    sig = ep.graph_signature
-    names = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *sig.inputs_to_lifted_tensor_constants}
+    names = set(constant_placeholders(ep))
     consts: set[Node] = set()
     for n in ep.graph.nodes:
         if n.op == "placeholder" and n.name in names:

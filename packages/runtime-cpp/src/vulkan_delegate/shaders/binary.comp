@@ -3,6 +3,7 @@
 // variants: f32 f16 i32
 // y = op(a, alpha * b) with broadcast: push = op, n, out sizes[6], a strides[6], b strides[6], alpha
 // (i32: integer arithmetic, alpha an integer given as a float; div and pow are not claimed for it)
+// fmod: C semantics (the result has the dividend's sign), as torch.fmod
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -28,6 +29,9 @@ void main() {
     case BINARY_MUL: r = x * z; break;
     case BINARY_MAXIMUM: r = max(x, z); break;
     case BINARY_MINIMUM: r = min(x, z); break;
+    // C fmod: the sign of the dividend (GLSL's % is undefined for negative operands); torch raises
+    // on an integer division by zero, so 0 there is never compared
+    case BINARY_FMOD: r = z == 0 ? 0 : (x < 0 ? -(abs(x) % abs(z)) : abs(x) % abs(z)); break;
     default: r = 0; break;  // unreachable: the registry claims no other int op
   }
   y[i] = r;
@@ -42,6 +46,13 @@ void main() {
     case BINARY_MAXIMUM: r = max(x, z); break;
     case BINARY_MINIMUM: r = min(x, z); break;
     case BINARY_POW: r = pow_signed(x, z); break;
+    case BINARY_FMOD: {  // C fmod (sign of x); NaN for z == 0, as torch
+      r = x - z * trunc(x / z);
+      // x / z rounded up to the next integer leaves r one |z| past zero, with the wrong sign
+      if (x > 0.0 && r < 0.0) r += abs(z);
+      if (x < 0.0 && r > 0.0) r -= abs(z);
+      break;
+    }
     default: r = UNKNOWN_OP_NAN; break;
   }
   y[i] = T(r);

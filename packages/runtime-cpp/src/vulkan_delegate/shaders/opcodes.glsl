@@ -34,7 +34,8 @@
 #define BINARY_MAXIMUM 4
 #define BINARY_MINIMUM 5
 #define BINARY_POW 6
-#define BINARY_OP_COUNT 7
+#define BINARY_FMOD 7
+#define BINARY_OP_COUNT 8
 #define REDUCE_SUM 0
 #define REDUCE_MEAN 1
 #define REDUCE_MAX 2

@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     attention,
+    cache_write,
     conv,
     elementwise,
     fill,

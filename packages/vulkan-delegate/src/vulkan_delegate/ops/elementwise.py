@@ -17,7 +17,8 @@ aten = __import__("torch").ops.aten
 
 # op names of shaders/binary.comp and unary.comp (their codes: vulkan_delegate/opcodes.py)
 BINARY = {aten.add.Tensor: "add", aten.sub.Tensor: "sub", aten.mul.Tensor: "mul", aten.div.Tensor: "div",
-          aten.maximum.default: "maximum", aten.minimum.default: "minimum", aten.pow.Tensor_Tensor: "pow"}
+          aten.maximum.default: "maximum", aten.minimum.default: "minimum", aten.pow.Tensor_Tensor: "pow",
+          aten.fmod.Tensor: "fmod"}  # fmod: C semantics (sign of the dividend), as torch
 INF = math.inf
 
 
@@ -38,7 +39,7 @@ def operand(ctx, arg, like: torch.dtype):
     return ctx.g.constant(torch.tensor([arg], dtype=like), ctx.dtype(like))
 
 
-_INT_BINARY = ("add", "sub", "mul", "maximum", "minimum")  # ops binary.comp's i32 variant computes
+_INT_BINARY = ("add", "sub", "mul", "maximum", "minimum", "fmod")  # ops binary.comp's i32 variant computes
 
 
 def _int_arith_support(node: Node, op: str) -> str | None:
@@ -182,13 +183,13 @@ def _scalar_support(node: Node) -> str | None:
 
 
 _SCALAR = [aten.mul.Scalar, aten.add.Scalar, aten.sub.Scalar, aten.div.Scalar, aten.neg.default,
-           aten.pow.Tensor_Scalar]
+           aten.pow.Tensor_Scalar, aten.fmod.Scalar]
 
 
 @register("scalar", _SCALAR, ["unary", "binary"], support=_scalar_support)
 def lower_scalar(ctx, node: Node) -> None:
     t = aten_key(node.target)
-    if not node.meta["val"].dtype.is_floating_point:  # y = x op s as the i32 binary shader computes it
+    if not node.meta["val"].dtype.is_floating_point or t == aten.fmod.Scalar:  # y = x op s on the binary shader
         variant = int_result(ctx, node)
         op = str(t).split(".")[1]
         x = ctx.inp(node.args[0])
