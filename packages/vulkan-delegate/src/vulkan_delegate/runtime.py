@@ -81,6 +81,9 @@ def load_runtime() -> ctypes.CDLL:
     _lib.vkdg_shader_name.restype = ctypes.c_char_p
     _lib.vkdg_shader_name.argtypes = [ctypes.c_int]
     _lib.vkdg_device_name.restype = ctypes.c_char_p
+    _lib.vkdg_select_shader.restype = ctypes.c_char_p
+    _lib.vkdg_select_shader.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    _lib.vkdg_device_coopmat.restype = ctypes.c_int
     return _lib
 
 
@@ -99,6 +102,21 @@ def runtime_shader_names() -> set[str]:
     """The shaders compiled into the runtime (its dispatch table)."""
     lib = load_runtime()
     return {lib.vkdg_shader_name(i).decode() for i in range(lib.vkdg_shader_count())}
+
+
+def selected_shader(name: str, coopmat: bool) -> str:
+    """The shader the runtime runs for a payload's `name` on a device with or without cooperative
+    matrices ("" for a name it does not embed): `matmul_f16` -> `matmul_f16coop` with them."""
+    return load_runtime().vkdg_select_shader(name.encode(), int(coopmat)).decode()
+
+
+def device_uses_tensor_cores() -> bool:
+    """Whether an fp16 program loaded now runs the tensor-core (f16coop) variants: the device offers
+    VK_KHR_cooperative_matrix with a 16x16x16 fp16 shape and VKDG_COOPMAT is not "0"."""
+    found = load_runtime().vkdg_device_coopmat()
+    if found < 0:
+        raise VulkanRuntimeError("no Vulkan device with fp16 arithmetic (the log line above says why)")
+    return bool(found)
 
 
 def device_name() -> str:

@@ -13,7 +13,7 @@ from ..graph import Tensor, contiguous_strides, numel
 from ..lower import shape_of
 from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
-from .conv import only_user
+from .conv import gemm_variant, only_user
 from .elementwise import CLAMPS, INF, clamp_bounds
 
 aten = torch.ops.aten
@@ -28,7 +28,8 @@ def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_
     m, n = y.shape[-2], y.shape[-1]
     ctx.dispatch("matmul", [a, b, bias if bias is not None else b, y],
                  [m, n, k, batch[1], *a_strides, *b_strides, int(bias is not None), float(alpha),
-                  float(act[0]), float(act[1])], (n, m, batch[0] * batch[1]))
+                  float(act[0]), float(act[1])], (n, m, batch[0] * batch[1]),
+                 gemm_variant(ctx.sfx, m, n, batch[0] * batch[1], k))
 
 
 def strides_2d(t: Tensor, transpose: bool = False) -> list:
