@@ -37,6 +37,21 @@ def test_gemm_tile_edges_fp32(m, k, n, vk_check):
     vk_check(MatMul().eval(), (r(m, k), r(k, n)))
 
 
+@pytest.mark.parametrize("fp16", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_gemv_linear_bias_relu(fp16, vk_check):
+    """One row (batch-1 linear): matmul_gemv, K = 300 (not a multiple of its 64 lanes), N = 70 (not of
+    its 4 outputs per workgroup), bias and relu in its epilogue."""
+    class LinearRelu(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(300, 70)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    vk_check(LinearRelu().eval(), (r(1, 300),), fp16=fp16)
+
+
 def test_gemm_fp16_batched_transposed(vk_check):
     """bmm through strides (B transposed: no copy) with M, N, K off the tile grid, fp16 arithmetic."""
     class BT(nn.Module):
@@ -118,9 +133,12 @@ def test_split_k_where_the_output_gives_few_tiles():
 
 def test_gemm_tile_is_chosen_by_shape():
     """Outputs that give fewer than 32 64x64 tiles (with K <= 2048) take the 16x16 `small` tile: a
-    batch-1 linear layer, a 1x1 conv at 7x7; big outputs and long K keep the 64x64 one."""
-    small = [d.shader for d in _lowered_graph(nn.Linear(1280, 1000).eval(), (r(1, 1280),)).dispatches]
+    batch-2 linear layer, a 1x1 conv at 7x7; big outputs and long K keep the 64x64 one; a single row
+    (batch-1 linear) the GEMV kernel."""
+    small = [d.shader for d in _lowered_graph(nn.Linear(1280, 1000).eval(), (r(2, 1280),)).dispatches]
     assert small[0] == "matmul_f32small"
+    one_row = [d.shader for d in _lowered_graph(nn.Linear(1280, 1000).eval(), (r(1, 1280),)).dispatches]
+    assert one_row[0] == "matmul_gemv_f32"
     assert _lowered_graph(nn.Conv2d(160, 960, 1).eval(), (r(1, 160, 7, 7),)).dispatches[0].shader == "conv2d_gemm_f32small"
     big = _lowered_graph(*CONV_CASES["conv_big_tile"]).dispatches
     assert big[0].shader == "conv2d_gemm_f32"
