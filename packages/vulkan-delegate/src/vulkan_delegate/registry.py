@@ -22,7 +22,7 @@ MAX_RANK = 6
 # `small`, the 16x16 GEMM tile a lowering picks by shape (ops/conv.py gemm_variant); `f16coop`, the
 # tensor-core twin of `f16`, which no payload names: the runtime swaps it in at load where the device has
 # VK_KHR_cooperative_matrix (runtime-cpp's vulkan_delegate/shader_select.cpp).
-SHADER_VARIANTS = {s: ("f32small", "f16small", "f16coop") for s in ("matmul", "conv2d_gemm")}
+SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop"), "conv2d_gemm": ("f32small", "f16small")}
 
 Support = Callable[[Node], str | None]
 Lower = Callable[[Any, Node], Any]

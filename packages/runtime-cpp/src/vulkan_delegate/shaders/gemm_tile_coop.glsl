@@ -1,5 +1,5 @@
 // The tensor-core twin of gemm_tile.glsl (same function, same 16x16 invocations per 64x64 block of C,
-// same acc layout, so the includer's epilogue is shared): compiled into the `f16coop` variants, which the
+// same acc layout, so the includer's epilogue is shared): compiled into matmul's `f16coop` variant, which the
 // runtime picks instead of `f16` on a device with VK_KHR_cooperative_matrix offering a subgroup-scope
 // 16x16x16 fp16 x fp16 + fp32 shape and 32-wide subgroups (device.cpp, method.cpp select_shader).
 // The workgroup's 8 subgroups each own a 16x32 strip of C: two fp32 accumulator matrices. K advances 32
