@@ -101,7 +101,7 @@ def test_conv_gemm_fp32(name, vk_check):
 
 
 @pytest.mark.parametrize("name", [pytest.param("conv_oc65_stride2", marks=pytest.mark.slow), "resnet_block_split_k",
-                                  "conv_big_tile"])
+                                  pytest.param("conv_big_tile", marks=pytest.mark.slow)])
 def test_conv_gemm_fp16(name, vk_check):
     model, inputs = CONV_CASES[name]
     vk_check(model.eval(), inputs, fp16=True)
