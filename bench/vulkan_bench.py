@@ -149,7 +149,9 @@ def print_gpu_table(folder: Path = GPU) -> dict | None:
     return {f"{m}|{e}": v for (m, e), v in summary.items()}
 
 
-SPEED_ENGINES = [("vkdg", "ours"), ("eager-cuda", "eager"), ("cuda-graph", "CUDAgraph")]
+# the last: fp16 cases rerun with VKDG_COOPMAT=0 (generic tiles, no tensor cores), for the A/B
+SPEED_ENGINES = [("vkdg", "ours"), ("eager-cuda", "eager"), ("cuda-graph", "CUDAgraph"),
+                 ("vkdg VKDG_COOPMAT=0", "no coop")]
 
 
 def print_speed_table(folder: Path = GPU) -> dict | None:

@@ -34,5 +34,10 @@ for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open
 print(json.dumps({'engine': 'vkdg kernel', 'model': sys.argv[3], 'kernel_us': us, 'tflops': 2 * n**3 / (us * 1e-6) / 1e12}))" \
       /tmp/prof.csv ${dims%% *} "$stem" | tee -a "$LOG";;
   esac
+  case $stem in *fp16)  # the same .pte on the generic fp16 tiles (no cooperative matrices): the A/B
+    VKDG_COOPMAT=0 "$D/vkdg_runner" "$D/$stem.pte" $dims --runs $runs --lib "$D/libvulkan_delegate_runtime.so" \
+      "${inp[@]}" --ref "$D/$stem.ref.f32" 2>>"$ERR" \
+      | sed "s/^{/{\"engine\": \"vkdg VKDG_COOPMAT=0\", \"model\": \"$stem\", /" | tee -a "$LOG";;
+  esac
 done
 (cd "$D" && PYTHONUNBUFFERED=1 python3 speed_cuda.py time "$D" 2>>"$ERR") | tee -a "$LOG"

@@ -15,7 +15,8 @@ from torch import nn
 
 # (stem, model name, batch, fp16)
 CASES = [("resnet18_b1_fp32", "resnet18", 1, False), ("resnet18_b1_fp16", "resnet18", 1, True),
-         ("mobilenet_v2_b1_fp32", "mobilenet_v2", 1, False), ("mobilenet_v2_b8_fp32", "mobilenet_v2", 8, False),
+         ("mobilenet_v2_b1_fp32", "mobilenet_v2", 1, False), ("mobilenet_v2_b1_fp16", "mobilenet_v2", 1, True),
+         ("mobilenet_v2_b8_fp32", "mobilenet_v2", 8, False),
          ("gemm4096_fp32", "gemm", 4096, False), ("gemm4096_fp16", "gemm", 4096, True)]
 
 

@@ -13,6 +13,7 @@ from torch import nn
 from vulkan_delegate.lower import lower_program
 from vulkan_delegate.payload import serialize
 from vulkan_delegate.profile import profile_program
+from vulkan_delegate.runtime import device_uses_tensor_cores, selected_shader
 
 
 def r(*shape, seed=0):
@@ -24,15 +25,31 @@ class MatMul(nn.Module):
         return a @ b
 
 
-# (M, K, N): exact tiles, one past a tile on every axis, single rows/columns, K below one step
-# (the CI budget keeps one in the default suite; the rest run in `nox -s test-full`)
-GEMM_SHAPES = [(65, 17, 129)] + [pytest.param(*s, marks=pytest.mark.slow)
-                                 for s in [(64, 16, 64), (1, 1, 1), (3, 200, 70), (130, 5, 1)]]
+# (M, K, N): exact tiles, one past a tile on every axis, single rows/columns, K below one step; all of
+# these give few 64x64 tiles, so they run on the 16x16 `small` tile, except (300, 40, 400): 35 tiles
+# (the CI budget keeps two in the default suite; the rest run in `nox -s test-full`)
+GEMM_SHAPES = [(65, 17, 129), (300, 40, 400)] + [pytest.param(*s, marks=pytest.mark.slow)
+                                                 for s in [(64, 16, 64), (1, 1, 1), (3, 200, 70), (130, 5, 1)]]
 
 
 @pytest.mark.parametrize("m,k,n", GEMM_SHAPES)
 def test_gemm_tile_edges_fp32(m, k, n, vk_check):
     vk_check(MatMul().eval(), (r(m, k), r(k, n)))
+
+
+@pytest.mark.parametrize("fp16", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_gemv_linear_bias_relu(fp16, vk_check):
+    """One row (batch-1 linear): matmul_gemv, K = 300 (not a multiple of its 64 lanes), N = 70 (not of
+    its 4 outputs per workgroup), bias and relu in its epilogue."""
+    class LinearRelu(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(300, 70)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    vk_check(LinearRelu().eval(), (r(1, 300),), fp16=fp16)
 
 
 def test_gemm_fp16_batched_transposed(vk_check):
@@ -69,19 +86,22 @@ CONV_CASES = {
     "conv_1x1_stride2": (nn.Conv2d(8, 16, 1, stride=2), (r(1, 8, 9, 9),)),
     "conv_dilated_rect": (nn.Conv2d(5, 7, (3, 2), dilation=(2, 1), padding=(2, 0)), (r(1, 5, 10, 12),)),
     "resnet_block": (Block(8).eval(), (r(1, 8, 10, 10),)),
-    # one 64x64 tile, K = 40*9 = 360: split-K in 2 parts (conv2d_splitk adds them, bias, residual, relu)
+    # 12 16x16 tiles, K = 40*9 = 360: split-K in 2 parts (conv2d_splitk adds them, bias, residual, relu)
     "resnet_block_split_k": (Block(40).eval(), (r(1, 40, 7, 7),)),
+    # 48x48 = 2304 pixels: 36 64x64 tiles, the big tile (the cases above take the small one)
+    "conv_big_tile": (nn.Conv2d(4, 8, 3, padding=1), (r(1, 4, 48, 48),)),
 }
 
 
-@pytest.mark.parametrize("name", [n if n in ("conv_oc65_stride2", "resnet_block_split_k")
+@pytest.mark.parametrize("name", [n if n in ("conv_oc65_stride2", "resnet_block_split_k", "conv_big_tile")
                                   else pytest.param(n, marks=pytest.mark.slow) for n in sorted(CONV_CASES)])
 def test_conv_gemm_fp32(name, vk_check):
     model, inputs = CONV_CASES[name]
     vk_check(model.eval(), inputs)
 
 
-@pytest.mark.parametrize("name", [pytest.param("conv_oc65_stride2", marks=pytest.mark.slow), "resnet_block_split_k"])
+@pytest.mark.parametrize("name", [pytest.param("conv_oc65_stride2", marks=pytest.mark.slow), "resnet_block_split_k",
+                                  pytest.param("conv_big_tile", marks=pytest.mark.slow)])
 def test_conv_gemm_fp16(name, vk_check):
     model, inputs = CONV_CASES[name]
     vk_check(model.eval(), inputs, fp16=True)
@@ -98,7 +118,7 @@ def test_residual_add_and_relu_fold_into_the_conv():
     both relus fused, each dispatch named by its module and op."""
     model, inputs = CONV_CASES["resnet_block"]
     g = _lowered_graph(model, inputs)
-    assert [d.shader for d in g.dispatches] == ["conv2d_gemm_f32", "conv2d_gemm_f32", "copy_f32_f32"]
+    assert [d.shader for d in g.dispatches] == ["conv2d_gemm_f32small", "conv2d_gemm_f32small", "copy_f32_f32"]
     assert g.dispatches[1].push[19] == 1  # has_res
     assert [d.name for d in g.dispatches] == ["c1: convolution", "c2: convolution", "output"]
     assert serialize(g).count(b"c2: convolution") == 1
@@ -107,8 +127,26 @@ def test_residual_add_and_relu_fold_into_the_conv():
 def test_split_k_where_the_output_gives_few_tiles():
     model, inputs = CONV_CASES["resnet_block_split_k"]
     g = _lowered_graph(model, inputs)
-    assert [d.shader for d in g.dispatches][:4] == ["conv2d_gemm_f32", "conv2d_splitk_f32"] * 2
+    assert [d.shader for d in g.dispatches][:4] == ["conv2d_gemm_f32small", "conv2d_splitk_f32"] * 2
     assert g.dispatches[0].push[20] == 2 and g.dispatches[3].push[7] == 1  # 2 splits; residual in the sum
+
+
+def test_gemm_tile_is_chosen_by_shape():
+    """Outputs that give fewer than 32 64x64 tiles (with K <= 2048) take the 16x16 `small` tile: a
+    batch-2 linear layer, a 1x1 conv at 7x7; big outputs and long K keep the 64x64 one; a single row
+    (batch-1 linear) the GEMV kernel."""
+    small = [d.shader for d in _lowered_graph(nn.Linear(960, 1000).eval(), (r(2, 960),)).dispatches]
+    assert small[0] == "matmul_f32small"
+    one_row = [d.shader for d in _lowered_graph(nn.Linear(1280, 1000).eval(), (r(1, 1280),)).dispatches]
+    assert one_row[0] == "matmul_gemv_f32"
+    assert _lowered_graph(nn.Conv2d(160, 960, 1).eval(), (r(1, 160, 7, 7),)).dispatches[0].shader == "conv2d_gemm_f32small"
+    big = _lowered_graph(*CONV_CASES["conv_big_tile"]).dispatches
+    assert big[0].shader == "conv2d_gemm_f32"
+    long_k = _lowered_graph(nn.Conv2d(512, 512, 3, padding=1).eval(), (r(1, 512, 7, 7),)).dispatches
+    assert [d.shader for d in long_k][:2] == ["conv2d_gemm_f32", "conv2d_splitk_f32"]
+    # 26 64x64 tiles but K = 128*9 = 1152: the 64x64 tile (ResNet-18's layer2 ran 2x slower on the small one)
+    k1152 = _lowered_graph(nn.Conv2d(128, 128, 3, padding=1).eval(), (r(1, 128, 28, 28),)).dispatches
+    assert k1152[0].shader == "conv2d_gemm_f32"
 
 
 def test_profile_names_every_dispatch_by_module(vk_lower, tmp_path):
@@ -121,3 +159,23 @@ def test_profile_names_every_dispatch_by_module(vk_lower, tmp_path):
     assert "c2: convolution" in table and "total" in table
     png = prof.plot_png(tmp_path / "p.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tensor_core_variant_is_chosen_by_the_device(vk_lower, monkeypatch):
+    """fp16 GEMM on the 64x64 tile runs as its cooperative-matrix twin (f16coop) only where the
+    device has VK_KHR_cooperative_matrix; lavapipe has none, so it (and VKDG_COOPMAT=0 anywhere) keeps
+    the generic tile, which the profile names (the small tile and the convolution have no twin). The
+    coop numerics are checked on the GPU (bench/vulkan_gpu)."""
+    assert selected_shader("matmul_f16", True) == "matmul_f16coop"
+    for name in ("matmul_f32", "conv2d_gemm_f16", "matmul_f16small", "conv2d_f16", "softmax_f16"):
+        assert selected_shader(name, True) == name
+    assert selected_shader("matmul_f16", False) == "matmul_f16"
+    assert selected_shader("no_such_shader_f16", True) == ""
+    monkeypatch.setenv("VKDG_COOPMAT", "0")
+    assert not device_uses_tensor_cores()
+    monkeypatch.delenv("VKDG_COOPMAT")
+    coop = device_uses_tensor_cores()
+    model, inputs = MatMul().eval(), (r(300, 40), r(40, 400))  # 35 64x64 tiles: not the small tile
+    prof = profile_program(vk_lower(model, inputs, fp16=True), *inputs, runs=1)
+    assert [row.shader for row in prof.rows if row.shader.startswith("matmul")] == [
+        "matmul_f16coop" if coop else "matmul_f16"]

@@ -1,15 +1,45 @@
 // The delegate's device on top of vulkan_common: see device.h.
 #include "device.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>
 
 #include <executorch/runtime/platform/log.h>
 
-namespace vkdg {
+#include "vk_coopmat.h"
 
-Caps probe_caps(VkPhysicalDevice physical, uint32_t queue_family, uint32_t instance_api) {
+namespace vkdg {
+namespace {
+
+// The device lists a subgroup-scope M=N=K=16 shape with fp16 A and B and fp32 C and result (the one
+// gemm_tile_coop.glsl uses; NVIDIA lists it from Turing on).
+bool has_coopmat_f16_16(VkInstance instance, VkPhysicalDevice physical) {
+  if (!vkc::device_has_extension(physical, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
+  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  uint32_t count = 0;
+  if (!query || query(physical, &count, nullptr) != VK_SUCCESS || !count) return false;
+  std::vector<VkCooperativeMatrixPropertiesKHR> shapes(count);
+  for (auto& s : shapes) {
+    s = VkCooperativeMatrixPropertiesKHR{};
+    s.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+  }
+  if (query(physical, &count, shapes.data()) != VK_SUCCESS) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const auto& s = shapes[i];
+    if (s.MSize == 16 && s.NSize == 16 && s.KSize == 16 && s.scope == VK_SCOPE_SUBGROUP_KHR &&
+        s.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && s.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+        s.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && s.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_family, uint32_t instance_api) {
   Caps caps;
   VkPhysicalDeviceProperties props{};
   vkGetPhysicalDeviceProperties(physical, &props);
@@ -24,6 +54,16 @@ Caps probe_caps(VkPhysicalDevice physical, uint32_t queue_family, uint32_t insta
   f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   const bool has_f16_struct = caps.api_version >= VK_API_VERSION_1_2 || caps.float16_int8_ext;
   s16.pNext = has_f16_struct ? &f16 : nullptr;
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm{};
+  mm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop{};
+  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+  const bool has_coop_ext = caps.api_version >= VK_API_VERSION_1_2 &&
+                            vkc::device_has_extension(physical, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (has_coop_ext) {
+    f16.pNext = &mm;
+    mm.pNext = &coop;
+  }
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &s16;
@@ -37,6 +77,8 @@ Caps probe_caps(VkPhysicalDevice physical, uint32_t queue_family, uint32_t insta
   props2.pNext = &sub;
   vkGetPhysicalDeviceProperties2(physical, &props2);
   caps.subgroup_size = sub.subgroupSize;
+  caps.coopmat_f16 = has_coop_ext && coop.cooperativeMatrix && mm.vulkanMemoryModel && caps.fp16_arithmetic &&
+                     caps.storage16 && caps.subgroup_size == 32 && has_coopmat_f16_16(instance, physical);
   uint32_t count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, nullptr);
   std::vector<VkQueueFamilyProperties> families(count);
@@ -68,7 +110,9 @@ Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
   // A family with graphics too when there is one: the main queue, the fastest on NVIDIA.
   err = vkc::pick_queue_family(physical.handle, VK_QUEUE_COMPUTE_BIT, VK_QUEUE_GRAPHICS_BIT, &family);
   if (err != Error::Ok) return err;
-  d->caps_ = probe_caps(physical.handle, family, options.api_version);
+  d->caps_ = probe_caps(d->instance_->get(), physical.handle, family, options.api_version);
+  const char* coop_env = std::getenv("VKDG_COOPMAT");  // "0": the generic fp16 tiles even where coopmat is
+  d->caps_.coopmat_f16 = d->caps_.coopmat_f16 && need_fp16 && !(coop_env && std::strcmp(coop_env, "0") == 0);
   const Caps& caps = d->caps_;
   if (need_fp16 && !(caps.fp16_arithmetic && caps.storage16)) {
     ET_LOG(Error, "VkComputeBackend: %s lacks %s: lower without force_fp16", d->name_.c_str(),
@@ -86,10 +130,21 @@ Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
     s16.pNext = &f16;
     if (caps.float16_int8_ext) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   }
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm{};
+  mm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop{};
+  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+  if (caps.coopmat_f16) {  // the f16coop variants' SPIR-V: CooperativeMatrixKHR + VulkanMemoryModel
+    mm.vulkanMemoryModel = VK_TRUE;
+    coop.cooperativeMatrix = VK_TRUE;
+    f16.pNext = &mm;
+    mm.pNext = &coop;
+    extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
   ET_LOG(Info, "VkComputeBackend: %s, Vulkan %u.%u, fp16 arithmetic %d, 16-bit storage %d, subgroup %u, "
-         "timestamps %u bits", d->name_.c_str(), VK_API_VERSION_MAJOR(caps.api_version),
+         "timestamps %u bits, cooperative matrix %d", d->name_.c_str(), VK_API_VERSION_MAJOR(caps.api_version),
          VK_API_VERSION_MINOR(caps.api_version), caps.fp16_arithmetic, caps.storage16, caps.subgroup_size,
-         caps.timestamp_bits);
+         caps.timestamp_bits, caps.coopmat_f16);
   err = vkc::Device::create(physical.handle, family, extensions, need_fp16 ? &s16 : nullptr, &d->device_);
   if (err != Error::Ok) return err;
   *out = std::move(d);

@@ -18,13 +18,19 @@ namespace vkc = runtime_cpp::vkc;
 // else the first discrete GPU, then integrated, virtual, CPU (lavapipe); Vulkan 1.1 and a compute
 // queue are required. What else the device offers is probed at load (Caps) and enabled when a
 // program needs it: fp16 arithmetic + 16-bit storage (core in 1.2, VK_KHR_shader_float16_int8 on a
-// 1.1 device), timestamps for the per-dispatch profile.
+// 1.1 device), timestamps for the per-dispatch profile, tensor cores (VK_KHR_cooperative_matrix) for
+// fp16 programs.
 struct Caps {
   uint32_t api_version = 0;
   bool fp16_arithmetic = false;  // shaderFloat16
   bool storage16 = false;        // storageBuffer16BitAccess
   bool float16_int8_ext = false; // a 1.1 device that has fp16 arithmetic through the extension
   uint32_t subgroup_size = 0;
+  // VK_KHR_cooperative_matrix with a subgroup-scope 16x16x16 fp16 x fp16 + fp32 shape, the
+  // vulkanMemoryModel its SPIR-V declares, and 32-wide subgroups (gemm_tile_coop.glsl gives each of a
+  // workgroup's 8 subgroups a 16x32 strip): the f16coop shader variants can run. After Device::create,
+  // true only where it was enabled (an fp16 program, VKDG_COOPMAT not 0).
+  bool coopmat_f16 = false;
   uint32_t timestamp_bits = 0;   // of the chosen queue family; 0: no timestamps
   float timestamp_period_ns = 0;
 };
@@ -56,6 +62,6 @@ class Device {
 
 // The features of `physical` that the delegate's kernels can use (queried, nothing enabled), under an
 // instance of version `instance_api`.
-Caps probe_caps(VkPhysicalDevice physical, uint32_t queue_family, uint32_t instance_api);
+Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_family, uint32_t instance_api);
 
 }  // namespace vkdg

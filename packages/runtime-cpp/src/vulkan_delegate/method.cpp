@@ -187,7 +187,7 @@ void Method::write_profile() {
   std::fprintf(f, "dispatch,shader,name,calls,mean_us\n");
   for (size_t i = 0; i < n; ++i) {
     const std::string& name = i < prog_.dispatch_names.size() ? prog_.dispatch_names[i] : std::string();
-    std::fprintf(f, "%zu,%s,\"%s\",%llu,%.3f\n", i, prog_.shaders[prog_.dispatches[i].shader].c_str(), name.c_str(),
+    std::fprintf(f, "%zu,%s,\"%s\",%llu,%.3f\n", i, pipelines_[prog_.dispatches[i].shader].name, name.c_str(),
                  static_cast<unsigned long long>(profile_calls_), profile_ns_[i] / 1e3 / profile_calls_);
   }
   std::fclose(f);
@@ -197,8 +197,9 @@ Error Method::create_pipelines() {
   VkDevice d = dev_->handle();
   pipelines_.resize(prog_.shaders.size());
   for (size_t i = 0; i < prog_.shaders.size(); ++i) {
-    const ShaderBinary* sb = find_shader(prog_.shaders[i]);
+    const ShaderBinary* sb = select_shader(prog_.shaders[i], dev_->caps().coopmat_f16);
     Pipeline& p = pipelines_[i];
+    p.name = sb->name;
     std::memcpy(p.local, sb->local_size, sizeof(p.local));
     std::memcpy(p.tile, sb->tile, sizeof(p.tile));
     VkShaderModuleCreateInfo smi{};

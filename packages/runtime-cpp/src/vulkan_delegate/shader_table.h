@@ -21,4 +21,10 @@ size_t shader_count();
 const ShaderBinary& shader_at(size_t i);
 const ShaderBinary* find_shader(const std::string& name);
 
+// The shader that runs a payload's `name`, chosen at load by what the device can do: with `coopmat`
+// (Caps::coopmat_f16), the tensor-core twin `<name>coop` of an fp16 shader that has one (matmul_f16 ->
+// matmul_f16coop: same bindings, push words and outputs per workgroup); else `name` itself. nullptr when
+// `name` is not in the table.
+const ShaderBinary* select_shader(const std::string& name, bool coopmat);
+
 }  // namespace vkdg

@@ -18,6 +18,11 @@ VARIANTS = ("f32", "f16")
 INT_VARIANTS = ("f32", "f16", "i32")  # families that also compute on int32/bool tensors
 COPY_VARIANTS = ("f32", "f16", "i32")  # the copy shader casts between every pair
 MAX_RANK = 6
+# Variants of a shader template beyond its families' (not per family: sdpa and mm share `matmul`):
+# `small`, the 16x16 GEMM tile a lowering picks by shape (ops/conv.py gemm_variant); `f16coop`, the
+# tensor-core twin of `f16`, which no payload names: the runtime swaps it in at load where the device has
+# VK_KHR_cooperative_matrix (runtime-cpp's vulkan_delegate/shader_select.cpp).
+SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop"), "conv2d_gemm": ("f32small", "f16small")}
 
 Support = Callable[[Node], str | None]
 Lower = Callable[[Any, Node], Any]
@@ -65,7 +70,8 @@ def lookup(target: Any) -> OpFamily | None:
 def shader_names() -> set[str]:
     """Every compiled shader variant the registry can dispatch (the runtime must embed each)."""
     return {f"{s}_{v}" for f in families() for s in f.shaders for v in f.variants} | {
-        f"copy_{a}_{b}" for a in COPY_VARIANTS for b in COPY_VARIANTS}
+        f"copy_{a}_{b}" for a in COPY_VARIANTS for b in COPY_VARIANTS} | {
+        f"{s}_{v}" for s, vs in SHADER_VARIANTS.items() for v in vs}
 
 
 def _load() -> None:

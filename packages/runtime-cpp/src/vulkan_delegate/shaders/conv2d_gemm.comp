@@ -1,13 +1,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16
+// variants: f32 f16 f32small f16small
 // tile: 4 4 1
+// tile small: 1 1 1
 // Ungrouped NCHW convolution as an implicit GEMM (gemm_tile.glsl): per image, Y[oc, p] = W[oc, k] X[k, p]
 // with K = C*KH*KW and X[k, p] the input pixel under tap k of output pixel p (im2col addressed on the fly,
 // never stored); a 1x1 stride-1 unpadded convolution reads X directly. Epilogue: bias, the residual
 // (y = conv + bias + res, as a following add the lowering folded), then clamp.
 // push = N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, groups (1), has_bias, lo, hi, has_res,
-// splits. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them.
+// splits. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small` variants: 1).
 // Split-K (splits > 1, where the output alone gives too few 64x64 tiles to fill the GPU): workgroup
 // z = n * splits + s sums its share of K and writes the raw partial to Y[s][n][oc][p] (Y is then the
 // [splits, N, OC, OH*OW] scratch); conv2d_splitk.comp adds the partials and applies the epilogue.
@@ -34,7 +35,14 @@ T load_x(uint k, uint p) {
 
 #define LOAD_A(m, k) ((m) < PU(4) && (k) < Kend ? w[(m) * K + (k)] : T(0))
 #define LOAD_B(k, n) load_x(k, n)
+// f16coop (tensor cores) is not built for the convolution: on the H100 it ran ResNet-18 b1's convs 25 %
+// slower than this fp16 tile (the implicit-im2col loads bound it, not the multiply-adds); add the variant
+// back to the list above once gemm_tile_coop.glsl loads faster.
+#ifdef COOPMAT
+#include "gemm_tile_coop.glsl"
+#else
 #include "gemm_tile.glsl"
+#endif
 
 void main() {
   uint splits = max(PU(20), 1u), n = gl_WorkGroupID.z / splits, s = gl_WorkGroupID.z % splits;
@@ -51,21 +59,21 @@ void main() {
   gemm_tile(m0, p0, k_begin, Kend, acc);
   if (splits > 1u) {
     uint base = (s * PU(0) + n) * OC;
-    for (uint i = 0u; i < 4u; ++i) {
+    for (uint i = 0u; i < RB; ++i) {
       uint oc = m0 + gl_LocalInvocationID.y + 16u * i;
       if (oc >= OC) break;
-      for (uint j = 0u; j < 4u; ++j) {
+      for (uint j = 0u; j < RB; ++j) {
         uint p = p0 + gl_LocalInvocationID.x + 16u * j;
         if (p < OHW) y[(base + oc) * OHW + p] = T(acc[i][j]);
       }
     }
     return;
   }
-  for (uint i = 0u; i < 4u; ++i) {
+  for (uint i = 0u; i < RB; ++i) {
     uint oc = m0 + gl_LocalInvocationID.y + 16u * i;
     if (oc >= OC) break;
     float b = PU(16) != 0u ? float(bias[oc]) : 0.0;
-    for (uint j = 0u; j < 4u; ++j) {
+    for (uint j = 0u; j < RB; ++j) {
       uint p = p0 + gl_LocalInvocationID.x + 16u * j;
       if (p >= OHW) break;
       uint o = (n * OC + oc) * OHW + p;

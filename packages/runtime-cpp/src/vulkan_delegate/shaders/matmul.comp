@@ -1,11 +1,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16
+// variants: f32 f16 f16coop f32small f16small
 // tile: 4 4 1
+// tile small: 1 1 1
 // y[b0,b1,m,n] = alpha * sum_k a[..,m,k] b[..,k,n] (+ bias[n]), clamped. push = M, N, K, B1, a strides
 // (b0, b1, m, k), b strides (b0, b1, k, n), bias (0 none, 1 per n, 2 per m), alpha, lo, hi.
 // Threads (N, M, B0*B1) as the payload gives them; "tile: 4 4 1" = each invocation computes 4x4 of
-// them (gemm_tile.glsl), so the runtime launches ceil(N/64) x ceil(M/64) x B workgroups.
+// them (gemm_tile.glsl), so the runtime launches ceil(N/64) x ceil(M/64) x B workgroups; the `small`
+// variants compute 1 each (16x16 per workgroup), `f16coop` the same 64x64 on tensor cores.
 #include "common.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -16,7 +18,11 @@ layout(std430, binding = 3) writeonly buffer Y { T y[]; };
 uint abase, bbase;
 #define LOAD_A(m, k) ((m) < PU(0) && (k) < PU(2) ? a[abase + (m) * PU(6) + (k) * PU(7)] : T(0))
 #define LOAD_B(k, n) ((k) < PU(2) && (n) < PU(1) ? b[bbase + (k) * PU(10) + (n) * PU(11)] : T(0))
+#ifdef COOPMAT
+#include "gemm_tile_coop.glsl"  // f16coop: tensor cores (the device has VK_KHR_cooperative_matrix)
+#else
 #include "gemm_tile.glsl"
+#endif
 
 void main() {
   uint M = PU(0), N = PU(1), bz = gl_WorkGroupID.z, b0 = bz / PU(3), b1 = bz % PU(3);
@@ -25,10 +31,10 @@ void main() {
   uint m0 = gl_WorkGroupID.y * TILE, n0 = gl_WorkGroupID.x * TILE;
   vec4 acc[4];
   gemm_tile(m0, n0, 0u, PU(2), acc);
-  for (uint i = 0u; i < 4u; ++i) {
+  for (uint i = 0u; i < RB; ++i) {
     uint m = m0 + gl_LocalInvocationID.y + 16u * i;
     if (m >= M) break;
-    for (uint j = 0u; j < 4u; ++j) {
+    for (uint j = 0u; j < RB; ++j) {
       uint n = n0 + gl_LocalInvocationID.x + 16u * j;
       if (n >= N) break;
       float r = PF(13) * acc[i][j] + (PU(12) == 1u ? float(bias[n]) : (PU(12) == 2u ? float(bias[m]) : 0.0));

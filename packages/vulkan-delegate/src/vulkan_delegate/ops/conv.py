@@ -108,13 +108,16 @@ def lower_conv(ctx, node: Node) -> None:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
         # with bias, the residual and the clamp in its epilogue
         has_res = int(res is not None)
-        splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw)
+        variant = gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw)
+        tile = 16 if variant.endswith("small") else 64
+        splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile)
         if splits == 1:
             ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, has_res, 1],
-                         (oh * ow, oc, n))
+                         (oh * ow, oc, n), variant)
             return
         part = ctx.g.new_tensor([splits, n, oc, oh, ow])
-        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits], (oh * ow, oc, n * splits))
+        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits], (oh * ow, oc, n * splits),
+                     variant)
         total = n * oc * oh * ow
         ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
                      [total, oc, oh * ow, splits, has_bias, float(lo), float(hi), has_res], (total,))
@@ -125,16 +128,31 @@ def lower_conv(ctx, node: Node) -> None:
                   dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
 
 
-#: workgroups (64x64 output tiles) a convolution should give the GPU; fewer (late layers at batch 1)
+#: workgroups (output tiles) a convolution should give the GPU; fewer (late layers at batch 1)
 #: split K over more workgroups, each K share at least MIN_K_SHARE long
 TARGET_TILES, MIN_K_SHARE = 256, 128
+#: a GEMM whose output gives fewer 64x64 tiles than SMALL_BELOW, with K at most SMALL_MAX_K (a 16x16
+#: tile walks K alone), runs on the 16x16 tile (`small` variants of matmul / conv2d_gemm): 16x the
+#: workgroups. On the H100: MobileNetV2 b1's 1x1 convs at 28x28..7x7 (K <= 960) went from 21..28 us to
+#: 7..19 us; ResNet-18's 3x3 convs at 28x28 (K = 1152) from 39 to 77 us, so those keep the 64x64 tile.
+SMALL_BELOW, SMALL_MAX_K = 32, 1024
 
 
-def split_k(n: int | None, oc: int, pixels, k: int) -> int:
-    """How many parts conv2d_gemm splits K into (1: none): static shapes only."""
+def gemm_variant(sfx: str, m, n, batch, k) -> str:
+    """The matmul / conv2d_gemm variant of an M x N (x batch) output summed over K: `sfx` (the compute
+    dtype's) or its `small` twin; symbolic shapes keep the 64x64 tile."""
+    if not all(isinstance(v, int) for v in (m, n, batch, k)):
+        return sfx
+    tiles = -(-m // 64) * -(-n // 64) * batch
+    return f"{sfx}small" if tiles < SMALL_BELOW and k <= SMALL_MAX_K else sfx
+
+
+def split_k(n: int | None, oc: int, pixels, k: int, tile: int = 64) -> int:
+    """How many parts conv2d_gemm splits K into (1: none) with `tile` x `tile` output blocks: static
+    shapes only."""
     if n is None or not isinstance(pixels, int):
         return 1
-    tiles = -(-pixels // 64) * -(-oc // 64) * n
+    tiles = -(-pixels // tile) * -(-oc // tile) * n
     if tiles >= TARGET_TILES // 2:
         return 1
     return max(1, min(-(-TARGET_TILES // tiles), k // MIN_K_SHARE, 32))

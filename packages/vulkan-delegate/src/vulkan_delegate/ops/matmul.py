@@ -1,4 +1,5 @@
-"""Matrix products: mm, bmm, addmm, linear, matmul (shader `matmul`: C = alpha * A @ B + bias, then clamp).
+"""Matrix products: mm, bmm, addmm, linear, matmul (shader `matmul`: C = alpha * A @ B + bias, then clamp;
+`matmul_gemv` where A is one row).
 
 A and B are read through strides, so transposes of activations cost no copy; weights are folded
 (transposed, contiguous) at compile time. A following relu/clamp is folded into the dispatch.
@@ -13,10 +14,12 @@ from ..graph import Tensor, contiguous_strides, numel
 from ..lower import shape_of
 from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
-from .conv import only_user
+from .conv import gemm_variant, only_user
 from .elementwise import CLAMPS, INF, clamp_bounds
 
 aten = torch.ops.aten
+#: matmul_gemv's 4 outputs per workgroup, at most 65535 workgroups along N
+GEMV_MAX_N = 4 * 65535
 
 
 def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_strides: list,
@@ -26,9 +29,13 @@ def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_
     `a_strides` = (s_b0, s_b1, s_m, s_k), `b_strides` = (s_b0, s_b1, s_k, s_n); `batch` = (b0, b1).
     """
     m, n = y.shape[-2], y.shape[-1]
-    ctx.dispatch("matmul", [a, b, bias if bias is not None else b, y],
-                 [m, n, k, batch[1], *a_strides, *b_strides, int(bias is not None), float(alpha),
-                  float(act[0]), float(act[1])], (n, m, batch[0] * batch[1]))
+    push = [m, n, k, batch[1], *a_strides, *b_strides, int(bias is not None), float(alpha), float(act[0]),
+            float(act[1])]
+    bindings = [a, b, bias if bias is not None else b, y]
+    if m == 1 and isinstance(n, int) and n <= GEMV_MAX_N:  # one row: matmul_gemv (4 outputs per workgroup)
+        ctx.dispatch("matmul_gemv", bindings, push, (n, 1, batch[0] * batch[1]))
+        return
+    ctx.dispatch("matmul", bindings, push, (n, m, batch[0] * batch[1]), gemm_variant(ctx.sfx, m, n, batch[0] * batch[1], k))
 
 
 def strides_2d(t: Tensor, transpose: bool = False) -> list:
@@ -57,7 +64,7 @@ def _mm_support(node: Node) -> str | None:
 
 
 @register("mm", [aten.mm.default, aten.addmm.default, aten.bmm.default],
-          ["matmul"], support=_mm_support)
+          ["matmul", "matmul_gemv"], support=_mm_support)
 def lower_mm(ctx, node: Node) -> None:
     t = aten_key(node.target)
     bias_arg, beta, alpha = None, 1.0, 1.0
