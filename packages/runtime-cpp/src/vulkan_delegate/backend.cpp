@@ -30,7 +30,7 @@ RUNTIME_CPP_EXPORT const char* vkdg_shader_name(int i) {
 RUNTIME_CPP_EXPORT const char* vkdg_device_name() {
   static thread_local std::string name;
   std::unique_ptr<vkdg::Device> dev;
-  const executorch::runtime::Error err = vkdg::Device::create(false, &dev);
+  const executorch::runtime::Error err = vkdg::Device::create(false, false, &dev);
   name = err == executorch::runtime::Error::Ok
              ? dev->name()
              : "error: no usable Vulkan device (error " + std::to_string(static_cast<int>(err)) +
