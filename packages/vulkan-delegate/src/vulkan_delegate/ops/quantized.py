@@ -14,6 +14,8 @@ int32 dot products per group and applies the scales once per output and group.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch.fx import Node
@@ -63,33 +65,60 @@ def weight_bits(q: torch.Tensor) -> int:
     return 4 if int(q.min()) >= -8 and int(q.max()) <= 7 else 8
 
 
+@dataclass(frozen=True)
+class GroupLayout:
+    """K laid out group by group, each group padded with zeros to whole 4-element words, the row to
+    whole 8-element words (4-bit weights): a group's dot product is a whole number of words."""
+
+    k: int
+    group: int
+
+    @property
+    def groups(self) -> int:
+        return self.k // self.group
+
+    @property
+    def group_pad(self) -> int:
+        return -(-self.group // 4) * 4
+
+    @property
+    def words(self) -> int:
+        """32-bit words of int8 activations per row (the padded K / 4)."""
+        return -(-self.groups * self.group_pad // 8) * 2
+
+
+def quantize_activations(ctx, x: Tensor, layout: GroupLayout, act_mode: int) -> Tensor:
+    """`quantize_rows`: each row of x as [scale, zero point, layout.words words of int8x4]."""
+    rows = numel(x.shape[:-1])
+    act = ctx.g.new_tensor([rows, layout.words + 2], I32)
+    ctx.dispatch("quantize_rows", [x, act], [rows, layout.k, layout.group, layout.group_pad, act_mode, layout.words],
+                 (64, rows))
+    return act
+
+
 def dispatch_integer_linear(ctx, x: Tensor, q: torch.Tensor, scales: torch.Tensor, group: int,
                             bias: Tensor | None, y: Tensor, act_mode: int) -> None:
     """y = dequant(quantize_rows(x)) @ (q * scales).T (+ bias), as integer dot products.
 
     q: integer weights [N, K] (symmetric, no zero point); scales [N, K // group]; `act_mode` one of
-    ACT_*. K is laid out group by group, each group padded to whole words (zeros), so a group's dot
-    product is a whole number of 4-element words whatever K and the group size are.
+    ACT_*; K in the GroupLayout.
     """
     n_out, k = q.shape
     if k % group:
         raise ValueError(f"group size {group} does not divide K={k}")
-    groups = k // group
-    group_pad = -(-group // 4) * 4
-    k_pad = -(-groups * group_pad // 8) * 8  # whole words of 4-bit weights too
-    laid = torch.zeros(n_out, k_pad, dtype=torch.int8)
+    layout = GroupLayout(k, group)
+    groups, group_pad = layout.groups, layout.group_pad
+    laid = torch.zeros(n_out, layout.words * 4, dtype=torch.int8)
     laid[:, :groups * group_pad] = torch.nn.functional.pad(
         q.to(torch.int8).reshape(n_out, groups, group), (0, group_pad - group)).reshape(n_out, -1)
     bits = weight_bits(q)
     w = ctx.g.constant(pack_weights(laid, bits), U8)
     ws = ctx.g.constant(scales.float().reshape(n_out, groups), F32)
     wsum = ctx.g.constant(q.to(torch.int32).reshape(n_out, groups, group).sum(-1), I32)
+    act = quantize_activations(ctx, x, layout, act_mode)
     rows = numel(x.shape[:-1])
-    words = k_pad // 4
-    act = ctx.g.new_tensor([rows, words + 2], I32)
-    ctx.dispatch("quantize_rows", [x, act], [rows, k, group, group_pad, act_mode, words], (64, rows))
     ctx.dispatch("linear_qi", [act, w, ws, wsum, bias if bias is not None else ws, y],
-                 [rows, n_out, words, group_pad // 4, groups, int(bias is not None), bits,
+                 [rows, n_out, layout.words, group_pad // 4, groups, int(bias is not None), bits,
                   int(act_mode != ACT_SYMMETRIC)], (n_out, rows))
 
 
