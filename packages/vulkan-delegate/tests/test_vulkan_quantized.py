@@ -45,8 +45,9 @@ def test_quantized_linear(vk_check, bits, group, dynamic):
     assert w.min() >= -(2 ** (bits - 1)) and w.max() <= 2 ** (bits - 1) - 1
 
 
-def test_quantized_linear_fp16(vk_check):
-    q = VulkanQuantizer(bits=8, group_size=16).quantize(MLP().eval())
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_quantized_linear_fp16(vk_check, dynamic):
+    q = VulkanQuantizer(bits=8, group_size=16, dynamic_activations=dynamic).quantize(MLP().eval())
     vk_check(q, (torch.randn(3, 64),), fp16=True)
 
 
