@@ -318,6 +318,15 @@ def _dtype_cases() -> dict:
     return module.CASES
 
 
+def _dq_linear_case() -> nn.Module:
+    """test_vulkan_quantized_pt2e.py's q/dq linear (per-token dynamic activations, 4-bit grouped weights)."""
+    path = Path(__file__).with_name("test_vulkan_quantized_pt2e.py")
+    spec = importlib.util.spec_from_file_location("vk_pt2e_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DqLinear(16, 8, 4, 8)
+
+
 def test_every_claimed_target_has_a_numeric_case(vk_lower, vk_delegated):
     """Every target the registry claims is inside a Vulkan partition of some case above (a family
     claimed with no test against eager is how `log` and `reciprocal` shipped untested). Cases a full
@@ -325,6 +334,7 @@ def test_every_claimed_target_has_a_numeric_case(vk_lower, vk_delegated):
     cases = [(m, x, kw[0] if kw else {}) for m, x, *kw in CASES.values()]
     cases += [(m, x, {}) for m, x in REDUCE_CASES.values()]
     cases.append((VulkanQuantizer(bits=8).quantize(nn.Sequential(nn.Linear(16, 8)).eval()), (r(2, 16),), {}))
+    cases.append((_dq_linear_case(), (r(2, 16),), {}))
     cases += [(m, x, {}) for m, x in _dtype_cases().values()]
     covered = set()
     for model, inputs, kw in cases:

@@ -1,13 +1,28 @@
-"""Quantized linear (VulkanQuantizer) vs its own dequantized reference: within 1e-3 relative."""
+"""Quantized linear (VulkanQuantizer) vs its own dequantized reference: within 1e-3 relative; with
+dynamic int8 activations, vs the same integer arithmetic done in torch: within 1e-5 relative (only the
+final float scaling rounds), on both integer kernels (the packed int8 dot product and the int32
+multiply-add fallback)."""
 
 from __future__ import annotations
+
+import csv
 
 import pytest
 import torch
 from torch import nn
 
+from arm_tosa_core.testing import compare_outputs
 from vulkan_delegate import VulkanQuantizer, partition_report, payload, run_on_vulkan
 from vulkan_delegate.payload import VERSION
+from vulkan_delegate.runtime import clear_method_cache
+
+INT_TOL = 1e-5  # integer dot products are exact: only the final float scaling may round
+
+
+def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |y - ref| / max |ref|, NaN-aware (inf where one side is NaN/inf and the other is not)."""
+    c = compare_outputs(y.float(), ref.float())
+    return c.max_error / max(c.max_magnitude, 1e-12)
 
 
 class MLP(nn.Module):
@@ -30,8 +45,9 @@ def test_quantized_linear(vk_check, bits, group, dynamic):
     assert w.min() >= -(2 ** (bits - 1)) and w.max() <= 2 ** (bits - 1) - 1
 
 
-def test_quantized_linear_fp16(vk_check):
-    q = VulkanQuantizer(bits=8, group_size=16).quantize(MLP().eval())
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_quantized_linear_fp16(vk_check, dynamic):
+    q = VulkanQuantizer(bits=8, group_size=16, dynamic_activations=dynamic).quantize(MLP().eval())
     vk_check(q, (torch.randn(3, 64),), fp16=True)
 
 
@@ -73,3 +89,65 @@ def test_older_payload_versions_still_load_and_newer_is_refused(vk_lower, monkey
     assert ((y - q(x)).abs().max() / q(x).abs().max()).item() <= 1e-3
     with pytest.raises(RuntimeError):
         run_on_vulkan(_payload_version(bytearray(pte), VERSION + 1), x)
+
+
+def integer_linear_reference(x: torch.Tensor, layer) -> torch.Tensor:
+    """What the integer kernel computes, in torch: each row of x quantized to int8 (symmetric, one
+    scale per row, as the eager op), exact int32 dot products per weight group, then the scales."""
+    s = x.abs().amax(-1, keepdim=True).clamp_min(1e-12) / 127.0
+    xq = torch.clamp(torch.round(x / s), -127, 127).to(torch.int32)
+    n, k = layer.qweight.shape
+    g = layer.group_size
+    dots = (xq.reshape(-1, 1, k // g, g) * layer.qweight.to(torch.int32).reshape(1, n, k // g, g)).sum(-1)
+    assert dots.abs().max() < 2**24  # exact as float32 too: the comparison is about the kernel alone
+    y = (dots.to(torch.float32) * layer.scales[None]).sum(-1) * s.reshape(-1, 1)
+    y = y.reshape(*x.shape[:-1], n)
+    return y + layer.bias if layer.bias is not None else y
+
+
+def run_integer_variants(pte: bytes, x: torch.Tensor, tmp_path, monkeypatch) -> dict[str, torch.Tensor]:
+    """The program's output per integer kernel: the runtime's own choice on this device and the forced
+    int32 fallback (VKDG_INT_DOT=0), each checked (per-dispatch profile) to have run that shader."""
+    out = {}
+    for force_fallback in (False, True):
+        profile = tmp_path / f"profile_{force_fallback}.csv"
+        monkeypatch.setenv("VKDG_PROFILE", str(profile))
+        if force_fallback:
+            monkeypatch.setenv("VKDG_INT_DOT", "0")
+        clear_method_cache()  # the variant is chosen at load
+        y = run_on_vulkan(pte, x)
+        shaders = {row["shader"] for row in csv.DictReader(profile.open())}
+        kernel = next(s.rsplit("_", 1)[0] for s in shaders if s.startswith("linear_qi"))
+        assert not force_fallback or kernel == "linear_qi", shaders
+        out[kernel] = y
+    clear_method_cache()
+    return out
+
+
+INT_CASES = [  # bits, group (None: per channel), K, bias, input shape (K last)
+    pytest.param(8, None, 64, True, (2, 5), id="8bit-per-channel-3d"),
+    pytest.param(4, 16, 48, False, (3,), id="4bit-grouped-nobias"),
+    pytest.param(4, None, 33, True, (4,), id="4bit-K33", marks=pytest.mark.slow),
+    pytest.param(8, 6, 30, True, (2, 3), id="8bit-group6", marks=pytest.mark.slow),
+    pytest.param(4, 12, 36, False, (5,), id="4bit-group12", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("bits,group,k,bias,lead", INT_CASES)
+def test_integer_linear_matches_integer_reference(vk_lower, tmp_path, monkeypatch, bits, group, k, bias, lead):
+    """Dynamic int8 activations x 8/4-bit weights in integers, on both kernels: K not a multiple of 4,
+    8 or the group, with and without bias, 3-D input, an all-zero row (its scale is the 1e-12 floor:
+    zeros out, no NaN)."""
+    torch.manual_seed(k + bits)
+    layer = nn.Linear(k, 24, bias=bias)
+    q = VulkanQuantizer(bits=bits, group_size=group, dynamic_activations=True).quantize(nn.Sequential(layer).eval())
+    x = torch.randn(*lead, k)
+    x.reshape(-1, k)[1] = 0.0
+    pte = vk_lower(q, (x,)).to_executorch().buffer
+    ref = integer_linear_reference(x, q[0])
+    outputs = run_integer_variants(pte, x, tmp_path, monkeypatch)
+    assert set(outputs) == {"linear_qi_dot", "linear_qi"}  # lavapipe has the int8 dot product
+    for kernel, y in outputs.items():
+        assert rel_err(y, ref) <= INT_TOL, kernel
+        assert rel_err(y, q(x)) <= 1e-5, kernel  # the dequantized eager op: the same values in float
+        assert torch.equal(y.reshape(-1, 24)[1], (q[0].bias if bias else torch.zeros(24)).detach()), kernel

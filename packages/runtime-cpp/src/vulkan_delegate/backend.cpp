@@ -37,7 +37,7 @@ RUNTIME_CPP_EXPORT const char* vkdg_select_shader(const char* name, int coopmat)
 // for an fp16 program: the device offers them and VKDG_COOPMAT is not 0); -1 without a usable device.
 RUNTIME_CPP_EXPORT int vkdg_device_coopmat() {
   std::unique_ptr<vkdg::Device> dev;
-  if (vkdg::Device::create(true, &dev) != executorch::runtime::Error::Ok) return -1;
+  if (vkdg::Device::create(true, false, &dev) != executorch::runtime::Error::Ok) return -1;
   return dev->caps().coopmat_f16 ? 1 : 0;
 }
 
@@ -45,7 +45,7 @@ RUNTIME_CPP_EXPORT int vkdg_device_coopmat() {
 RUNTIME_CPP_EXPORT const char* vkdg_device_name() {
   static thread_local std::string name;
   std::unique_ptr<vkdg::Device> dev;
-  const executorch::runtime::Error err = vkdg::Device::create(false, &dev);
+  const executorch::runtime::Error err = vkdg::Device::create(false, false, &dev);
   name = err == executorch::runtime::Error::Ok
              ? dev->name()
              : "error: no usable Vulkan device (error " + std::to_string(static_cast<int>(err)) +

@@ -54,6 +54,8 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   const bool has_f16_struct = caps.api_version >= VK_API_VERSION_1_2 || caps.float16_int8_ext;
   s16.pNext = has_f16_struct ? &f16 : nullptr;
+  // Each optional feature structure is appended to the chain its device supports.
+  void** tail = has_f16_struct ? &f16.pNext : &s16.pNext;
   VkPhysicalDeviceVulkanMemoryModelFeatures mm{};
   mm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop{};
@@ -61,8 +63,15 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   const bool has_coop_ext = caps.api_version >= VK_API_VERSION_1_2 &&
                             vkc::device_has_extension(physical, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   if (has_coop_ext) {
-    f16.pNext = &mm;
+    *tail = &mm;
     mm.pNext = &coop;
+    tail = &coop.pNext;
+  }
+  // The int8 dot product (core in 1.3, which this instance never asks for): through its extension.
+  const bool has_dot = vkc::device_has_extension(physical, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  if (has_dot) *tail = &dot;
   }
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
@@ -70,15 +79,20 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   vkGetPhysicalDeviceFeatures2(physical, &features);
   caps.storage16 = s16.storageBuffer16BitAccess;
   caps.fp16_arithmetic = has_f16_struct && f16.shaderFloat16;
+  caps.int_dot = has_dot && dot.shaderIntegerDotProduct;
   VkPhysicalDeviceSubgroupProperties sub{};
   sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
   VkPhysicalDeviceProperties2 props2{};
   props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   props2.pNext = &sub;
+  VkPhysicalDeviceShaderIntegerDotProductProperties dot_props{};
+  dot_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
+  if (has_dot) sub.pNext = &dot_props;
   vkGetPhysicalDeviceProperties2(physical, &props2);
   caps.subgroup_size = sub.subgroupSize;
   caps.coopmat_f16 = has_coop_ext && coop.cooperativeMatrix && mm.vulkanMemoryModel && caps.fp16_arithmetic &&
                      caps.storage16 && caps.subgroup_size == 32 && has_coopmat_f16_16(instance, physical);
+  caps.int_dot_accelerated = has_dot && dot_props.integerDotProduct4x8BitPackedSignedAccelerated;
   uint32_t count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, nullptr);
   std::vector<VkQueueFamilyProperties> families(count);
@@ -87,7 +101,7 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   return caps;
 }
 
-Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
+Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>* out) {
   auto d = std::unique_ptr<Device>(new (std::nothrow) Device());
   if (!d) return Error::MemoryAllocationFailed;
   vkc::InstanceOptions options;
@@ -112,8 +126,9 @@ Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
   if (err != Error::Ok) return err;
   d->caps_ = probe_caps(d->instance_->get(), physical.handle, family, options.api_version);
   const char* coop_env = std::getenv("VKDG_COOPMAT");  // "0": the generic fp16 tiles even where coopmat is
-  d->caps_.coopmat_f16 = d->caps_.coopmat_f16 && need_fp16 && !(coop_env && std::strcmp(coop_env, "0") == 0);
-  const Caps& caps = d->caps_;
+  Caps& caps = d->caps_;
+  caps.coopmat_f16 = caps.coopmat_f16 && need_fp16 && !(coop_env && std::strcmp(coop_env, "0") == 0);
+  caps.int_dot = caps.int_dot && want_int_dot;  // from here on: whether each is enabled
   if (need_fp16 && !(caps.fp16_arithmetic && caps.storage16)) {
     ET_LOG(Error, "VkComputeBackend: %s lacks %s: lower without force_fp16", d->name_.c_str(),
            caps.fp16_arithmetic ? "16-bit storage buffers" : "shaderFloat16 (fp16 arithmetic)");
@@ -130,6 +145,14 @@ Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
     s16.pNext = &f16;
     if (caps.float16_int8_ext) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   }
+  // The enabled features' chain: s16 -> f16 (fp16 programs), memory model -> coopmat, int8 dot product.
+  const void* chain = need_fp16 ? static_cast<const void*>(&s16) : nullptr;
+  void** tail = need_fp16 ? &f16.pNext : nullptr;
+  auto append = [&](void* feature, void** feature_tail) {
+    if (tail) *tail = feature;
+    else chain = feature;
+    tail = feature_tail;
+  };
   VkPhysicalDeviceVulkanMemoryModelFeatures mm{};
   mm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop{};
@@ -137,15 +160,23 @@ Error Device::create(bool need_fp16, std::unique_ptr<Device>* out) {
   if (caps.coopmat_f16) {  // the f16coop variants' SPIR-V: CooperativeMatrixKHR + VulkanMemoryModel
     mm.vulkanMemoryModel = VK_TRUE;
     coop.cooperativeMatrix = VK_TRUE;
-    f16.pNext = &mm;
-    mm.pNext = &coop;
+    append(&mm, &mm.pNext);
+    append(&coop, &coop.pNext);
     extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  if (caps.int_dot) {
+    dot.shaderIntegerDotProduct = VK_TRUE;
+    append(&dot, &dot.pNext);
+    extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
   ET_LOG(Info, "VkComputeBackend: %s, Vulkan %u.%u, fp16 arithmetic %d, 16-bit storage %d, subgroup %u, "
-         "timestamps %u bits, cooperative matrix %d", d->name_.c_str(), VK_API_VERSION_MAJOR(caps.api_version),
-         VK_API_VERSION_MINOR(caps.api_version), caps.fp16_arithmetic, caps.storage16, caps.subgroup_size,
-         caps.timestamp_bits, caps.coopmat_f16);
-  err = vkc::Device::create(physical.handle, family, extensions, need_fp16 ? &s16 : nullptr, &d->device_);
+         "timestamps %u bits, cooperative matrix %d, int8 dot product %d (accelerated %d)", d->name_.c_str(),
+         VK_API_VERSION_MAJOR(caps.api_version), VK_API_VERSION_MINOR(caps.api_version), caps.fp16_arithmetic,
+         caps.storage16, caps.subgroup_size, caps.timestamp_bits, caps.coopmat_f16, caps.int_dot,
+         caps.int_dot_accelerated);
+  err = vkc::Device::create(physical.handle, family, extensions, chain, &d->device_);
   if (err != Error::Ok) return err;
   *out = std::move(d);
   return Error::Ok;

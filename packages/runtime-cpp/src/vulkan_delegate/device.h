@@ -18,13 +18,15 @@ namespace vkc = runtime_cpp::vkc;
 // else the first discrete GPU, then integrated, virtual, CPU (lavapipe); Vulkan 1.1 and a compute
 // queue are required. What else the device offers is probed at load (Caps) and enabled when a
 // program needs it: fp16 arithmetic + 16-bit storage (core in 1.2, VK_KHR_shader_float16_int8 on a
-// 1.1 device), timestamps for the per-dispatch profile, tensor cores (VK_KHR_cooperative_matrix) for
-// fp16 programs.
+// 1.1 device), the packed int8 dot product (VK_KHR_shader_integer_dot_product, for linear_qi_dot),
+// timestamps for the per-dispatch profile, tensor cores (VK_KHR_cooperative_matrix) for fp16 programs.
 struct Caps {
   uint32_t api_version = 0;
   bool fp16_arithmetic = false;  // shaderFloat16
   bool storage16 = false;        // storageBuffer16BitAccess
   bool float16_int8_ext = false; // a 1.1 device that has fp16 arithmetic through the extension
+  bool int_dot = false;          // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product)
+  bool int_dot_accelerated = false;  // integerDotProduct4x8BitPackedSignedAccelerated (logged only)
   uint32_t subgroup_size = 0;
   // VK_KHR_cooperative_matrix with a subgroup-scope 16x16x16 fp16 x fp16 + fp32 shape, the
   // vulkanMemoryModel its SPIR-V declares, and 32-wide subgroups (gemm_tile_coop.glsl gives each of a
@@ -38,8 +40,9 @@ struct Caps {
 class Device {
  public:
   // Error (with a log line naming what is missing) when there is no usable device, or when fp16 is
-  // needed and the device lacks shaderFloat16 / 16-bit storage.
-  static Error create(bool need_fp16, std::unique_ptr<Device>* out);
+  // needed and the device lacks shaderFloat16 / 16-bit storage. `want_int_dot`: enable the integer dot
+  // product where the device has it (caps().int_dot then says it is on).
+  static Error create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>* out);
 
   VkDevice handle() const { return device_->get(); }
   VkPhysicalDevice physical() const { return device_->physical(); }

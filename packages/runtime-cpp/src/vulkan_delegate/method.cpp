@@ -58,6 +58,25 @@ Error check_op_codes(const Program& prog) {
   return Error::Ok;
 }
 
+constexpr char kIntLinear[] = "linear_qi_";
+constexpr char kIntLinearDot[] = "linear_qi_dot_";
+
+// The integer linear (linear_qi) runs as linear_qi_dot, its OpSDot twin, where the device has the int8
+// dot product, unless VKDG_INT_DOT=0 forces the int32 multiply-add variant.
+bool wants_int_dot(const Program& prog) {
+  const char* env = std::getenv("VKDG_INT_DOT");
+  if (env && std::strcmp(env, "0") == 0) return false;
+  for (const auto& name : prog.shaders)
+    if (name.rfind(kIntLinear, 0) == 0) return true;
+  return false;
+}
+
+void use_int_dot(Program* prog) {
+  for (auto& name : prog->shaders)
+    if (name.rfind(kIntLinear, 0) == 0 && name.rfind(kIntLinearDot, 0) != 0)
+      name = kIntLinearDot + name.substr(sizeof(kIntLinear) - 1);
+}
+
 }  // namespace
 
 Method::~Method() {
@@ -100,7 +119,8 @@ Error Method::init(const uint8_t* payload, size_t size) {
       return Error::DelegateInvalidCompatibility;
     }
   ET_CHECK_OK_OR_RETURN_ERROR(check_op_codes(prog_));
-  ET_CHECK_OK_OR_RETURN_ERROR(Device::create(prog_.uses_f16(), &dev_));
+  ET_CHECK_OK_OR_RETURN_ERROR(Device::create(prog_.uses_f16(), wants_int_dot(prog_), &dev_));
+  if (dev_->caps().int_dot) use_int_dot(&prog_);
   uint64_t staging = 0;
   std::vector<int64_t> max_symbols;
   for (const auto& s : prog_.symbols) max_symbols.push_back(s.max);

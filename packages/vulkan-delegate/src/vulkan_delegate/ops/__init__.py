@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     matmul,
     movement,
     quantized,
+    quantized_pt2e,
     reduce,
     resample,
     shape,

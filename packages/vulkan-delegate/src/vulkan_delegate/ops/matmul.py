@@ -16,6 +16,7 @@ from ..opcodes import opcode
 from ..registry import aten_key, float_tensors, register
 from .conv import gemm_variant, only_user
 from .elementwise import CLAMPS, INF, clamp_bounds
+from .quantized_pt2e import lower_dq_linear, match_dq_linear
 
 aten = torch.ops.aten
 #: matmul_gemv's 4 outputs per workgroup, at most 65535 workgroups along N
@@ -66,6 +67,8 @@ def _mm_support(node: Node) -> str | None:
 @register("mm", [aten.mm.default, aten.addmm.default, aten.bmm.default],
           ["matmul", "matmul_gemv"], support=_mm_support)
 def lower_mm(ctx, node: Node) -> None:
+    if (dq_linear := match_dq_linear(node)) is not None:  # PT2E q/dq weights: kept integer
+        return lower_dq_linear(ctx, node, dq_linear)
     t = aten_key(node.target)
     bias_arg, beta, alpha = None, 1.0, 1.0
     if t == aten.addmm.default:

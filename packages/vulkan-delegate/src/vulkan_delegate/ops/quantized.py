@@ -1,21 +1,34 @@
-"""Quantized linear (from VulkanQuantizer): shader `linear_q` reads the [N, K] integer weights flattened
-row-major, two's complement, packed into 32-bit words: 8-bit values four per word, 4-bit values two
-per byte (eight per word, element i in bits 4*(i % 8).. of word i / 8, i.e. low nibble first). Weights
-whose values all fit in [-8, 7] (every 4-bit layer) are packed as 4-bit, losslessly. Scales are per
-(row, group); each activation row is quantized to int8 on the fly when the layer asks for dynamic
-activations."""
+"""Quantized linear (from VulkanQuantizer).
+
+Weight-only layers run shader `linear_q` (float activations, integer weights dequantized in registers);
+it reads the [N, K] integer weights flattened row-major, two's complement, packed into 32-bit words:
+8-bit values four per word, 4-bit values two per byte (eight per word, element i in bits 4*(i % 8)..
+of word i / 8, i.e. low nibble first). Weights whose values all fit in [-8, 7] (every 4-bit layer)
+are packed as 4-bit, losslessly. Scales are per (row, group).
+
+Layers with dynamic int8 activations run in integers (`dispatch_integer_linear`): `quantize_rows`
+quantizes each activation row once into int8 packed four per word, and `linear_qi` (or, chosen by the
+runtime where the device has VK_KHR_shader_integer_dot_product, its twin `linear_qi_dot`) sums exact
+int32 dot products per group and applies the scales once per output and group.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.fx import Node
 
-from ..graph import U8, numel
+from ..graph import F32, I32, U8, Tensor, numel
 from ..quantizer import linear_q  # noqa: F401  (registers the op)
 from ..registry import register
 
 OP = torch.ops.vulkan_delegate.linear_q.default
+
+#: quantize_rows modes: symmetric per row ([-127, 127], VulkanQuantizer), asymmetric per row (torch's
+#: choose_qparams_per_token_asymmetric + quantize_per_token, [-128, 127] with a zero point)
+ACT_SYMMETRIC, ACT_PER_TOKEN_ASYMMETRIC = 0, 1
 
 
 def _support(node: Node) -> str | None:
@@ -25,23 +38,88 @@ def _support(node: Node) -> str | None:
     return None
 
 
-@register("linear_q", [OP], ["linear_q"], support=_support)
+@register("linear_q", [OP], ["linear_q", "quantize_rows", "linear_qi", "linear_qi_dot"], support=_support)
 def lower_linear_q(ctx, node: Node) -> None:
     x_arg, q_arg, s_arg, b_arg, group, dyn = node.args
     q = ctx.const_value(q_arg)
     s = ctx.const_value(s_arg)
     if q is None or s is None:
         raise ValueError("linear_q weights must be constants")
-    bits = 4 if int(q.min()) >= -8 and int(q.max()) <= 7 else 8
+    x = ctx.inp(x_arg)
+    bias = ctx.inp(b_arg) if b_arg is not None else None
+    y = ctx.out(node)
+    if dyn:
+        dispatch_integer_linear(ctx, x, q, s, int(group), bias, y, ACT_SYMMETRIC)
+        return
+    bits = weight_bits(q)
     w = ctx.g.constant(pack_weights(q, bits), U8)
     sc = ctx.g.constant(s.float())
-    x = ctx.inp(x_arg)
-    bias = ctx.inp(b_arg) if b_arg is not None else sc
-    y = ctx.out(node)
     n_out, k = q.shape
     rows = numel(x.shape[:-1])
-    ctx.dispatch("linear_q", [x, w, sc, bias, y], [rows, n_out, k, int(group), int(k // group),
-                                                  int(b_arg is not None), int(bool(dyn)), bits], (n_out, rows))
+    ctx.dispatch("linear_q", [x, w, sc, bias if bias is not None else sc, y],
+                 [rows, n_out, k, int(group), int(k // group), int(bias is not None), 0, bits], (n_out, rows))
+
+
+def weight_bits(q: torch.Tensor) -> int:
+    """4 when every value fits a signed nibble (stored two per byte), else 8."""
+    return 4 if int(q.min()) >= -8 and int(q.max()) <= 7 else 8
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """K laid out group by group, each group padded with zeros to whole 4-element words, the row to
+    whole 8-element words (4-bit weights): a group's dot product is a whole number of words."""
+
+    k: int
+    group: int
+
+    @property
+    def groups(self) -> int:
+        return self.k // self.group
+
+    @property
+    def group_pad(self) -> int:
+        return -(-self.group // 4) * 4
+
+    @property
+    def words(self) -> int:
+        """32-bit words of int8 activations per row (the padded K / 4)."""
+        return -(-self.groups * self.group_pad // 8) * 2
+
+
+def quantize_activations(ctx, x: Tensor, layout: GroupLayout, act_mode: int) -> Tensor:
+    """`quantize_rows`: each row of x as [scale, zero point, layout.words words of int8x4]."""
+    rows = numel(x.shape[:-1])
+    act = ctx.g.new_tensor([rows, layout.words + 2], I32)
+    ctx.dispatch("quantize_rows", [x, act], [rows, layout.k, layout.group, layout.group_pad, act_mode, layout.words],
+                 (64, rows))
+    return act
+
+
+def dispatch_integer_linear(ctx, x: Tensor, q: torch.Tensor, scales: torch.Tensor, group: int,
+                            bias: Tensor | None, y: Tensor, act_mode: int) -> None:
+    """y = dequant(quantize_rows(x)) @ (q * scales).T (+ bias), as integer dot products.
+
+    q: integer weights [N, K] (symmetric, no zero point); scales [N, K // group]; `act_mode` one of
+    ACT_*; K in the GroupLayout.
+    """
+    n_out, k = q.shape
+    if k % group:
+        raise ValueError(f"group size {group} does not divide K={k}")
+    layout = GroupLayout(k, group)
+    groups, group_pad = layout.groups, layout.group_pad
+    laid = torch.zeros(n_out, layout.words * 4, dtype=torch.int8)
+    laid[:, :groups * group_pad] = torch.nn.functional.pad(
+        q.to(torch.int8).reshape(n_out, groups, group), (0, group_pad - group)).reshape(n_out, -1)
+    bits = weight_bits(q)
+    w = ctx.g.constant(pack_weights(laid, bits), U8)
+    ws = ctx.g.constant(scales.float().reshape(n_out, groups), F32)
+    wsum = ctx.g.constant(q.to(torch.int32).reshape(n_out, groups, group).sum(-1), I32)
+    act = quantize_activations(ctx, x, layout, act_mode)
+    rows = numel(x.shape[:-1])
+    ctx.dispatch("linear_qi", [act, w, ws, wsum, bias if bias is not None else ws, y],
+                 [rows, n_out, layout.words, group_pad // 4, groups, int(bias is not None), bits,
+                  int(act_mode != ACT_SYMMETRIC)], (n_out, rows))
 
 
 def pack_weights(q: torch.Tensor, bits: int) -> np.ndarray:
@@ -53,4 +131,3 @@ def pack_weights(q: torch.Tensor, bits: int) -> np.ndarray:
         flat = nib[0::2] | (nib[1::2] << 4)
     packed = flat.view(np.uint8)
     return np.concatenate([packed, np.zeros((-len(packed)) % 4, np.uint8)])
-
