@@ -7,7 +7,7 @@ one float input). Every model's input is vkdg_runner's own fixed pattern (`runne
 file travels.
 
 Weights: `periodic_init` overwrites every floating parameter with one 251-value seeded pattern, tiled and
-scaled per tensor (1/sqrt(fan_in) for matrices and kernels, 1 +- small for norm scales, small for biases).
+scaled per tensor (1/sqrt(fan_in) for matrices and kernels, small for biases; norm scales exactly 1).
 The .pte files then compress to almost nothing (xz/gzip find the period), which keeps the bundle far below
 the device tool's 64 MiB carry cap although ResNet-50 alone has 100 MB of fp32 weights; the arithmetic,
 and so the timing, is that of the same architecture at any weights. The library versions differ between
@@ -151,8 +151,8 @@ def periodic_init(model: nn.Module) -> nn.Module:
                 p.copy_(tiled * math.sqrt(1.0 / (p.numel() // p.shape[0])))
             elif name.endswith("bias"):
                 p.copy_(tiled * 0.02)
-            else:  # norm scales, layer scales, class tokens
-                p.copy_(1.0 + tiled * 0.1 if "norm" in name or "bn" in name or name.endswith("weight") else tiled * 0.1)
+            else:  # norm and layer scales: exactly 1, so a folded batch norm scales every channel alike and
+                p.fill_(1.0)  # the folded kernels stay periodic (per-channel scales made them incompressible)
     return model
 
 
