@@ -194,7 +194,7 @@ def print_zoo_table(folder: Path = GPU) -> dict | None:
     cases_file = files[-1].with_name(files[-1].stem + "_cases.json")
     cases = {c["stem"]: c for c in json.loads(cases_file.read_text())} if cases_file.exists() else {}
     print(f"\nZoo on the lent GPU ({files[-1].name}; see {(folder / 'README.md').relative_to(HERE.parent)}): ms per "
-          "call, batch 1, upload + readback included; err = max rel err vs eager CPU fp32; parts = delegates + CPU ops")
+          "call, batch 1 unless the name says, upload + readback included; err = max rel err vs eager CPU fp32; parts = delegates + CPU ops")
     print(f"{'model':30} " + " ".join(f"{lbl:>9}" for _, lbl in ZOO_ENGINES)
           + f" {'ours/graph':>10} {'ours/ETVK':>9} {'ours err':>8} {'ETVK err':>8} {'parts ours|ETVK':>15}")
     notes = []
@@ -206,13 +206,18 @@ def print_zoo_table(folder: Path = GPU) -> dict | None:
             err = err or next((f"lowering: {c[e]['error']}" for c in [cases.get(m, {})] if "error" in c.get(e, {})), None)
             if err:
                 notes.append(f"  {m} / {e}: {err[:220]}")
-        parts = "|".join(f"{c.get('delegates', '-')}+{len(c.get('cpu_nodes', []))}" if c else "-"
+        parts = "|".join("fail" if "error" in c else f"{c['delegates']}+{len(c['cpu_nodes'])}" if c else "-"
                          for c in (cases.get(m, {}).get(side, {}) for side in ("vkdg", "etvk")))
         print(f"{m:30} " + " ".join(_fmt(c, "9.3f") for c in cells)
               + f" {_fmt(cells[0] / cells[3] if cells[0] and cells[3] else None, '10.2f')}"
               f" {_fmt(cells[0] / cells[1] if cells[0] and cells[1] else None, '9.2f')}"
               f" {_fmt(by.get((m, 'vkdg'), {}).get('max_rel_err'), '8.1e')}"
               f" {_fmt(by.get((m, 'etvk'), {}).get('max_rel_err'), '8.1e')} {parts:>15}")
+    for m, c in cases.items():  # throughput rows (batch > 1) also as images/s
+        if c.get("batch", 1) > 1:
+            ips = [by.get((m, e), {}).get("median_ms") for e, _ in ZOO_ENGINES]
+            print(f"{m} images/s: " + ", ".join(f"{lbl} {_fmt(c['batch'] * 1000 / t if t else None, '.0f')}"
+                                                 for (_, lbl), t in zip(ZOO_ENGINES, ips, strict=True)))
     print("\n".join(notes))
     return {f"{m}|{e}": r for (m, e), r in by.items()}
 

@@ -4,7 +4,9 @@
 # Unpacks bundle.tar.gz into /tmp/vkzoo; writes to $OUT: zoo.jsonl (one JSON line per engine and case:
 # vkdg = ours, etvk = ExecuTorch's own Vulkan backend built from source, eager-cuda, cuda-graph,
 # torch-compile), cases.json (what each side's lowering delegated, or why it failed), env.txt (date, GPU,
-# driver), stderr.log. torch.compile(max-autotune) takes minutes: run "compile" as its own command.
+# driver), stderr.log. torch.compile(max-autotune) takes minutes: run "compile" as its own command
+# (COMPILE_BUDGET_S, default 240: cases after that many seconds of compiling are written as skipped).
+# RUNS: timed calls per Vulkan row (default 200; batch-32 rows a quarter).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/vkzoo
@@ -27,7 +29,7 @@ cp "$D/cases.json" "$O/"
 if [[ " $PARTS " == *" vulkan "* ]]; then
   python3 -c "import json; [print(c['stem'], *c['shape']) for c in json.load(open('$D/cases.json'))]" |
   while read -r stem dims; do
-    runs=200; case $stem in *_b32_*) runs=50;; esac
+    runs=${RUNS:-200}; case $stem in *_b32_*) runs=$(( runs / 4 ));; esac
     for side in vkdg etvk; do
       lib=$D/libvulkan_delegate_runtime.so; [ $side = etvk ] && lib=$D/libetvk.so
       [ -f "$D/$stem.$side.pte" ] || continue
