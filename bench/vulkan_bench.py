@@ -12,7 +12,8 @@ then up to `--runs` calls or `--budget-s` seconds (at least 3 calls); median ms 
 output included; max|y-ref|/max|ref| against eager fp32. Writes bench/results/vulkan_bench.json.
 
 Then it prints the GPU tables recorded on the lent H100 (the newest bench/results/gpu/*.jsonl and the
-newest *_speed_*.jsonl of the kernel-speed run; how they were taken: bench/results/gpu/README.md), since
+newest *_speed_*.jsonl of the kernel-speed run, the newest *_zoo_*.jsonl of the zoo run with ET-VK
+and torch.compile beside ours; how they were taken: bench/results/gpu/README.md), since
 the GPU machine cannot be reached from here.
 """
 
@@ -130,7 +131,8 @@ def gpu_summary(path: Path) -> dict[tuple[str, str], dict]:
 
 def print_gpu_table(folder: Path = GPU) -> dict | None:
     """Print the newest recorded GPU run; returns its summary (None when nothing is recorded)."""
-    files = [f for f in sorted(folder.glob("*.jsonl")) if "_speed_" not in f.name]  # speed runs: print_speed_table
+    # speed runs: print_speed_table; zoo runs: print_zoo_table
+    files = [f for f in sorted(folder.glob("*.jsonl")) if "_speed_" not in f.name and "_zoo_" not in f.name]
     if not files:
         print(f"\nno recorded GPU run in {folder}")
         return None
@@ -179,6 +181,49 @@ def print_speed_table(folder: Path = GPU) -> dict | None:
     return {f"{m}|{e}": r for (m, e), r in by.items()}
 
 
+ZOO_ENGINES = [("vkdg", "ours"), ("etvk", "ET-VK"), ("eager-cuda", "eager"), ("cuda-graph", "CUDAgraph"),
+               ("torch-compile", "compiled")]
+
+
+def print_zoo_table(folder: Path = GPU) -> dict | None:
+    """Print the newest zoo run (*_zoo_*.jsonl of bench/vulkan_gpu/run_zoo.sh, with its _cases.json)."""
+    files = sorted(folder.glob("*_zoo_*.jsonl"))
+    if not files:
+        print(f"\nno recorded zoo run in {folder}")
+        return None
+    rows = [json.loads(line) for line in files[-1].read_text().splitlines() if line.startswith("{")]
+    by = {(r["model"], r["engine"]): r for r in rows}
+    cases_file = files[-1].with_name(files[-1].stem + "_cases.json")
+    cases = {c["stem"]: c for c in json.loads(cases_file.read_text())} if cases_file.exists() else {}
+    print(f"\nZoo on the lent GPU ({files[-1].name}; see {(folder / 'README.md').relative_to(HERE.parent)}): ms per "
+          "call, batch 1 unless the name says, upload + readback included; err = max rel err vs eager CPU fp32; parts = delegates + CPU ops")
+    print(f"{'model':30} " + " ".join(f"{lbl:>9}" for _, lbl in ZOO_ENGINES)
+          + f" {'ours/graph':>10} {'ours/ETVK':>9} {'ours err':>8} {'ETVK err':>8} {'parts ours|ETVK':>15}")
+    notes = []
+    for m in dict.fromkeys([*cases, *(r["model"] for r in rows)]):
+        cells = [by.get((m, e), {}).get("median_ms") for e, _ in ZOO_ENGINES]
+        for e, _ in ZOO_ENGINES:
+            r = by.get((m, e), {})
+            err = r.get("error") or (None if r.get("changed_input_changes_output", True) else "output ignored the input")
+            err = err or next((f"lowering: {c[e]['error']}" for c in [cases.get(m, {})] if "error" in c.get(e, {})), None)
+            if err:
+                notes.append(f"  {m} / {e}: {err[:220]}")
+        parts = "|".join("fail" if "error" in c else f"{c['delegates']}+{len(c['cpu_nodes'])}" if c else "-"
+                         for c in (cases.get(m, {}).get(side, {}) for side in ("vkdg", "etvk")))
+        print(f"{m:30} " + " ".join(_fmt(c, "9.3f") for c in cells)
+              + f" {_fmt(cells[0] / cells[3] if cells[0] and cells[3] else None, '10.2f')}"
+              f" {_fmt(cells[0] / cells[1] if cells[0] and cells[1] else None, '9.2f')}"
+              f" {_fmt(by.get((m, 'vkdg'), {}).get('max_rel_err'), '8.1e')}"
+              f" {_fmt(by.get((m, 'etvk'), {}).get('max_rel_err'), '8.1e')} {parts:>15}")
+    for m, c in cases.items():  # throughput rows (batch > 1) also as images/s
+        if c.get("batch", 1) > 1:
+            ips = [by.get((m, e), {}).get("median_ms") for e, _ in ZOO_ENGINES]
+            print(f"{m} images/s: " + ", ".join(f"{lbl} {_fmt(c['batch'] * 1000 / t if t else None, '.0f')}"
+                                                 for (_, lbl), t in zip(ZOO_ENGINES, ips, strict=True)))
+    print("\n".join(notes))
+    return {f"{m}|{e}": r for (m, e), r in by.items()}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=STEMS, choices=STEMS)
@@ -193,7 +238,7 @@ def main() -> int:
         print(json.dumps(_measure(Path(pte), stem, engine, int(runs), float(budget))))
         return 0
     if args.gpu_only:
-        return 0 if (print_gpu_table(), print_speed_table()) != (None, None) else 1
+        return 0 if (print_gpu_table(), print_speed_table(), print_zoo_table()) != (None, None, None) else 1
     work = OUT / "vulkan_bench"
     work.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
@@ -230,8 +275,9 @@ def main() -> int:
             print(f"  {key}: {r['error']}")
     gpu = print_gpu_table()
     speed = print_speed_table()
-    (OUT / "vulkan_bench.json").write_text(json.dumps({"host": rows, "loadavg_1m_at_start": load,
-                                                           "gpu_recorded": gpu, "gpu_speed_recorded": speed}, indent=1))
+    zoo = print_zoo_table()
+    (OUT / "vulkan_bench.json").write_text(json.dumps({"host": rows, "loadavg_1m_at_start": load, "gpu_recorded": gpu,
+                                                       "gpu_speed_recorded": speed, "gpu_zoo_recorded": zoo}, indent=1))
     return 0
 
 

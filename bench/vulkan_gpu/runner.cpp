@@ -1,6 +1,6 @@
 // Times a .pte through the ExecuTorch runtime (libexecutorch.so) with the Vulkan compute delegate
-// (libvulkan_delegate_runtime.so, loaded with dlopen, registered by its runtime_cpp_register_vulkan_delegate()):
-// no torch needed.
+// (libvulkan_delegate_runtime.so, loaded with dlopen, registered by its runtime_cpp_register_vulkan_delegate()),
+// or with ET-VK (--lib libetvk.so, which registers itself when loaded): no torch needed.
 //   vkdg_runner model.pte N C H W [--runs 200] [--lib path] [--input x.bin] [--ref y.bin] [--kernels dir]
 // Input dims: any rank, given as numbers. --input: raw float32 input (else a fixed pattern); --ref: raw
 // float32 expected output, reported as max|y-ref|/max|ref| ("max_rel_err").
@@ -89,8 +89,10 @@ int main(int argc, char** argv) {
   }
   const int cpu_libs = load_cpu_kernels(kernels);
   void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  // ours registers through this function; a library without it (ET-VK's libetvk.so, bench/vulkan_gpu/
+  // build_etvk.sh) registered its backend by a static initializer when it was loaded
   auto reg = handle ? reinterpret_cast<int (*)()>(dlsym(handle, "runtime_cpp_register_vulkan_delegate")) : nullptr;
-  if (!reg || reg() != 0) {
+  if (!handle || (reg && reg() != 0)) {
     std::fprintf(stderr, "cannot load/register %s: %s\n", lib.c_str(), handle ? "registration failed" : dlerror());
     return 1;
   }

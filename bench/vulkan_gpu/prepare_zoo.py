@@ -1,0 +1,167 @@
+"""Stage the zoo GPU run (issue 23's benchmark, issue 19 item 5) for the lent device machine.
+
+    uv run python bench/vulkan_gpu/prepare_zoo.py [OUT] [--models a,b] [--no-etvk]   # OUT: out/vulkan-zoo
+
+For every zoo_models.ZOO model at batch 1 (and zoo_models.THROUGHPUT) it writes:
+  <stem>.vkdg.pte   lowered by our VulkanPartitioner (force_fp16 for fp16 rows),
+  <stem>.etvk.pte   lowered by ExecuTorch's own VulkanPartitioner (ET-VK, the competitor; bench only),
+  <stem>.ref.f32    eager CPU fp32 output on vkdg_runner's pattern input,
+and cases.json with, per model, the input shape, each side's partition count / CPU nodes, or the exception
+that stopped its lowering. Each side lowers in its own process (both toolkits' lowerings stay apart; a
+crash of one costs only that side's row). All of it is kept in OUT-stage/, where a later staging reuses
+the cases already lowered (delete a case's <stem>.<side>.json to lower it again). OUT then gets run_zoo.sh and bundle.tar.gz with the .pte files,
+vkdg_runner, libexecutorch.so + the wheel's CPU kernel libraries, our runtime library, libetvk.so
+(bench/vulkan_gpu/build_etvk.sh; ETVK_SO names it, default /work/etvk-build/libetvk.so), zoo_models.py +
+zoo_cuda.py + eager_cuda.py for the CUDA rows, and the Debian Vulkan loader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import zoo_models  # noqa: E402
+
+DEBS = ["libvulkan1", "libegl1", "libglvnd0", "libopengl0", "libgl1", "libglx0", "libgles2"]
+
+
+def cases(models: list[str] | None) -> list[tuple[str, str, int, bool]]:
+    """(stem, zoo name, batch, fp16) of the run."""
+    rows = [(name, name, 1, False) for name in zoo_models.ZOO]
+    rows += zoo_models.THROUGHPUT
+    return [r for r in rows if models is None or r[0] in models or r[1] in models]
+
+
+def _partitioner(side: str, fp16: bool):
+    if side == "vkdg":
+        from vulkan_delegate import VulkanPartitioner
+        return VulkanPartitioner({"force_fp16": fp16})
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
+        VulkanPartitioner as EtvkPartitioner,
+    )
+    return EtvkPartitioner({"force_fp16": fp16} if fp16 else {})
+
+
+def lower_side(side: str, work: Path, models: list[str] | None) -> None:
+    """Child process: lower every case with one side's partitioner; one JSON line per case on stdout."""
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+
+    for stem, name, batch, fp16 in cases(models):
+        done = work / f"{stem}.{side}.json"
+        if done.exists():  # lowered by an earlier staging into the same folder
+            print(done.read_text(), flush=True)
+            continue
+        row = {"stem": stem, "side": side}
+        t0 = time.time()
+        try:
+            model, x = zoo_models.build(name, batch)
+            ep = torch.export.export(model, (x,))
+            edge = to_edge_transform_and_lower(ep, partitioner=[_partitioner(side, fp16)])
+            graph = edge.exported_program().graph_module.graph
+            calls = [n for n in graph.nodes if n.op == "call_function"]
+            row["delegates"] = sum("executorch_call_delegate" in str(n.target) for n in calls)
+            row["cpu_nodes"] = sorted({str(n.target) for n in calls if "executorch_call_delegate" not in str(n.target)
+                                       and "getitem" not in str(n.target)})
+            (work / f"{stem}.{side}.pte").write_bytes(edge.to_executorch().buffer)
+        except Exception as e:  # noqa: BLE001 - the row records why this side could not lower the model
+            row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+            traceback.print_exc(file=sys.stderr)
+        row["lower_s"] = round(time.time() - t0, 1)
+        done.write_text(json.dumps(row))
+        print(json.dumps(row), flush=True)
+
+
+def references(work: Path, models: list[str] | None) -> dict[str, list[int]]:
+    import torch
+
+    shapes = {}
+    for stem, name, batch, _ in cases(models):
+        shapes[stem] = list(zoo_models.runner_input((batch, *zoo_models.ZOO[name]()[1][1:])).shape)
+        if (work / f"{stem}.ref.f32").exists():
+            continue
+        model, x = zoo_models.build(name, batch)
+        with torch.no_grad():
+            model(x).contiguous().numpy().tofile(work / f"{stem}.ref.f32")
+        print("ref", stem, flush=True)
+    return shapes
+
+
+def stage(work: Path, models: list[str] | None, etvk: bool) -> None:
+    sides = ["vkdg", *(["etvk"] if etvk else [])]
+    procs = {side: subprocess.Popen([sys.executable, __file__, "--lower", side, str(work),
+                                     *(["--models", ",".join(models)] if models else [])],
+                                    stdout=subprocess.PIPE, text=True) for side in sides}
+    shapes = references(work, models)
+    lowered = {side: [json.loads(line) for line in p.communicate()[0].splitlines() if line.startswith("{")]
+               for side, p in procs.items()}
+    meta = []
+    for stem, name, batch, fp16 in cases(models):
+        entry = {"stem": stem, "model": name, "batch": batch, "fp16": fp16, "shape": shapes[stem]}
+        for side in sides:
+            entry[side] = next((r for r in lowered[side] if r["stem"] == stem), {"error": "no result (crashed)"})
+        meta.append(entry)
+    (work / "cases.json").write_text(json.dumps(meta, indent=1))
+
+    import executorch
+
+    from vulkan_delegate.runtime import build_runtime
+
+    lib = Path(list(executorch.__path__)[0]) / "lib"
+    for so in ["libexecutorch.so", "libexecutorch_threadpool.so", *[p.name for p in lib.glob("libexecutorch_kernels_*.so")]]:
+        shutil.copy(lib / so, work)
+    shutil.copy(build_runtime(), work)
+    etvk_so = Path(os.environ.get("ETVK_SO", "/work/etvk-build/libetvk.so"))
+    if etvk and etvk_so.exists():
+        shutil.copy(etvk_so, work / "libetvk.so")
+    elif etvk:
+        (work / "libetvk.missing").write_text(f"{etvk_so} not built (bench/vulkan_gpu/build_etvk.sh)\n")
+    subprocess.run(["bash", str(HERE / "build_runner.sh"), str(work / "vkdg_runner")], check=True)
+    for f in ("zoo_models.py", "zoo_cuda.py", "eager_cuda.py"):
+        shutil.copy(HERE / f, work)
+    from arm_tosa_core import example_models  # eager_cuda.py imports it
+
+    shutil.copy(example_models.__file__, work / "example_models.py")
+    debs = work / "debs"
+    debs.mkdir(exist_ok=True)
+    subprocess.run(["apt-get", "download", *DEBS], cwd=debs, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", nargs="?", default="out/vulkan-zoo")
+    ap.add_argument("--models", help="comma-separated stems or zoo names (default: all)")
+    ap.add_argument("--no-etvk", action="store_true", help="our delegate only")
+    ap.add_argument("--lower", help=argparse.SUPPRESS)  # child process: --lower SIDE WORKDIR
+    args = ap.parse_args()
+    models = args.models.split(",") if args.models else None
+    if args.lower:
+        lower_side(args.lower, Path(args.out), models)
+        return
+    out = Path(args.out).resolve()
+    work = out.parent / f"{out.name}-stage"  # kept: a later staging reuses its lowered cases
+    work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HERE / "run_zoo.sh", out)
+    bundle = out / "bundle.tar.gz"
+    stage(work, models, not args.no_etvk)
+    keep = {f"{c[0]}.{ext}" for c in cases(models) for ext in ("vkdg.pte", "etvk.pte", "ref.f32")}
+    with tarfile.open(bundle, "w:gz", compresslevel=6) as tar:
+        for f in sorted(work.iterdir()):
+            if f.suffix not in (".pte", ".f32", ".json") or f.name in keep or f.name == "cases.json":
+                tar.add(f, arcname=f.name)
+    print(bundle, bundle.stat().st_size)
+
+
+if __name__ == "__main__":
+    main()

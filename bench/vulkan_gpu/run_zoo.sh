@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# On the device machine, from the repository root, with the staged folder carried (prepare_zoo.py):
+#   bash out/vulkan-zoo/run_zoo.sh [PARTS]      PARTS: any of "vulkan cuda compile" (default "vulkan cuda")
+# Unpacks bundle.tar.gz into /tmp/vkzoo; writes to $OUT: zoo.jsonl (one JSON line per engine and case:
+# vkdg = ours, etvk = ExecuTorch's own Vulkan backend built from source, eager-cuda, cuda-graph,
+# torch-compile), cases.json (what each side's lowering delegated, or why it failed), env.txt (date, GPU,
+# driver), stderr.log. torch.compile(max-autotune) takes minutes: run "compile" as its own command
+# (COMPILE_BUDGET_S, default 240: cases after that many seconds of compiling are written as skipped).
+# RUNS: timed calls per Vulkan row (default 200; batch-32 rows a quarter).
+set -uo pipefail
+C=$(cd "$(dirname "$0")" && pwd)
+D=/tmp/vkzoo
+PARTS=${1:-vulkan cuda}
+if [ ! -f "$D/cases.json" ]; then
+  mkdir -p "$D"
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.gz" "$D" || exit 1
+fi
+for f in "$D"/debs/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+export LD_LIBRARY_PATH="$D:${LD_LIBRARY_PATH:-}"
+O=${OUT:-/tmp}
+LOG=$O/zoo.jsonl ERR=$O/stderr.log
+touch "$LOG"
+cp "$D/cases.json" "$O/"
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -V; echo "parts: $PARTS"
+  cat "$D/libetvk.missing" 2>/dev/null; } | tee -a "$O/env.txt"
+if [[ " $PARTS " == *" vulkan "* ]]; then
+  python3 -c "import json; [print(c['stem'], *c['shape']) for c in json.load(open('$D/cases.json'))]" |
+  while read -r stem dims; do
+    runs=${RUNS:-200}; case $stem in *_b32_*) runs=$(( runs / 4 ));; esac
+    for side in vkdg etvk; do
+      lib=$D/libvulkan_delegate_runtime.so; [ $side = etvk ] && lib=$D/libetvk.so
+      [ -f "$D/$stem.$side.pte" ] || continue
+      if [ ! -f "$lib" ]; then echo "{\"engine\": \"$side\", \"model\": \"$stem\", \"error\": \"no $lib\"}" >> "$LOG"; continue; fi
+      echo "== $side $stem" >> "$ERR"
+      row=$(timeout 120 "$D/vkdg_runner" "$D/$stem.$side.pte" $dims --runs $runs --lib "$lib" \
+        --ref "$D/$stem.ref.f32" 2>>"$ERR")
+      rc=$?
+      if [ -n "$row" ]; then echo "$row" | sed "s/^{/{\"engine\": \"$side\", \"model\": \"$stem\", \"rc\": $rc, /"
+      else echo "{\"engine\": \"$side\", \"model\": \"$stem\", \"error\": \"runner exit $rc: $(tail -n 3 "$ERR" | tr -d '"\\' | tr '\n' ' ' | cut -c1-300)\"}"
+      fi | tee -a "$LOG"
+    done
+  done
+fi
+[[ " $PARTS " == *" cuda "* ]] && (cd "$D" && PYTHONUNBUFFERED=1 python3 zoo_cuda.py "$D" eager 2>>"$ERR") | tee -a "$LOG"
+[[ " $PARTS " == *" compile "* ]] && (cd "$D" && PYTHONUNBUFFERED=1 python3 zoo_cuda.py "$D" compile 2>>"$ERR") | tee -a "$LOG"
+exit 0
