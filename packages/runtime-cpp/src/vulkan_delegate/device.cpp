@@ -72,7 +72,6 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
   dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   if (has_dot) *tail = &dot;
-  }
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &s16;
