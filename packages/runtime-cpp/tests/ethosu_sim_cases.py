@@ -79,6 +79,8 @@ def op_sweep_cases(targets: set[str] | None = None) -> list[SimCase]:
 
     pairs = [(e.name, t) for e in registry.entries() if e.name not in op_sweep.SKIP_FAMILIES
              for t in e.targets if hasattr(t, "_schema") and (targets is None or str(t) in targets)]
+    if not pairs:  # op_sweep.generate([]) would generate every case
+        return []
     torch.manual_seed(0)
     cases = []
     for c in op_sweep.generate(pairs):
