@@ -7,9 +7,11 @@
 // `--host-graph`) on the TOSA reference model when it has one, and is refused with the reason
 // otherwise. Cycle numbers stay vela's.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <vector>
 
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
@@ -26,17 +28,16 @@ namespace {
 constexpr const char* kId = "EthosUBackend";
 
 // The firmware copies each tensor into the NPU's region as `shape` x `elem_size` bytes: the tensor
-// ExecuTorch hands us must have exactly that shape (left-padded to 6-D) and element size.
+// ExecuTorch hands us must have that many elements of that size. The shape itself may differ:
+// vela describes a tensor in the view its first operation reads (a [2,3,4,5] input that is
+// reshaped on the NPU is described as [1,1,1,1,24,5]); the bytes are the same row-major bytes.
 Error check_io(const char* what, size_t i, const VelaIo& io, const TensorArg& arg) {
   const size_t elem = executorch::runtime::elementSize(arg.dtype);
   // int64 results cross the TOSA boundary as int32 (the lowering's contract).
   const size_t want_elem = arg.dtype == ScalarType::Long ? 4 : elem;
-  bool ok = static_cast<size_t>(io.elem_size) == want_elem && arg.dim <= static_cast<int>(kVelaRank);
-  for (size_t d = 0; ok && d < kVelaRank; ++d) {
-    const int pad = static_cast<int>(kVelaRank) - arg.dim;
-    const int32_t got = static_cast<int>(d) < pad ? 1 : arg.sizes[static_cast<int>(d) - pad];
-    ok = got == io.shape[d];
-  }
+  uint64_t io_numel = 1;
+  for (size_t d = 0; d < kVelaRank; ++d) io_numel *= static_cast<uint64_t>(std::max<int32_t>(io.shape[d], 0));
+  const bool ok = static_cast<size_t>(io.elem_size) == want_elem && io_numel == arg.numel;
   if (!ok) {
     ET_LOG(Error, "%s: %s %zu is %s of rank %d (%zu elements) but the vela payload describes shape "
                   "[%d,%d,%d,%d,%d,%d] of %d-byte elements: the .pte was compiled for other inputs",
@@ -228,4 +229,34 @@ extern "C" __attribute__((visibility("default"))) int runtime_cpp_fuzz_ethosu_co
   if (err == Error::Ok) err = program.map_memory(stream);
   if (err == Error::Ok) err = simulator.run(program.memory, nullptr);
   return static_cast<int>(err);
+}
+
+// The per-op work record of a payload's command stream, for runtime_cpp.ethosu_work_record: one
+// tab-separated line per kick-off (cmd_data offset, op, OFM H W C, IFM H W C, IFM2 H W C, kernel
+// H W, MACs, DMA bytes) written into `out` (at most `cap` bytes). Returns the length the full text
+// needs (call again with a larger buffer when it exceeds `cap`), or minus the Error code.
+extern "C" __attribute__((visibility("default"))) long runtime_cpp_ethosu_work_record(
+    const uint8_t* data, size_t size, char* out, size_t cap) {
+  using namespace runtime_cpp;
+  VelaBinStream stream;
+  Error err = parse_vela_bin_stream(data, size, &stream);
+  if (err != Error::Ok) return -static_cast<long>(err);
+  npu::CommandStream commands;
+  err = npu::parse_command_stream(stream.cmd_data, stream.cmd_size, &commands);
+  if (err != Error::Ok) return -static_cast<long>(err);
+  std::vector<npu::OpRecord> records;
+  err = npu::Simulator(commands).check_supported(&records);
+  if (err != Error::Ok) return -static_cast<long>(err);
+  std::string text;
+  char line[256];
+  for (const npu::OpRecord& r : records) {
+    const int n = std::snprintf(
+        line, sizeof(line), "%zu\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%llu\t%llu\n",
+        r.offset, r.op, r.ofm_shape[0], r.ofm_shape[1], r.ofm_shape[2], r.ifm_shape[0], r.ifm_shape[1],
+        r.ifm_shape[2], r.ifm2_shape[0], r.ifm2_shape[1], r.ifm2_shape[2], r.kernel[0], r.kernel[1],
+        static_cast<unsigned long long>(r.macs), static_cast<unsigned long long>(r.dma_bytes));
+    text.append(line, static_cast<size_t>(std::max(n, 0)));
+  }
+  if (out != nullptr && text.size() <= cap) std::memcpy(out, text.data(), text.size());
+  return static_cast<long>(text.size());
 }

@@ -98,6 +98,15 @@ void ifm_extent(const Kernel& k, const OfmShape& o, int* ifm_h, int* ifm_w) {
   *ifm_w = (o.w - 1) * k.stride_x + k.eff_w - k.pad_left - k.pad_right;
 }
 
+// The IFM height and width a kick-off reads, in stored (not upscaled) elements, into shape[0..1].
+void ifm_read_extent(const Kernel& k, const OfmShape& o, int* shape) {
+  ifm_extent(k, o, &shape[0], &shape[1]);
+  if (k.upscale != 0) {
+    shape[0] = (shape[0] + 1) / 2;
+    shape[1] = (shape[1] + 1) / 2;
+  }
+}
+
 // Reads a checked byte range of a region.
 const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len) {
   const Region& r = memory[static_cast<size_t>(region & 7)];
@@ -184,7 +193,11 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
   const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w * (depthwise ? 1 : ifm_depth);
   ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
-  if (record != nullptr) *record = {at.offset, depthwise ? "depthwise" : "conv", {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
+  if (record != nullptr) {
+    *record = {at.offset, depthwise ? "depthwise" : "conv", {o.h, o.w, o.c}, {0, 0, ifm_depth},
+               {0, 0, 0}, {k.h, k.w}, macs, 0};
+    ifm_read_extent(k, o, record->ifm_shape);
+  }
   if (memory == nullptr) return Error::Ok;
 
   // Weights: decode the stream and place each value by the traversal order.
@@ -288,7 +301,11 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
   const uint64_t macs = uint64_t(o.h) * o.w * o.c * k.h * k.w * sum_depth;
   ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, macs));
   static const char* const kModes[] = {"pool_max", "pool_avg", "reduce_sum"};
-  if (record != nullptr) *record = {at.offset, kModes[mode], {o.h, o.w, o.c}, {k.h, k.w}, macs, 0};
+  if (record != nullptr) {
+    *record = {at.offset, kModes[mode], {o.h, o.w, o.c}, {0, 0, mode == 2 ? sum_depth : o.c},
+               {0, 0, 0}, {k.h, k.w}, macs, 0};
+    ifm_read_extent(k, o, record->ifm_shape);
+  }
   if (memory == nullptr) return Error::Ok;
   const int64_t scale = regs.data(kOfmScale);
   const int shift = static_cast<int>(regs.param(kOfmScale) & 0x3F);
@@ -352,7 +369,14 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
   const OfmShape o = ofm_shape(regs);
   ET_CHECK_OK_OR_RETURN_ERROR(check_plausible(at, o, ofm, uint64_t(o.h) * o.w * o.c));
-  if (record != nullptr) *record = {at.offset, kNames[mode], {o.h, o.w, o.c}, {1, 1}, 0, 0};
+  if (record != nullptr) {
+    *record = {at.offset, kNames[mode], {o.h, o.w, o.c}, {o.h, o.w, o.c}, {0, 0, 0}, {1, 1}, 0, 0};
+    if (binary) {
+      record->ifm2_shape[0] = scalar || (bcast & 1) ? 1 : o.h;
+      record->ifm2_shape[1] = scalar || (bcast & 2) ? 1 : o.w;
+      record->ifm2_shape[2] = scalar || (bcast & 4) ? 1 : o.c;
+    }
+  }
   if (memory == nullptr) return Error::Ok;
 
   const int64_t ofm_scale = regs.data(kOfmScale);
@@ -425,7 +449,7 @@ Error run_dma(const Registers& regs, const Command& at, const Memory* memory,
   if (((src_cfg >> 9) & 3) != 0 || ((dst_cfg >> 9) & 3) != 0) {
     return fail(at, "2D/3D strided DMA is not simulated yet", Error::NotSupported);
   }
-  if (record != nullptr) *record = {at.offset, "dma", {0, 0, 0}, {0, 0}, 0, len};
+  if (record != nullptr) *record = {at.offset, "dma", {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0}, 0, len};
   if ((src_cfg & 0xFF) >= kRegions || (!to_shram && (dst_cfg & 0xFF) >= kRegions)) {
     return fail(at, "the DMA names a region beyond the eight base pointers");
   }

@@ -51,7 +51,7 @@ Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpReco
 
 }  // namespace
 
-Error Simulator::check_supported() const { return walk(stream_, nullptr, nullptr); }
+Error Simulator::check_supported(std::vector<OpRecord>* records) const { return walk(stream_, nullptr, records); }
 
 Error Simulator::run(const Memory& memory, std::vector<OpRecord>* records) const {
   try {

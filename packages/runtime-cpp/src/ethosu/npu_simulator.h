@@ -32,7 +32,9 @@ using Memory = std::array<Region, kRegions>;
 struct OpRecord {
   size_t offset;        // of the kick-off command in cmd_data
   const char* op;       // "conv", "depthwise", "pool_avg", "add", "dma", ...
-  int ofm_shape[3];     // H, W, C (DMA: 0, 0, bytes)
+  int ofm_shape[3];     // H, W, C (DMA: 0, 0, 0)
+  int ifm_shape[3];     // H, W, C as read (before IFM upscaling); DMA: 0, 0, 0
+  int ifm2_shape[3];    // H, W, C of the second operand (1, 1, 1 for a scalar); 0s when none
   int kernel[2];        // H, W
   uint64_t macs;        // multiply-accumulates (conv/depthwise/pool: per kernel tap)
   uint64_t dma_bytes;   // bytes moved by a DMA
@@ -44,7 +46,8 @@ class Simulator {
 
   // Walks the stream without touching memory: Error::NotSupported (with a log line naming the
   // command, its offset and what is missing) when a kick-off uses a mode this simulator lacks.
-  executorch::runtime::Error check_supported() const;
+  // `records` (optional) receives each kick-off's work record (shapes, MACs, DMA bytes).
+  executorch::runtime::Error check_supported(std::vector<OpRecord>* records = nullptr) const;
 
   // Runs the stream on `memory`. `records` (optional) receives one entry per kick-off.
   executorch::runtime::Error run(const Memory& memory, std::vector<OpRecord>* records) const;

@@ -115,9 +115,12 @@ Error feature_map(const Registers& regs, Which which, const Memory* memory, cons
   out->height0 = regs.p(r.height0) + 1;
   out->height1 = regs.p(r.height1) + 1;
   out->width0 = regs.p(r.width0) + 1;
-  out->stride_x = static_cast<int64_t>(regs.addr(r.stride_x));
-  out->stride_y = static_cast<int64_t>(regs.addr(r.stride_y));
-  out->stride_c = static_cast<int64_t>(regs.addr(r.stride_c));
+  // Strides are 40-bit two's complement: vela writes a negative stride to traverse a dimension
+  // backwards (a flip is a POOL whose OFM stride runs from the last column to the first).
+  const auto stride = [&regs](Reg1 reg) { return static_cast<int64_t>(regs.addr(reg) << 24) >> 24; };
+  out->stride_x = stride(r.stride_x);
+  out->stride_y = stride(r.stride_y);
+  out->stride_c = stride(r.stride_c);
   out->zero_point = out->type.is_signed ? regs.s16(r.zero_point) : regs.p(r.zero_point);
   if (out->type.bits == 32) out->zero_point = 0;
   out->mem = memory != nullptr ? &(*memory)[static_cast<size_t>(out->region)] : nullptr;
@@ -156,9 +159,9 @@ Error activation(const Registers& regs, const Command& at, const ElemType& ofm_t
   const int type = act & 0xFFF;
   const int clip = (act >> 12) & 0xF;
   const bool lut = type >= 16 && type <= 23;
-  if ((type != 0 && !lut) || clip != 0 || (lut && ofm_type.bits != 8)) {
+  if ((type != 0 && !lut) || clip != 0 || (lut && ofm_type.bits == 32)) {
     ET_LOG(Error, "%s: %s at cmd_data offset %zu: activation function %d (clip range %d) on a "
-                  "%d-bit OFM is not simulated yet (clamping and 8-bit LUTs are)", kTag,
+                  "%d-bit OFM is not simulated yet (clamping and 8/16-bit LUTs are)", kTag,
            command_name(at.code, false), at.offset, type, clip, ofm_type.bits);
     return Error::NotSupported;
   }
@@ -177,6 +180,12 @@ Error activation(const Registers& regs, const Command& at, const ElemType& ofm_t
     if (shram == nullptr || shram->size() < kLutArea) {
       ET_LOG(Error, "%s: %s at cmd_data offset %zu: a LUT activation but the stream's CONFIG word "
                     "declares no shared buffer for it", kTag, command_name(at.code, false), at.offset);
+      return Error::InvalidProgram;
+    }
+    out->lut16 = ofm_type.bits == 16;
+    if (out->lut16 && slot != 0) {  // a 16-bit LUT (512 x 4 bytes) fills all eight slots
+      ET_LOG(Error, "%s: %s at cmd_data offset %zu: a 16-bit LUT in slot %d (it needs the whole "
+                    "2 KiB LUT area, slot 0)", kTag, command_name(at.code, false), at.offset, type - 16);
       return Error::InvalidProgram;
     }
     out->lut = shram->data() + (shram->size() - kLutArea) + slot;

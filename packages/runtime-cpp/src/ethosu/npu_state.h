@@ -90,12 +90,24 @@ constexpr size_t kLutArea = 8 * kLutBytes;   // the LUT slots at the top of the 
 // Activation (clamp, LUT) applied to a scaled, zero-point-adjusted value.
 struct Activation {
   int64_t lo = 0, hi = 0;
-  const uint8_t* lut = nullptr;  // 256 int8 entries when a LUT activation is active
+  const uint8_t* lut = nullptr;  // 256 int8 entries, or 512 32-bit entries when lut16
+  bool lut16 = false;            // a 16-bit OFM: base and slope per 128 input steps, interpolated
 };
 Error activation(const Registers& regs, const Command& at, const ElemType& ofm_type,
                  const std::vector<uint8_t>* shram, Activation* out);
 inline int64_t apply_activation(const Activation& a, int64_t v) {
-  if (a.lut != nullptr) {  // 8-bit LUT: index by the int8-saturated value, then clamp
+  if (a.lut != nullptr && a.lut16) {
+    // 16-bit LUT: the int16-saturated value picks one of 512 entries (its top 9 bits); an entry
+    // holds the base (low half) and the slope to the next entry (high half), and the low 7 bits
+    // interpolate: base + (slope * fraction + 64) >> 7. This equals TOSA's int16 TABLE (base << 7
+    // + slope * fraction) followed by its RESCALE by 2^-7 with round-half-up.
+    v = v < -32768 ? -32768 : (v > 32767 ? 32767 : v);
+    const uint32_t u = static_cast<uint32_t>(v + 32768);
+    const uint8_t* e = a.lut + (u >> 7) * 4;
+    const int64_t base = static_cast<int16_t>(e[0] | e[1] << 8);
+    const int64_t slope = static_cast<int16_t>(e[2] | e[3] << 8);
+    v = base + ((slope * static_cast<int64_t>(u & 0x7F) + 64) >> 7);
+  } else if (a.lut != nullptr) {  // 8-bit LUT: index by the int8-saturated value, then clamp
     v = v < -128 ? -128 : (v > 127 ? 127 : v);
     v = static_cast<int8_t>(a.lut[static_cast<size_t>(v + 128)]);
   }

@@ -14,7 +14,9 @@ each missing one.
 from __future__ import annotations
 
 from ._registry import BackendStatus, backends, ensure_registered, registered_backend_ids
+from .ethosu_work import OpWork, ethosu_work_record
 
-__all__ = ["BackendStatus", "backends", "ensure_registered", "registered_backend_ids"]
+__all__ = ["BackendStatus", "OpWork", "backends", "ensure_registered", "ethosu_work_record",
+           "registered_backend_ids"]
 
 ensure_registered()
