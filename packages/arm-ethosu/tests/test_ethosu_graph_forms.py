@@ -8,7 +8,7 @@ from torch import nn
 from arm_ethosu import EthosUCompileSpec, ethosu_payloads, ethosu_report
 from arm_ethosu.backend import tosa_graph_of
 from arm_tosa_core import run_on_reference_model
-from arm_tosa_core.ops import resize
+from arm_tosa_core.ops import conv, resize
 from arm_tosa_core.tosa_inspect import tosa_op_counts
 
 
@@ -108,3 +108,39 @@ def test_tune_tries_both_upsample_forms():
     assert by_name["default"]["cycles_npu"] < by_name["bilinear=full/default"]["cycles_npu"]
     with torch.no_grad():
         assert torch.equal(run_on_reference_model(edge, *inputs), run_on_reference_model(plain, *inputs))
+
+
+class PaddedConvs(nn.Module):
+    """Explicit zero pads before convolutions inside a network: symmetric, and timm's "same" padding for a
+    stride-2 3x3 depthwise conv (0 before, 1 after)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(8, 8, 1)  # the pads sit inside the network, in NHWC (not on the NCHW input)
+        self.a = nn.Conv2d(8, 16, 3)
+        self.b = nn.Conv2d(16, 16, 3, stride=2, groups=16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.a(nn.functional.pad(self.stem(x), (1, 1, 1, 1)))
+        return self.b(nn.functional.pad(torch.relu(x), (0, 1, 0, 1)))
+
+
+def test_zero_pad_folds_into_the_convolution_on_u55(monkeypatch):
+    """A PAD by the zero point before a convolution becomes the convolution's padding: no PAD (vela would
+    copy the tensor), the same integers as the PAD + convolution form, fewer NPU cycles."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 8, 8, 8),)
+    quantized = flow.quantize(PaddedConvs().eval(), inputs)
+    outs, cycles, pads = {}, {}, {}
+    for form in ("folded", "pad ops"):
+        if form == "pad ops":  # the lowering before the fold, for comparison
+            monkeypatch.setattr(conv, "absorb_zero_pad", lambda b, xt, pads, *rest: (xt, pads))
+        edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
+        (payload,) = ethosu_payloads(edge)
+        pads[form] = tosa_op_counts(tosa_graph_of(payload)).get("PAD", 0)
+        cycles[form] = ethosu_report(edge).partitions[0].cycles_npu
+        with torch.no_grad():
+            outs[form] = run_on_reference_model(edge, *inputs)
+    assert pads == {"folded": 0, "pad ops": 2}, pads
+    assert torch.equal(outs["folded"], outs["pad ops"])
+    assert cycles["folded"] < cycles["pad ops"], cycles
