@@ -139,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                 r = rows[-1]
                 print(f"[{time.perf_counter() - started:6.0f} s] {model} {target} {side}: NPU {r['npu_cycles']} "
                       f"compile {_fmt(r['compile_s'], '.1f')} s {r['error'] or ''}", file=sys.stderr, flush=True)
-                _write(args, meta, rows)  # after every row: a long run cut short keeps what it measured
+                # after every row: a long run cut short keeps what it measured (and the cached rows it
+                # has not reached yet)
+                done = {(r["model"], r["target"], r["side"]) for r in rows}
+                _write(args, meta, rows + [r for key, r in cached.items() if key not in done])
     print(table(rows))
     return 1 if any(r["error"] for r in rows) else 0
 
