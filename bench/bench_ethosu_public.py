@@ -3,16 +3,20 @@
     uv run python bench/bench_ethosu_public.py                                  # the issue's 8 torchvision models
     uv run python bench/bench_ethosu_public.py --models all --targets ethos-u55-128 ethos-u85-256
     uv run python bench/bench_ethosu_public.py --models tv:mobilenet_v2 --input-size 224 --no-upstream
+    uv run python bench/bench_ethosu_public.py --models all --reuse      # measure only what the JSON lacks
 
-Models are `public_models` names (torchvision / timm architectures at seeded random init, int8 PTQ
-calibrated on the one seeded input). Each (model, target, side) compiles in its own fresh interpreter
+Models are `public_models` names (torchvision / timm architectures and the small transformers configs at
+seeded random init, int8 PTQ calibrated on the one seeded input). Each (model, target, side) compiles in its own fresh interpreter
 (`flow_worker.py`): `our_flows.our_ethosu` (plain, then with `tune=True`) and `upstream_flows.upstream_ethosu`.
 Columns: vela's NPU and total cycles (summed over partitions), SRAM peak (the largest partition's
 `sram_memory_used`), flash (weights, KiB), CPU ops (edge-program call_function nodes left outside the
 delegates, the float-boundary quantize/dequantize included, counted the same on both sides), compile
 time (export + quantize + lower, seconds), MAC utilization (MACs / (NPU cycles x MACs per cycle)), and
-ours/competitor NPU-cycle ratios. Writes bench/results/ethosu_public.json (every number, versions, commit)
-and ethosu_public.md (the table).
+ours/competitor NPU-cycle ratios. Writes bench/results/ethosu_public.json (every number, versions, and
+each row's commit) and ethosu_public.md (the table). With --reuse, rows already in the JSON for the same
+(model, target, side, input size) are kept as they are (with the commit that measured them) and only the
+missing ones run: a long list can be measured in pieces on a loaded machine. A model that fails on either
+side keeps its row, with the reason.
 """
 
 from __future__ import annotations
@@ -104,12 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="+", default=list(TORCHVISION_ISSUE),
                    help="public_models names, or 'all' (default: the issue's 8 torchvision models)")
-    p.add_argument("--targets", nargs="+", default=["ethos-u55-128"])
+    p.add_argument("--targets", nargs="+", default=["ethos-u55-128", "ethos-u85-256"])
     p.add_argument("--input-size", type=int, default=128)
     p.add_argument("--sides", nargs="+", default=list(SIDES), choices=list(SIDES))
     p.add_argument("--no-upstream", action="store_true", help="ours only")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=RESULTS / "ethosu_public.json")
+    p.add_argument("--reuse", action="store_true", help="keep the rows --out already has; run the others")
+    p.add_argument("--timeout-s", type=float, default=1800.0, help="per compile (one model, target, side)")
     args = p.parse_args(argv)
     models = list(ALL) if args.models == ["all"] else args.models
     sides = [s for s in args.sides if not (args.no_upstream and s == "competitor")]
@@ -118,30 +124,49 @@ def main(argv: list[str] | None = None) -> int:
     rows, started = [], time.perf_counter()
     meta = {"commit": _git_commit(), "versions": _versions(), "host": platform.node(), "input_size": args.input_size,
             "seed": args.seed, "note": "vela cycle estimates; int8 PTQ on one seeded random input; random init"}
+    cached = _cached_rows(args.out, args.input_size) if args.reuse else {}
     for model in models:
         for target in args.targets:
             for side in sides:
+                if (model, target, side) in cached:
+                    rows.append(cached[(model, target, side)])
+                    continue
                 module, kwargs = SIDES[side]
                 log = logs / f"{model.replace(':', '_')}-{target}-{side}.log"
-                res = run_isolated_example(module, "ethosu", model, args.seed, args.input_size, log, 1800.0,
-                                           target=target, **kwargs)
-                rows.append(_row(model, target, side, res))
+                res = run_isolated_example(module, "ethosu", model, args.seed, args.input_size, log,
+                                           args.timeout_s, target=target, **kwargs)
+                rows.append({**_row(model, target, side, res), "commit": meta["commit"]})
                 r = rows[-1]
                 print(f"[{time.perf_counter() - started:6.0f} s] {model} {target} {side}: NPU {r['npu_cycles']} "
                       f"compile {_fmt(r['compile_s'], '.1f')} s {r['error'] or ''}", file=sys.stderr, flush=True)
-                _write(args, meta, rows)  # after every row: a long run cut short keeps what it measured
+                # after every row: a long run cut short keeps what it measured (and the cached rows it
+                # has not reached yet)
+                done = {(r["model"], r["target"], r["side"]) for r in rows}
+                _write(args, meta, rows + [r for key, r in cached.items() if key not in done])
     print(table(rows))
     return 1 if any(r["error"] for r in rows) else 0
+
+
+def _cached_rows(path: Path, input_size: int) -> dict[tuple[str, str, str], dict]:
+    """The rows of an earlier run's JSON at the same input size, by (model, target, side)."""
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    if data.get("input_size") != input_size:
+        return {}
+    return {(r["model"], r["target"], r["side"]): r for r in data["rows"]}
 
 
 def _write(args: argparse.Namespace, meta: dict, rows: list[dict]) -> None:
     meta = {**meta, "date": datetime.now(UTC).isoformat(timespec="seconds")}
     text = table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**meta, "rows": [{**r, "commit": meta["commit"]} for r in rows]}, indent=1))
+    args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1))
     args.out.with_suffix(".md").write_text(
-        f"# Ethos-U public models (commit {meta['commit']}, {meta['date']}, input {args.input_size})\n\n"
-        f"vela {meta['versions'].get('ethos-u-vela')}; o = ours, t = ours --tune, c = competitor.\n\n{text}\n")
+        f"# Ethos-U public models ({meta['date']}, input {args.input_size})\n\n"
+        f"vela {meta['versions'].get('ethos-u-vela')}, the same for both sides; o = ours, t = ours --tune, "
+        f"c = competitor (executorch.backends.arm, its own process). Rows measured at commits "
+        f"{', '.join(sorted({r['commit'] for r in rows}))} (each row's commit is in the JSON).\n\n{text}\n")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from torch import nn
 from arm_ethosu import EthosUCompileSpec, ethosu_payloads, ethosu_report
 from arm_ethosu.backend import tosa_graph_of
 from arm_tosa_core import run_on_reference_model
+from arm_tosa_core.ops import conv, resize
 from arm_tosa_core.tosa_inspect import tosa_op_counts
 
 
@@ -40,29 +41,106 @@ def test_channel_shuffle_is_one_transpose_on_u55():
 class Upsample(nn.Module):
     """conv -> bilinear k x (half-pixel, LRASPP's form) -> conv."""
 
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, channels: int = 3, width: int = 4) -> None:
         super().__init__()
-        self.a, self.b, self.k = nn.Conv2d(3, 4, 1), nn.Conv2d(4, 4, 1), k
+        self.a, self.b, self.k = nn.Conv2d(channels, width, 1), nn.Conv2d(width, 4, 1), k
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.b(nn.functional.interpolate(self.a(x), scale_factor=self.k, mode="bilinear"))
 
 
-@pytest.mark.parametrize("k", [4, pytest.param(8, marks=pytest.mark.slow)])
-def test_bilinear_upscale_on_u55_equals_the_resize_form(k):
-    """U55 runs k x bilinear as NEAREST + (k+1)^2 depthwise conv; on the reference model that form gives the
-    very integers of the BILINEAR RESIZE form U85 compiles (whose accuracy the core's resize tests check)."""
+def _upsample_on_u55_and_u85(k: int, forms: tuple[str | None, ...], shape=(1, 3, 5, 6), width: int = 4):
+    """(quantized model, inputs, U85's BILINEAR RESIZE output, {form: (U55 edge, its output)})."""
     torch.manual_seed(0)
-    inputs = (torch.randn(1, 3, 5, 6),)
-    quantized = flow.quantize(Upsample(k).eval(), inputs)
-    outs = {}
-    for target in ("ethos-u55-128", "ethos-u85-256"):
-        edge = flow.lower(quantized, inputs, EthosUCompileSpec(target).include_host_graph())
+    inputs = (torch.randn(*shape),)
+    quantized = flow.quantize(Upsample(k, shape[1], width).eval(), inputs)
+    u85 = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256").include_host_graph())
+    (payload,) = ethosu_payloads(u85)
+    assert tosa_op_counts(tosa_graph_of(payload))["RESIZE"] == 1
+    u55 = {}
+    for form in forms:
+        with resize.bilinear_form(form):
+            edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
         assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
-        (payload,) = ethosu_payloads(edge)
-        ops = tosa_op_counts(tosa_graph_of(payload))
-        assert (ops["DEPTHWISE_CONV2D"], ops["RESIZE"]) == ((1, 1) if target == "ethos-u55-128" else (0, 1))
         assert all(p.cpu_ops == 0 for p in ethosu_report(edge).partitions)
         with torch.no_grad():
-            outs[target] = run_on_reference_model(edge, *inputs)
-    assert torch.equal(outs["ethos-u55-128"], outs["ethos-u85-256"])
+            u55[form] = (edge, run_on_reference_model(edge, *inputs))
+    with torch.no_grad():
+        return quantized, inputs, run_on_reference_model(u85, *inputs), u55
+
+
+@pytest.mark.parametrize("k", [4, pytest.param(2, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)])
+def test_bilinear_upscale_on_u55_equals_the_resize_form(k):
+    """U55 runs k x bilinear as NEAREST + depthwise conv, in every form `--tune` can pick (one (k+1)^2
+    kernel, or (k+1)x1 and 1x(k+1) through int16); on the reference model each gives the very integers of
+    the BILINEAR RESIZE form U85 compiles (whose accuracy the core's resize tests check)."""
+    _, _, expected, u55 = _upsample_on_u55_and_u85(k, resize.BILINEAR_FORMS)
+    for form, (edge, got) in u55.items():
+        (payload,) = ethosu_payloads(edge)
+        ops = tosa_op_counts(tosa_graph_of(payload))
+        assert (ops["DEPTHWISE_CONV2D"], ops["RESIZE"]) == (2 if form == "separable" else 1, 1), (form, ops)
+        assert torch.equal(got, expected), form
+    assert resize.depthwise_form(k) == ("full" if k == 2 else "separable")  # the plain compile's rule
+
+
+def test_separable_upsample_halves_lraspps_8x_on_u55():
+    """LRASPP's final 8x (21 channels, 16x16 -> 128x128): the separable form with the edge replicated
+    before the upsample. vela 5.2, U55-128: 3,667,788 NPU cycles as one 9x9 kernel after two CONCATs,
+    2,919,662 as one 9x9 kernel, 1,758,038 separable (the default for 8x)."""
+    _, _, expected, u55 = _upsample_on_u55_and_u85(8, ("full", None), shape=(1, 21, 16, 16), width=21)
+    cycles = {form: ethosu_report(edge).partitions[0].cycles_npu for form, (edge, _) in u55.items()}
+    assert cycles[None] < 0.65 * cycles["full"] and cycles[None] < 2_000_000, cycles
+    assert all(torch.equal(got, expected) for _, got in u55.values())
+
+
+def test_tune_tries_both_upsample_forms():
+    """--tune on U55 compiles the partition in both upsample forms (each bit-exact: the test above) and
+    keeps the fewer NPU cycles; its result is the plain compile's integers."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 3, 5, 6),)
+    quantized = flow.quantize(Upsample(8).eval(), inputs)
+    spec = EthosUCompileSpec("ethos-u55-128").include_host_graph().enable_tune(max_candidates=14, max_workers=1)
+    edge = flow.lower(quantized, inputs, spec)
+    plain = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
+    (part,) = ethosu_report(edge).partitions
+    by_name = {c["name"]: c for c in part.tune["candidates"]}
+    assert {"default", "bilinear=full/default"} <= set(by_name), sorted(by_name)
+    assert by_name["default"]["cycles_npu"] < by_name["bilinear=full/default"]["cycles_npu"]
+    with torch.no_grad():
+        assert torch.equal(run_on_reference_model(edge, *inputs), run_on_reference_model(plain, *inputs))
+
+
+class PaddedConvs(nn.Module):
+    """Explicit zero pads before convolutions inside a network: symmetric, and timm's "same" padding for a
+    stride-2 3x3 depthwise conv (0 before, 1 after)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(8, 8, 1)  # the pads sit inside the network, in NHWC (not on the NCHW input)
+        self.a = nn.Conv2d(8, 16, 3)
+        self.b = nn.Conv2d(16, 16, 3, stride=2, groups=16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.a(nn.functional.pad(self.stem(x), (1, 1, 1, 1)))
+        return self.b(nn.functional.pad(torch.relu(x), (0, 1, 0, 1)))
+
+
+def test_zero_pad_folds_into_the_convolution_on_u55(monkeypatch):
+    """A PAD by the zero point before a convolution becomes the convolution's padding: no PAD (vela would
+    copy the tensor), the same integers as the PAD + convolution form, fewer NPU cycles."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 8, 8, 8),)
+    quantized = flow.quantize(PaddedConvs().eval(), inputs)
+    outs, cycles, pads = {}, {}, {}
+    for form in ("folded", "pad ops"):
+        if form == "pad ops":  # the lowering before the fold, for comparison
+            monkeypatch.setattr(conv, "absorb_zero_pad", lambda b, xt, pads, *rest: (xt, pads))
+        edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
+        (payload,) = ethosu_payloads(edge)
+        pads[form] = tosa_op_counts(tosa_graph_of(payload)).get("PAD", 0)
+        cycles[form] = ethosu_report(edge).partitions[0].cycles_npu
+        with torch.no_grad():
+            outs[form] = run_on_reference_model(edge, *inputs)
+    assert pads == {"folded": 0, "pad ops": 2}, pads
+    assert torch.equal(outs["folded"], outs["pad ops"])
+    assert cycles["folded"] < cycles["pad ops"], cycles

@@ -23,6 +23,7 @@ from torch.export import ExportedProgram
 from arm_tosa_core import TosaCompileSpec, register_payload_decoder
 from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
 from arm_tosa_core.lowering import TosaGraph, lower_partition
+from arm_tosa_core.ops import resize
 
 from .binstream import build_binstream, parse_binstream
 from .compile_spec import EthosUCompileSpec
@@ -78,8 +79,24 @@ class EthosUBackend(NumberedPartitionBackend, BackendDetails):
 def graph_forms(edge_program: ExportedProgram, spec: EthosUCompileSpec, default: TosaGraph
                 ) -> dict[str, TosaGraph]:
     """The graph forms `--tune` tries for a partition (name -> graph), the plain lowering first. Every
-    form computes the same integers as the plain one (each is tested bit-exact on the reference model)."""
-    return {"default": default}
+    form computes the same integers as the plain one (each is tested bit-exact on the reference model).
+
+    On U55/U65, a partition with a bilinear upscale (NEAREST + depthwise, see `arm_tosa_core.ops.resize`)
+    is also lowered in each `resize.BILINEAR_FORMS` form that gives a different graph."""
+    forms = {"default": default}
+    if not _has_bilinear(edge_program):
+        return forms
+    for form in resize.BILINEAR_FORMS:
+        with resize.bilinear_form(form):
+            graph = lower_partition(edge_program, spec)
+        if all(graph.flatbuffer != g.flatbuffer for g in forms.values()):
+            forms[f"bilinear={form}"] = graph
+    return forms
+
+
+def _has_bilinear(edge_program: ExportedProgram) -> bool:
+    return any(node.op == "call_function" and "upsample_bilinear2d" in str(node.target)
+               for node in edge_program.graph.nodes)
 
 
 def tosa_graph_of(payload: bytes, compile_specs: list | None = None) -> bytes:

@@ -70,6 +70,30 @@ def _nhwc_input(ctx: LoweringContext, x: Value, drop_h: int, drop_w: int) -> T:
     return t
 
 
+def absorb_zero_pad(b, xt: T, pads: list[int], kernel, stride, dilation, input_zp: T) -> tuple[T, list[int]]:
+    """(input, pads) of a 2-d convolution whose NHWC input is a PAD of H/W by the input zero point (timm's
+    "same" padding, an explicit F.pad): the PAD's input and the pads added to the convolution's own.
+
+    TOSA's convolution reads its padding as the input zero point, so the integers are the same; vela then
+    pads in hardware instead of copying the tensor into a padded one (its TOSA reader turns a PAD into
+    elementwise copies). Only where the result stays an ordinary convolution: stride <= 3 and each side's
+    padding below the dilated kernel extent."""
+    producer = b.producer(xt)
+    if producer is None or producer.op != Op.PAD:
+        return xt, pads
+    extra, value = b.const_value(producer.inputs[1]), b.const_value(producer.inputs[2])
+    zp = b.const_value(input_zp)
+    if extra is None or value is None or zp is None or len(extra) != 8 or any(extra[[0, 1, 6, 7]]):
+        return xt, pads
+    if float(np.asarray(value).reshape(-1)[0]) != float(np.asarray(zp).reshape(-1)[0]):
+        return xt, pads
+    total = [int(p) + int(e) for p, e in zip(pads, extra[2:6], strict=True)]
+    extent = [(k - 1) * d for k, d in zip(kernel, dilation, strict=True)]
+    if any(s > 3 for s in stride) or any(p > extent[i // 2] for i, p in enumerate(total)):
+        return xt, pads
+    return producer.inputs[0], total
+
+
 def _weight_axis(node: Node) -> int:
     """Per-channel axis of the weight: output channels are dim 1 of a transposed conv's weight."""
     return 1 if conv_args(node).transposed else 0
@@ -133,8 +157,10 @@ def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = N
     top, bottom, drop_h = fit_padding(h, kh, stride[0], dilation[0], hi[0][0], hi[0][1])
     left, right, drop_w = fit_padding(wd, kw, stride[1], dilation[1], hi[1][0], hi[1][1])
     pads = [top, bottom, left, right]
-    attr = (pads, list(stride), list(dilation), False, acc_type(xdt))
     xt = _nhwc_input(ctx, x, drop_h, drop_w)
+    if not (drop_h or drop_w):
+        xt, pads = absorb_zero_pad(ctx.b, xt, pads, (kh, kw), stride, dilation, zps[0])
+    attr = (pads, list(stride), list(dilation), False, acc_type(xdt))
     out_phys = layout.apply(out4, NHWC)
     if groups == 1:
         y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, NHWC, wdt), bias_t, *zps], out_phys, out_dt, *attr)

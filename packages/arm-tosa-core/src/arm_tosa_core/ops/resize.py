@@ -26,12 +26,17 @@ equals: NEAREST k x (each input repeated k times, a box of k taps), k/2 edge row
 (k+1)x(k+1) DEPTHWISE_CONV2D with taps [1,2,...,2,1] per axis: box(k) convolved with [1,2,...,2,1] is
 the half-pixel triangle [1,3,5,...,2k-1,2k-1,...,3,1] bilinear interpolation is, so the int32 sums are
 the RESIZE's own, in the same units of 1/(2k)^2 (k=2: out[2i] = x[i-1]/4 + 3x[i]/4 and out[2i+1] =
-3x[i]/4 + x[i+1]/4, exactly), and the same RESCALE gives int8. arm_ethosu's constraints keep other
-bilinear resizes on the CPU there.
+3x[i]/4 + x[i+1]/4, exactly), and the same RESCALE gives int8. For k >= 4 the kernel runs separably by
+default, a (k+1)x1 pass then a 1x(k+1) pass through an exact int16 intermediate (same integers, 2(k+1)
+taps per output instead of (k+1)^2); `bilinear_form` picks either form (Ethos-U's --tune tries both).
+arm_ethosu's constraints keep other bilinear resizes on the CPU there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from fractions import Fraction
 from functools import lru_cache
 
@@ -240,27 +245,80 @@ def bilinear_upscale_factor(plan) -> int | None:
     return None
 
 
-def _bilinear_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target, k: int) -> Value:
-    """int8 k x bilinear as NEAREST k x, replicated edges and a [1,2,..,2,1]^2/(2k)^2 DEPTHWISE_CONV2D
-    (see above)."""
+#: How `_bilinear_as_depthwise` filters: "separable" ((k+1)x1 then 1x(k+1), through an exact int16
+#: intermediate) or "full" (one (k+1)x(k+1) kernel). Both give the same int32 sums; see `bilinear_form`.
+BILINEAR_FORMS = ("separable", "full")
+_bilinear_form: ContextVar[str | None] = ContextVar("arm_tosa_core_bilinear_form", default=None)
+
+
+@contextmanager
+def bilinear_form(form: str | None) -> Iterator[None]:
+    """Lower the U55 k x bilinear upscales inside this block in `form` (one of `BILINEAR_FORMS`; None: the
+    default rule of `depthwise_form`). Ethos-U's `--tune` compiles a partition in each form."""
+    if form is not None and form not in BILINEAR_FORMS:
+        raise ValueError(f"bilinear form {form!r}: use one of {BILINEAR_FORMS} (or None for the default rule)")
+    token = _bilinear_form.set(form)
+    try:
+        yield
+    finally:
+        _bilinear_form.reset(token)
+
+
+def depthwise_form(k: int) -> str:
+    """The form a k x upscale takes: the one set by `bilinear_form`, else "full" for k = 2 and "separable"
+    above. vela 5.2, U55-128, NPU cycles full/separable: 8x8x128 -> 2x 137,592/156,904 (the int16
+    pass is slow), 8x8x16 -> 4x 79,584/77,640, 16x16x21 -> 8x (LRASPP's) 2,919,662/1,758,038."""
+    return _bilinear_form.get() or ("full" if k == 2 else "separable")
+
+
+def _depthwise(b, t, taps: torch.Tensor, kh: int, kw: int, in_zp: int) -> object:
+    """DEPTHWISE_CONV2D of `t` (NHWC, int8 or int16) with the same int8 `taps` [kh, kw] on every channel,
+    no padding; the int32 (int8 input) or int48 (int16) accumulator."""
+    channels = t.shape[3]
+    acc = DType.INT48 if t.dtype == DType.INT16 else DType.INT32
+    weight = taps.reshape(kh, kw, 1, 1).expand(kh, kw, channels, 1)
+    shape = [t.shape[0], t.shape[1] - kh + 1, t.shape[2] - kw + 1, channels]
+    operands = [t, b.const(weight.to(torch.int8).contiguous(), DType.INT8),
+                b.const(torch.zeros(channels, dtype=torch.int64 if acc == DType.INT48 else torch.int32), acc),
+                b.zero_point(t.dtype, in_zp), b.zero_point(DType.INT8)]
+    return b.op(Op.DEPTHWISE_CONV2D, operands, shape, acc, [0, 0, 0, 0], [1, 1], [1, 1], False, acc)
+
+
+def _nearest(b, t, k: int):
+    """NEAREST k x of NHWC `t` in the half-pixel form vela takes on U55."""
     import tosa_serializer as ts
 
-    b = ctx.b
     n, d, offset, border = 2 * k, 2, 1 - k, k - 1
+    shape = [t.shape[0], k * t.shape[1], k * t.shape[2], t.shape[3]]
+    return b.op(Op.RESIZE, [t, b.shape_const([n, d, n, d]), b.shape_const([offset, offset]),
+                            b.shape_const([border, border])], shape, t.dtype, ts.ResizeMode.NEAREST)
+
+
+def _bilinear_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target, k: int) -> Value:
+    """int8 k x bilinear as NEAREST k x, replicated edges and [1,2,..,2,1] taps per axis / (2k)^2
+    (see above), in the form `depthwise_form(k)` picks.
+
+    "full": one (k+1)x(k+1) DEPTHWISE_CONV2D. "separable": a (k+1)x1 pass whose int32 sums (2k times the
+    column values, |sum| <= 2k * 255 <= 4080 for k <= 8) are stored exactly as int16 (RESCALE x 1), then a
+    1x(k+1) pass on them: the same integers, in 2(k+1) taps per output."""
+    b = ctx.b
     t = ctx.tensor(x, NHWC)
-    up_shape = [t.shape[0], k * t.shape[1], k * t.shape[2], t.shape[3]]
-    up = b.op(Op.RESIZE, [t, b.shape_const([n, d, n, d]), b.shape_const([offset, offset]),
-                          b.shape_const([border, border])], up_shape, t.dtype, ts.ResizeMode.NEAREST)
     r = k // 2
-    padded = pad_axis(ctx, pad_axis(ctx, up, 1, r, r, "replicate"), 2, r, r, "replicate")
-    channels = t.shape[3]
+    # the input's edge rows/columns replicated once (a small copy), NEAREST k x, then a SLICE keeping r
+    # replicated rows each side: the k x upsample with replicated edges, without copying the large tensor
+    # (vela 5.2 reads the SLICE as the depthwise conv's input window; two CONCATs after the upsample cost
+    # ~0.8M of the 3.7M NPU cycles of 16x16x21 -> 8x on U55-128)
+    edged = pad_axis(ctx, pad_axis(ctx, t, 1, 1, 1, "replicate"), 2, 1, 1, "replicate")
+    up = _nearest(b, edged, k)
+    size = [t.shape[0], k * t.shape[1] + 2 * r, k * t.shape[2] + 2 * r, t.shape[3]]
+    padded = b.op(Op.SLICE, [up, b.shape_const([0, k - r, k - r, 0]), b.shape_const(size)], size, t.dtype)
     taps = torch.tensor([1] + [2] * (k - 1) + [1], dtype=torch.int32)
-    weight = (taps[:, None] * taps[None, :]).reshape(k + 1, k + 1, 1, 1).expand(k + 1, k + 1, channels, 1)
-    operands = [padded, b.const(weight.to(torch.int8).contiguous(), DType.INT8),
-                b.const(torch.zeros(channels, dtype=torch.int32), DType.INT32),
-                b.zero_point(DType.INT8, x.qparams.zero_point), b.zero_point(DType.INT8)]
-    acc = b.op(Op.DEPTHWISE_CONV2D, operands, up_shape, DType.INT32, [0, 0, 0, 0], [1, 1], [1, 1], False,
-               DType.INT32)
+    zp = x.qparams.zero_point
+    if depthwise_form(k) == "full":
+        acc = _depthwise(b, padded, taps[:, None] * taps[None, :], k + 1, k + 1, zp)
+    else:
+        columns = rescale(b, _depthwise(b, padded, taps, k + 1, 1, zp), 1.0, 0, 0, DType.INT16)
+        acc = _depthwise(b, columns, taps, 1, k + 1, 0)
     # acc = (2k)^2 * (bilinear - zp_in) in input steps; shared qparams: out = round(acc / (2k)^2) + zp_out
     out = rescale(b, acc, float(x.qparams.scale) / (2 * k) ** 2 / float(target.scale), 0, target.zero_point,
                   DType.INT8)
