@@ -145,6 +145,18 @@ def test_int64_arithmetic_without_a_bound_stays_on_cpu_with_reason(vk_lower):
     assert torch.equal(run_on_vulkan(edge.to_executorch(), i), model(i))
 
 
+def test_int64_bound_through_a_cpu_node_stays_on_cpu_not_an_exception(vk_lower):
+    """The whole program bounds abs(t[j]) + 1 (t is a constant), but abs runs on the CPU, so in its
+    partition the sum's operand is an input of unknown range: that claim must be withdrawn (it used to
+    raise LoweringError out of to_edge_transform_and_lower)."""
+    model = Fn(lambda j, t: torch.fmod(t[j] + 5, t[j].abs() + 1), torch.arange(-8, 8))
+    j = torch.tensor([1, 3, 5])
+    edge = vk_lower(model, (j,))
+    reasons = {c.target: c.reason for c in partition_report(edge).cpu_nodes}
+    assert "within its partition" in reasons["aten.add.Tensor"], reasons
+    assert torch.equal(run_on_vulkan(edge.to_executorch(), j), model(j))
+
+
 def test_int64_input_outside_int32_is_an_error_not_a_wrapped_value(vk_lower):
     model = Fn(lambda i, t: t[i], torch.arange(8.0))
     pte = vk_lower(model, (torch.tensor([1, 2]),)).to_executorch()

@@ -56,7 +56,8 @@ def test_cache_writes_persist_across_calls_through_the_runtime():
     edge = _lower(model, calls[0])
     report = partition_report(edge)
     assert not report.cpu_nodes and len(report.delegates) == 1, str(report)
-    forward = load_methods(methods_to_pte(edge))["forward"]
+    methods = load_methods(methods_to_pte(edge))  # holds the program: a Method alone does not
+    forward = methods["forward"]
     model = CacheWrites().eval()
     for step, (pos, new) in enumerate(calls):
         outs = forward.execute([pos, new])

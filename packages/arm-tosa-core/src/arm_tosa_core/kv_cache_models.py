@@ -173,6 +173,9 @@ def pte_runner(pte: bytes) -> Callable[[str, tuple], torch.Tensor]:
     def run(method: str, inputs: tuple) -> torch.Tensor:
         return methods[method].execute([t.contiguous() for t in inputs])[0].clone()
 
+    # A Method does not keep its Program (nor the Program its bytes) alive: without this the methods
+    # read freed memory once `program` is collected ("Expected 0 inputs, got 3" was seen once).
+    run.program = program
     return run
 
 

@@ -40,8 +40,10 @@ _PASS = {"view_copy", "squeeze_copy", "unsqueeze_copy", "alias_copy", "clone", "
          "minimum", "where"}
 
 
-def int_bound(node, const_value, memo: dict | None = None) -> int | None:
-    """An upper bound of |value| over every element of `node` (an int literal, or an fx node), or None."""
+def int_bound(node, const_value, memo: dict | None = None, inside: set[Node] | None = None) -> int | None:
+    """An upper bound of |value| over every element of `node` (an int literal, or an fx node), or None.
+    `inside`: the nodes of one partition; a value computed outside it (on the CPU or in another
+    partition) reaches the partition as a plain input, so it is unknown there."""
     memo = {} if memo is None else memo
     if not isinstance(node, Node):
         return _max_of(node) if isinstance(node, bool | int | torch.SymInt) else None
@@ -60,18 +62,18 @@ def int_bound(node, const_value, memo: dict | None = None) -> int | None:
         c = const_value(node)
         if c is not None:
             bound = int(c.abs().max()) if c.numel() else 0
-        elif node.op == "call_function":
-            bound = _op_bound(node, const_value, memo)
+        elif node.op == "call_function" and (inside is None or node in inside):
+            bound = _op_bound(node, const_value, memo, inside)
     memo[node] = bound
     return bound
 
 
-def _op_bound(node: Node, const_value, memo: dict) -> int | None:
+def _op_bound(node: Node, const_value, memo: dict, inside: set[Node] | None) -> int | None:
     name = str(aten_key(node.target)).split(".")[-2] if "." in str(aten_key(node.target)) else ""
     args = [a for a in node.args if not isinstance(a, list | tuple)]
-    sub = [int_bound(a, const_value, memo) for a in node.all_input_nodes]
+    sub = [int_bound(a, const_value, memo, inside) for a in node.all_input_nodes]
     if name == "arange":
-        ends = [int_bound(a, const_value, memo) for a in node.args[:2]] or [0]
+        ends = [int_bound(a, const_value, memo, inside) for a in node.args[:2]] or [0]
         return None if None in ends else max(ends)
     if name in ("argmax", "argmin"):
         x = node.args[0].meta["val"]
@@ -79,7 +81,7 @@ def _op_bound(node: Node, const_value, memo: dict) -> int | None:
     if name in ("full", "full_like", "scalar_tensor"):
         return _max_of(node.args[0] if name == "scalar_tensor" else node.args[1])
     if name in ("add", "sub", "mul"):
-        ops = [int_bound(a, const_value, memo) for a in args[:2]]
+        ops = [int_bound(a, const_value, memo, inside) for a in args[:2]]
         if None in ops or len(ops) < 2:
             return None
         alpha = abs(int(node.kwargs.get("alpha", 1)))
@@ -89,20 +91,21 @@ def _op_bound(node: Node, const_value, memo: dict) -> int | None:
         n = _max_of(x.shape[node.args[1]])
         return None if sub[0] is None or n is None else sub[0] * n
     if name == "fmod":  # |fmod(a, b)| <= |a|
-        return int_bound(node.args[0], const_value, memo)
+        return int_bound(node.args[0], const_value, memo, inside)
     if name in ("embedding", "index_select", "index", "gather"):  # values of the table, whatever the index
-        return int_bound(node.args[0], const_value, memo)
+        return int_bound(node.args[0], const_value, memo, inside)
     if name in _PASS and sub and None not in sub:
         return max(sub)
     return None
 
 
-def fits_int32(node: Node, const_value) -> str | None:
-    """None when every int64 tensor `node` makes is provably within int32, else a CPU reason."""
+def fits_int32(node: Node, const_value, inside: set[Node] | None = None) -> str | None:
+    """None when every int64 tensor `node` makes is provably within int32 (from the nodes of its
+    partition `inside` only, when given), else a CPU reason."""
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor) or val.dtype != torch.int64:
         return None
-    bound = int_bound(node, const_value)
+    bound = int_bound(node, const_value, inside=inside)
     if bound is None or bound > INT32_MAX:
         return ("int64 result not provably within int32 (the delegate computes integers as int32; its "
                 "operands are not bounded by constants or the program's shapes)")

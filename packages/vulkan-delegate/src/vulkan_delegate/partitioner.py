@@ -14,6 +14,7 @@ from executorch.exir.backend.canonical_partitioners.pattern_op_partitioner impor
 )
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 from executorch.exir.backend.utils import tag_constant_data
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.export import ExportedProgram
 from torch.fx import Node
 from torch.fx.passes.operator_support import OperatorSupportBase
@@ -22,9 +23,11 @@ from arm_tosa_core.delegation import aten_key, record_reason
 
 from .backend import BACKEND_ID, compile_specs
 from .graph import INT32_MAX, INT32_MIN
+from .int_range import fits_int32
 from .lower import HOST_DTYPES, LoweringContext, constant_placeholders, is_static_fill
+from .ops.elementwise import INT32_PROOF_FAMILIES
 from .registry import families, lookup
-from .trial import trial_reason
+from .trial import _stand_in, trial_reason
 
 _OPTIONS = {"force_fp16", "require_dynamic_shapes"}
 _NO_COMPUTE = {operator.getitem}
@@ -105,8 +108,11 @@ class _Support(OperatorSupportBase):
     def __init__(self, allow: set[str] | None, block: set[str], consts: set[Node] = frozenset(),
                  ep: ExportedProgram | None = None) -> None:
         self.allow, self.block, self.consts, self.ep = allow, block, consts, ep
+        self.refused: dict[Node, str] = {}  # claims withdrawn once the partitions were known
 
     def reason(self, node: Node) -> str | None:
+        if node in self.refused:
+            return self.refused[node]
         if node.target in _NO_COMPUTE or node in self.consts:
             return None
         name = _op_name(node.target)
@@ -130,6 +136,36 @@ class _Support(OperatorSupportBase):
         if node.op != "call_function":
             return False
         return record_reason(node, self.reason(node))
+
+
+def _int32_unproven(ep: ExportedProgram, partitions) -> dict[Node, str]:
+    """Claimed int64 arithmetic whose int32 proof used values computed outside its own partition.
+
+    The trial proves a bound from the whole program; the backend sees one partition, where a value
+    made on the CPU (or in another partition) is a plain input of unknown range. Such a node must
+    leave the partition, else its lowering raises. Each round only removes claims, so it ends."""
+    values = LoweringContext(ep, fp16=False)
+
+    def const_value(node: Node):
+        # exir may hand partitioners fake weights: they stand in as the trial's do (trial.py), so this
+        # check withdraws only what the partition boundary hides, not what the trial accepted.
+        try:
+            value = values.const_value(node)
+            return _stand_in(value) if isinstance(value, FakeTensor) else value
+        except Exception:  # noqa: BLE001  (a data-dependent fake shape: nothing proven from it)
+            return None
+
+    unproven = {}
+    for p in partitions:
+        inside = set(p.nodes)
+        for n in p.nodes:
+            fam = lookup(n.target)
+            if fam is None or fam.name not in INT32_PROOF_FAMILIES:
+                continue
+            why = fits_int32(n, const_value, inside)
+            if why:
+                unproven[n] = why + " within its partition (an operand comes from the CPU)"
+    return unproven
 
 
 class VulkanPartitioner(Partitioner):
@@ -156,8 +192,13 @@ class VulkanPartitioner(Partitioner):
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         support = _Support(self.allow, self.block, constant_nodes(exported_program), exported_program)
-        partitions = CapabilityBasedPartitioner(exported_program.graph_module, support,
-                                                allows_single_node_partition=True).propose_partitions()
+        while True:
+            partitions = CapabilityBasedPartitioner(exported_program.graph_module, support,
+                                                    allows_single_node_partition=True).propose_partitions()
+            unproven = _int32_unproven(exported_program, partitions)
+            if not unproven:
+                break
+            support.refused.update(unproven)
         tags = {}
         for p in partitions:
             if all(n.target in _NO_COMPUTE for n in p.nodes):

@@ -62,6 +62,9 @@ def _binary_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
+INT32_PROOF_FAMILIES = ("binary", "scalar")  # the entries whose lowering calls int_result
+
+
 def int_result(ctx, node: Node) -> str:
     """The shader variant of an arithmetic node: i32 (when its int64 values provably fit) or float."""
     if not node.meta["val"].dtype.is_floating_point:
