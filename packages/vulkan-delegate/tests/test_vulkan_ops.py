@@ -252,7 +252,8 @@ def test_repeated_kv_heads_are_read_not_copied(vk_lower):
     model, inputs = CASES["sdpa_repeat_kv"]
     edge = vk_lower(model.eval(), inputs)
     delegated = edge.exported_program().graph_module.lowered_module_0.original_module
-    assert [d.shader for d in lower_program(delegated, fp16=False).dispatches] == [
+    # the GEMM tile (64x64 or the small one) is chosen by shape: only the dispatch list matters here
+    assert [d.shader.removesuffix("small") for d in lower_program(delegated, fp16=False).dispatches] == [
         "matmul_f32", "softmax_f32", "matmul_f32", "copy_f32_f32"]
 
 
