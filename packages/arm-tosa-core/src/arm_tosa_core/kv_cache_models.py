@@ -157,8 +157,9 @@ def methods_to_pte(edge) -> bytes:
     from executorch.exir.passes import MemoryPlanningPass
 
     planning = MemoryPlanningPass(alloc_mutable_buffers=True, share_mutable_buffers=True)
-    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planning,
-                                                      emit_mutable_buffer_names=True)).buffer
+    with torch.no_grad():  # exir's passes run the graph; its in-place buffer write must not see autograd
+        return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planning,
+                                                          emit_mutable_buffer_names=True)).buffer
 
 
 def pte_runner(pte: bytes) -> Callable[[str, tuple], torch.Tensor]:

@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from arm_tosa_core.kv_cache_models import eager_runner, methods_to_pte  # noqa: F401  (shared with the Arm flow)
+
 from .quantizer import QuantizedLinear, VulkanQuantizer
 
 
@@ -155,18 +157,6 @@ def lower_methods(model: LlamaDecoder, prompt_len: int, fp16: bool = False):
                                        partitioner=[VulkanPartitioner({"force_fp16": fp16})])
 
 
-def methods_to_pte(edge) -> bytes:
-    """The `.pte` of the lowered methods with their mutable buffers (the caches) planned once and shared
-    (`share_mutable_buffers`): every method of a loaded program reads and writes the same cache."""
-    from executorch.exir import ExecutorchBackendConfig
-    from executorch.exir.passes import MemoryPlanningPass
-
-    planning = MemoryPlanningPass(alloc_mutable_buffers=True, share_mutable_buffers=True)
-    with torch.no_grad():  # exir's passes run the graph; its in-place buffer write must not see autograd
-        return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planning,
-                                                          emit_mutable_buffer_names=True)).buffer
-
-
 @dataclass
 class DecoderProgram:
     pte: bytes
@@ -223,17 +213,6 @@ def pte_runner(pte: bytes) -> Callable[[str, tuple], torch.Tensor]:
 
     def run(method: str, inputs: tuple) -> torch.Tensor:
         return methods[method].execute([t.contiguous() for t in inputs])[0].clone()
-
-    return run
-
-
-def eager_runner(model: nn.Module) -> Callable[[str, tuple], torch.Tensor]:
-    """`run(method, inputs)` on the eager model (both methods are its forward), from an empty cache."""
-    model.reset_cache()
-
-    def run(method: str, inputs: tuple) -> torch.Tensor:
-        with torch.no_grad():
-            return model(*inputs)
 
     return run
 
