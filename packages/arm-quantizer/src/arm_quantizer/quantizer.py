@@ -12,6 +12,7 @@ from arm_tosa_core.registry import quant_lookup
 from .annotator import annotate_graph
 from .buffer_writes import functionalize_buffer_writes
 from .config import QuantizationConfig, get_symmetric_quantization_config
+from .const_fold import read_through_aliases
 from .decompose_for_int import prepare_for_int
 
 _UNSET = object()
@@ -153,7 +154,8 @@ class TOSAQuantizer(Quantizer):
 
     def annotate(self, model: GraphModule) -> GraphModule:
         self._validate_module_names(model)
-        annotate_graph(model, self._config_for)
+        aliased = read_through_aliases(model)  # left float: see its docstring
+        annotate_graph(model, lambda node: None if node in aliased else self._config_for(node))
         if self.fixed_buffer_qparams:
             _fix_buffer_qspecs(model, self.fixed_buffer_qparams)
         if self.io_config is not None:
