@@ -21,7 +21,9 @@ from arm_tosa_core.testing import FnModule
 @pytest.mark.slow
 # t5_encoder: its position bias under the finfo.min mask is split into a keep mask and a finite bias
 # (`decompose_for_int`), and its in-place bucket add folds with its temporary (`const_fold`)
-@pytest.mark.parametrize("name", [n for n in PUBLIC_TRANSFORMERS if n != "swin_t"])
+# swin_t (~35 min on the loaded 2-core machine): its shifted-window mask folds (`const_fold`: x.new_zeros and
+# writes through slice views)
+@pytest.mark.parametrize("name", PUBLIC_TRANSFORMERS)
 def test_public_transformer_int_one_partition_within_one_lsb(name):
     model, inputs = build_public(name)
     _, report, lsb, _ = check_int(model, inputs, max_lsb=1, case=name)

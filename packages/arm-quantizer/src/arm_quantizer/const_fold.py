@@ -121,6 +121,7 @@ def _evaluate(gm: GraphModule, storage: _Storage, excluded: set[Node], max_numel
     and in-place ops write as in eager, so a later reader sees the write. Storage rooted in `excluded`
     is never evaluated."""
     values: dict[Node, object] = {}
+    attr_storage: set[int] = set()  # a write must never reach the module's own tensors
     with torch.no_grad():
         for node in gm.graph.nodes:
             if storage.root[node] in excluded:
@@ -129,9 +130,13 @@ def _evaluate(gm: GraphModule, storage: _Storage, excluded: set[Node], max_numel
                 value = attr_value(gm, node.target)
                 if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
                     values[node] = value
+                    attr_storage.add(value.untyped_storage().data_ptr())
                 continue
             if not _foldable(node):
                 continue
+            if any(isinstance(values.get(w), torch.Tensor)
+                   and values[w].untyped_storage().data_ptr() in attr_storage for w in _written_args(node)):
+                continue  # an op returning its input unannotated (type_as) let a write reach a buffer
             known = dict(values)
             if node.target in _METADATA_FIRST_ARG and isinstance(node.args[0], Node) and node.args[0] not in known:
                 stand_in = _static_like(node.args[0])
