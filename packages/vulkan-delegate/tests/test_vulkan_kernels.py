@@ -11,6 +11,7 @@ from executorch.exir import to_edge
 from torch import nn
 
 from vulkan_delegate.lower import lower_program
+from vulkan_delegate.ops.conv import gemm_variant
 from vulkan_delegate.payload import serialize
 from vulkan_delegate.profile import profile_program
 from vulkan_delegate.runtime import device_uses_tensor_cores, selected_shader
@@ -179,3 +180,77 @@ def test_tensor_core_variant_is_chosen_by_the_device(vk_lower, monkeypatch):
     prof = profile_program(vk_lower(model, inputs, fp16=True), *inputs, runs=1)
     assert [row.shader for row in prof.rows if row.shader.startswith("matmul")] == [
         "matmul_f16coop" if coop else "matmul_f16"]
+
+
+
+
+class LinearNoBias(nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.fc = nn.Linear(k, n, bias=False)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class BT(nn.Module):
+    """a @ b.T: B a column-major view (k contiguous)."""
+
+    def forward(self, a, b):
+        return a @ b.transpose(-1, -2)
+
+
+# Outputs of at least 264 128x128 tiles take the 128x128 `big` tile (8x8 per invocation; its tensor-core
+# twin f16bigcoop runs on the GPU only: bench/vulkan_gpu CHECKS). M, N past the 128 grid, K past the 16-step;
+# vector loads where rows are a multiple of 4 apart, element loads where not.
+BIG_CASES = {
+    "batched_vec": lambda: (MatMul(), (r(66, 130, 40), r(66, 40, 132))),  # A_VEC, B_NVEC, batch offsets
+    "rowmajor_vec": lambda: (MatMul(), (r(2100, 40), r(40, 2052))),  # A_VEC, B_NVEC; K = 2 steps + 8
+    "bt_kvec": lambda: (BT(), (r(2050, 64), r(2060, 64))),  # B_KVEC (B column-major)
+    "bt_scalar": lambda: (BT(), (r(2100, 37), r(2049, 37))),  # no vector path: element loads
+    "weights": lambda: (LinearNoBias(37, 2049), (r(2100, 37),)),  # the constant weight operand
+}
+
+
+@pytest.mark.parametrize("case,fp16", [("batched_vec", False)] + [
+    pytest.param(c, f, marks=pytest.mark.slow) for c in BIG_CASES for f in (False, True)
+    if (c, f) != ("batched_vec", False)])
+def test_big_gemm_tile(case, fp16, vk_check):
+    model, inputs = BIG_CASES[case]()
+    model.eval()
+    assert "matmul_f32big" in [d.shader for d in _lowered_graph(model, inputs).dispatches]
+    vk_check(model, inputs, fp16=fp16)
+
+
+class ConvRelu(nn.Module):
+    def __init__(self, c, oc, k, res=False):
+        super().__init__()
+        self.conv, self.res = nn.Conv2d(c, oc, k, padding=k // 2), res
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.relu(y + x if self.res else y)
+
+
+@pytest.mark.parametrize("c,oc,k,res,fp16", [(16, 130, 1, False, False)] + [
+    pytest.param(*p, marks=pytest.mark.slow) for p in [(16, 130, 1, False, True), (130, 130, 3, True, False),
+                                                       (130, 130, 3, True, True), (15, 130, 1, False, False)]])
+def test_big_conv_tile(c, oc, k, res, fp16, vk_check):
+    """conv2d_gemm on the 128x128 tile (352 tiles at 150x150): bias, residual and ReLU in emit(); a
+    pointwise conv reads its input 4-wide (OH*OW = 22500), a 3x3 one and C = 15 element-wise."""
+    model, x = ConvRelu(c, oc, k, res).eval(), r(1, c, 150, 150)
+    assert _lowered_graph(model, (x,)).dispatches[0].shader == "conv2d_gemm_f32big"
+    vk_check(model, (x,), fp16=fp16)
+
+
+def test_big_tile_is_chosen_by_shape_and_its_twin_by_the_device():
+    """264 128x128 tiles (2 per SM of a 132-SM H100) and up: the big tile; 263: the 64x64 one. The fp16
+    big tile runs as f16bigcoop where the device has cooperative matrices."""
+    assert gemm_variant("f32", 128 * 12, 128 * 22, 1, 64, big=True) == "f32big"
+    assert gemm_variant("f16", 128 * 12, 128 * 22 - 1, 1, 64, big=True) == "f16big"
+    assert gemm_variant("f32", 128 * 263, 128, 1, 64, big=True) == "f32"
+    assert gemm_variant("f32", 128 * 12, 128 * 22, 1, 64) == "f32"  # a caller without the big tile
+    assert gemm_variant("f32", 2048, 2048, 3, 64, big=True) == "f32big"  # batch counts
+    assert selected_shader("matmul_f16big", True) == "matmul_f16bigcoop"
+    assert selected_shader("matmul_f16big", False) == "matmul_f16big"
+    assert selected_shader("matmul_f32big", True) == "matmul_f32big"

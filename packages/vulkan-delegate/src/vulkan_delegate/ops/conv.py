@@ -108,8 +108,8 @@ def lower_conv(ctx, node: Node) -> None:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
         # with bias, the residual and the clamp in its epilogue
         has_res = int(res is not None)
-        variant = gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw)
-        tile = 16 if variant.endswith("small") else 64
+        variant = gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw, big=True)
+        tile = 16 if variant.endswith("small") else 128 if variant.endswith("big") else 64
         splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile)
         if splits == 1:
             ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, has_res, 1],
@@ -136,13 +136,20 @@ TARGET_TILES, MIN_K_SHARE = 256, 128
 #: workgroups. On the H100: MobileNetV2 b1's 1x1 convs at 28x28..7x7 (K <= 960) went from 21..28 us to
 #: 7..19 us; ResNet-18's 3x3 convs at 28x28 (K = 1152) from 39 to 77 us, so those keep the 64x64 tile.
 SMALL_BELOW, SMALL_MAX_K = 32, 1024
+#: a GEMM (matmul, conv2d_gemm) whose output gives at least BIG_FROM 128x128 tiles (two per SM of a
+#: 132-SM H100) runs on the 128x128 tile (`big` variants: 8x8 outputs per invocation, or 8 tensor-core
+#: subgroups for fp16); never split over K
+BIG_FROM = 264
 
 
-def gemm_variant(sfx: str, m, n, batch, k) -> str:
+def gemm_variant(sfx: str, m, n, batch, k, big: bool = False) -> str:
     """The matmul / conv2d_gemm variant of an M x N (x batch) output summed over K: `sfx` (the compute
-    dtype's) or its `small` twin; symbolic shapes keep the 64x64 tile."""
+    dtype's), its `small` twin, or with `big` (the caller's shader has the 128x128 tile) its `big` twin;
+    symbolic shapes keep the 64x64 tile."""
     if not all(isinstance(v, int) for v in (m, n, batch, k)):
         return sfx
+    if big and -(-m // 128) * -(-n // 128) * batch >= BIG_FROM:
+        return f"{sfx}big"
     tiles = -(-m // 64) * -(-n // 64) * batch
     return f"{sfx}small" if tiles < SMALL_BELOW and k <= SMALL_MAX_K else sfx
 
