@@ -108,10 +108,10 @@ def test_conv_gemm_fp16(name, vk_check):
     vk_check(model.eval(), inputs, fp16=True)
 
 
-def _lowered_graph(model, inputs):
+def _lowered_graph(model, inputs, fp16=False):
     """The compute graph `preprocess` would build for the whole model (one partition)."""
     ep = torch.export.export(model, inputs)
-    return lower_program(to_edge(ep).exported_program(), False)
+    return lower_program(to_edge(ep).exported_program(), fp16)
 
 
 def test_residual_add_and_relu_fold_into_the_conv():
@@ -200,26 +200,25 @@ class BT(nn.Module):
         return a @ b.transpose(-1, -2)
 
 
-# Outputs of at least 264 128x128 tiles take the 128x128 `big` tile (8x8 per invocation; its tensor-core
-# twin f16bigcoop runs on the GPU only: bench/vulkan_gpu CHECKS). M, N past the 128 grid, K past the 16-step;
-# vector loads where rows are a multiple of 4 apart, element loads where not.
+# fp16 outputs of at least 264 128x128 tiles take the 128x128 `f16big` block: here (lavapipe) the 64x64
+# tile over its quarters, on the GPU its tensor-core twin f16bigcoop (checked there: bench/vulkan_gpu
+# CHECKS). M, N past the 128 and 64 grids, K past the 16-step.
 BIG_CASES = {
-    "batched_vec": lambda: (MatMul(), (r(66, 130, 40), r(66, 40, 132))),  # A_VEC, B_NVEC, batch offsets
-    "rowmajor_vec": lambda: (MatMul(), (r(2100, 40), r(40, 2052))),  # A_VEC, B_NVEC; K = 2 steps + 8
-    "bt_kvec": lambda: (BT(), (r(2050, 64), r(2060, 64))),  # B_KVEC (B column-major)
-    "bt_scalar": lambda: (BT(), (r(2100, 37), r(2049, 37))),  # no vector path: element loads
+    "batched": lambda: (MatMul(), (r(66, 130, 40), r(66, 40, 132))),  # batch offsets
+    "rowmajor": lambda: (MatMul(), (r(2100, 40), r(40, 2052))),
+    "bt": lambda: (BT(), (r(2050, 64), r(2060, 64))),  # B column-major
+    "bt_k37": lambda: (BT(), (r(2100, 37), r(2049, 37))),
     "weights": lambda: (LinearNoBias(37, 2049), (r(2100, 37),)),  # the constant weight operand
 }
 
 
-@pytest.mark.parametrize("case,fp16", [("batched_vec", False)] + [
-    pytest.param(c, f, marks=pytest.mark.slow) for c in BIG_CASES for f in (False, True)
-    if (c, f) != ("batched_vec", False)])
-def test_big_gemm_tile(case, fp16, vk_check):
+@pytest.mark.parametrize("case", ["batched"] + [pytest.param(c, marks=pytest.mark.slow) for c in BIG_CASES
+                                                if c != "batched"])
+def test_big_gemm_tile(case, vk_check):
     model, inputs = BIG_CASES[case]()
     model.eval()
-    assert "matmul_f32big" in [d.shader for d in _lowered_graph(model, inputs).dispatches]
-    vk_check(model, inputs, fp16=fp16)
+    assert "matmul_f16big" in [d.shader for d in _lowered_graph(model, inputs, fp16=True).dispatches]
+    vk_check(model, inputs, fp16=True)
 
 
 class ConvRelu(nn.Module):
@@ -232,25 +231,27 @@ class ConvRelu(nn.Module):
         return torch.relu(y + x if self.res else y)
 
 
-@pytest.mark.parametrize("c,oc,k,res,fp16", [(16, 130, 1, False, False)] + [
-    pytest.param(*p, marks=pytest.mark.slow) for p in [(16, 130, 1, False, True), (130, 130, 3, True, False),
-                                                       (130, 130, 3, True, True), (15, 130, 1, False, False)]])
-def test_big_conv_tile(c, oc, k, res, fp16, vk_check):
-    """conv2d_gemm on the 128x128 tile (352 tiles at 150x150): bias, residual and ReLU in emit(); a
-    pointwise conv reads its input 4-wide (OH*OW = 22500), a 3x3 one and C = 15 element-wise."""
-    model, x = ConvRelu(c, oc, k, res).eval(), r(1, c, 150, 150)
-    assert _lowered_graph(model, (x,)).dispatches[0].shader == "conv2d_gemm_f32big"
-    vk_check(model, (x,), fp16=fp16)
+@pytest.mark.parametrize("c,oc,res", [(16, 130, False)] + [
+    pytest.param(*p, marks=pytest.mark.slow) for p in [(130, 130, True), (15, 130, False)]])
+def test_big_conv_tile(c, oc, res, vk_check):
+    """fp16 pointwise conv2d_gemm on the 128x128 block (352 tiles at 150x150): bias, residual and ReLU in
+    emit(); a 3x3 conv of that size keeps the 64x64 tile."""
+    model, x = ConvRelu(c, oc, 1, res).eval(), r(1, c, 150, 150)
+    assert "conv2d_gemm_f16big" in [d.shader for d in _lowered_graph(model, (x,), fp16=True).dispatches]
+    vk_check(model, (x,), fp16=True)
+    conv3 = [d.shader for d in _lowered_graph(ConvRelu(16, 130, 3).eval(), (x,), fp16=True).dispatches]
+    assert "conv2d_gemm_f16" in conv3 and "conv2d_gemm_f16big" not in conv3
 
 
 def test_big_tile_is_chosen_by_shape_and_its_twin_by_the_device():
-    """264 128x128 tiles (2 per SM of a 132-SM H100) and up: the big tile; 263: the 64x64 one. The fp16
-    big tile runs as f16bigcoop where the device has cooperative matrices."""
-    assert gemm_variant("f32", 128 * 12, 128 * 22, 1, 64, big=True) == "f32big"
+    """fp16, 264 128x128 tiles (2 per SM of a 132-SM H100) and up: the big tile; 263: the 64x64 one. It
+    runs as f16bigcoop where the device has cooperative matrices."""
+    assert gemm_variant("f16", 128 * 12, 128 * 22, 1, 64, big=True) == "f16big"
     assert gemm_variant("f16", 128 * 12, 128 * 22 - 1, 1, 64, big=True) == "f16big"
-    assert gemm_variant("f32", 128 * 263, 128, 1, 64, big=True) == "f32"
-    assert gemm_variant("f32", 128 * 12, 128 * 22, 1, 64) == "f32"  # a caller without the big tile
-    assert gemm_variant("f32", 2048, 2048, 3, 64, big=True) == "f32big"  # batch counts
+    assert gemm_variant("f16", 128 * 263, 128, 1, 64, big=True) == "f16"
+    assert gemm_variant("f16", 128 * 12, 128 * 22, 1, 64) == "f16"  # a caller without the big tile
+    assert gemm_variant("f16", 2048, 2048, 3, 64, big=True) == "f16big"  # batch counts
+    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32"  # fp32 keeps the 64x64 tile
     assert selected_shader("matmul_f16big", True) == "matmul_f16bigcoop"
+    assert selected_shader("conv2d_gemm_f16big", True) == "conv2d_gemm_f16bigcoop"
     assert selected_shader("matmul_f16big", False) == "matmul_f16big"
-    assert selected_shader("matmul_f32big", True) == "matmul_f32big"

@@ -5,7 +5,7 @@ Each template declares its variants on a line `// variants: f32 f16` (or `f32_f1
 `f32`/`f16`/`i32` define T as float/float16_t/int (i32 also T_IS_INT); `a_b` define IN_T and OUT_T. A
 suffix adds a define: `coop` (`f16coop`) COOPMAT, the tensor-core variant the runtime picks instead of the
 plain one on a device with VK_KHR_cooperative_matrix (shader_select.cpp); `small` (`f32small`) SMALL_TILE,
-the one-output-per-invocation GEMM tile a lowering names for small outputs; `big` (`f32big`, `f16bigcoop`)
+the one-output-per-invocation GEMM tile a lowering names for small outputs; `big` (`f16big`, `f16bigcoop`)
 BIG_TILE, the 128x128 GEMM tile a lowering names for large outputs. Local size,
 binding count (distinct binding numbers: a shader may alias one buffer as two views) and the optional
 `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z` for that suffix's variants) are

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: the big tiles keep accumulators in registers
-// variants: f32 f16 f32small f16small f32big f16big f16bigcoop
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
+// variants: f32 f16 f32small f16small f16big f16bigcoop
 // tile: 4 4 1
 // tile small: 1 1 1
 // tile big: 8 8 1
@@ -11,8 +11,9 @@
 // (y = conv + bias + res, as a following add the lowering folded), then clamp.
 // push = N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, groups (1), has_bias, lo, hi, has_res,
 // splits. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small` variants: 1;
-// the `big` variants 8x8, 128x128 per workgroup, never split: gemm_tile_big.glsl, f16bigcoop on tensor
-// cores gemm_tile_big_coop.glsl, with vector loads of the weight rows and of a pointwise conv's input).
+// `f16big` 8x8, 128x128 per workgroup, never split (ops/conv.py names it for pointwise convs only):
+// gemm_tile_big.glsl, or f16bigcoop on tensor cores
+// gemm_tile_big_coop.glsl, with 128-bit loads of the weight rows and of a pointwise conv's input).
 // Split-K (splits > 1, where the output alone gives too few 64x64 tiles to fill the GPU): workgroup
 // z = n * splits + s sums its share of K and writes the raw partial to Y[s][n][oc][p] (Y is then the
 // [splits, N, OC, OH*OW] scratch); conv2d_splitk.comp adds the partials and applies the epilogue.
@@ -49,31 +50,20 @@ void emit(uint oc, uint p, float v) {
   float r = v + (PU(16) != 0u ? float(bias[oc]) : 0.0) + (PU(19) != 0u ? float(res[o]) : 0.0);
   y[o] = T(clamp(r, PF(17), PF(18)));
 }
-// vector loads: weight rows (K contiguous) when K is a multiple of the vector length VEC; the input of a
-// pointwise stride-1 unpadded conv (pixels contiguous) when OH*OW is
-#define POINTWISE (PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
-#define A_VEC (K % VEC == 0u)
-#define B_NVEC (POINTWISE && OHW % VEC == 0u)
-#define B_KVEC false
 #ifdef COOPMAT
-#define VEC 8u
+// 128-bit loads (8 fp16): weight rows (K contiguous) when K is a multiple of 8; the input of a pointwise
+// stride-1 unpadded conv (pixels contiguous) when OH*OW is
+#define POINTWISE (PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
+#define A_VEC (K % 8u == 0u)
+#define B_NVEC (POINTWISE && OHW % 8u == 0u)
+#define B_KVEC false
 layout(std430, binding = 0) readonly buffer X8 { uvec4 x8[]; };
 layout(std430, binding = 1) readonly buffer W8 { uvec4 w8[]; };
 #define LOAD_A8(m, k) w8[((m) * K + (k)) / 8u]
 #define LOAD_B8(k, p) x8[(xbase + (k) * OHW + (p)) / 8u]
 #include "gemm_tile_big_coop.glsl"
 #else
-#define VEC 4u
-#ifdef FP16
-#define V4 f16vec4
-#else
-#define V4 vec4
-#endif
-layout(std430, binding = 0) readonly buffer X4 { V4 x4[]; };
-layout(std430, binding = 1) readonly buffer W4 { V4 w4[]; };
-#define LOAD_A4(m, k) vec4(w4[((m) * K + (k)) / 4u])
-#define LOAD_B4(k, p) vec4(x4[(xbase + (k) * OHW + (p)) / 4u])
-#include "gemm_tile_big.glsl"
+#include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
 #endif
 #elif defined(COOPMAT)
 #include "gemm_tile_coop.glsl"

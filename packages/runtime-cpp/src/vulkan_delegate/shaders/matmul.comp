@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: the big tiles keep accumulators in registers
-// variants: f32 f16 f16coop f32small f16small f32big f16big f16bigcoop
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
+// variants: f32 f16 f16coop f32small f16small f16big f16bigcoop
 // tile: 4 4 1
 // tile small: 1 1 1
 // tile big: 8 8 1
@@ -9,9 +9,9 @@
 // (b0, b1, m, k), b strides (b0, b1, k, n), bias (0 none, 1 per n, 2 per m), alpha, lo, hi.
 // Threads (N, M, B0*B1) as the payload gives them; "tile: 4 4 1" = each invocation computes 4x4 of
 // them (gemm_tile.glsl), so the runtime launches ceil(N/64) x ceil(M/64) x B workgroups; the `small`
-// variants compute 1 each (16x16 per workgroup), `f16coop` the same 64x64 on tensor cores; the `big`
-// variants 8x8 each (128x128 per workgroup: gemm_tile_big.glsl, `f16bigcoop` gemm_tile_big_coop.glsl),
-// reading A and B through second, vector-typed views of the same buffers where the strides allow.
+// variants compute 1 each (16x16 per workgroup), `f16coop` the same 64x64 on tensor cores; `f16big` 8x8
+// each (128x128 per workgroup): on tensor cores as `f16bigcoop` (gemm_tile_big_coop.glsl, reading A and B
+// through second, 128-bit views of the same buffers where the strides allow), else gemm_tile_big.glsl.
 #include "common.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -28,30 +28,19 @@ void emit(uint m, uint n, float v) {
   float r = PF(13) * v + (PU(12) == 1u ? float(bias[n]) : (PU(12) == 2u ? float(bias[m]) : 0.0));
   y[ybase + m * PU(1) + n] = T(clamp(r, PF(14), PF(15)));
 }
-// vector loads: the A rows (k contiguous) / B rows (n contiguous) / B columns (k contiguous) start on a
-// whole vector when the row stride and the batch offset are multiples of its length VEC
-#define A_VEC (PU(7) == 1u && PU(6) % VEC == 0u && abase % VEC == 0u)
-#define B_NVEC (PU(11) == 1u && PU(10) % VEC == 0u && bbase % VEC == 0u)
-#define B_KVEC (PU(10) == 1u && PU(11) % VEC == 0u && bbase % VEC == 0u)
 #ifdef COOPMAT
-#define VEC 8u  // 8 fp16 = 16 bytes
+// 128-bit loads (8 fp16): the A rows (k contiguous) / B rows (n contiguous) / B columns (k contiguous)
+// start on a whole uvec4 when the row stride and the batch offset are multiples of 8
+#define A_VEC (PU(7) == 1u && PU(6) % 8u == 0u && abase % 8u == 0u)
+#define B_NVEC (PU(11) == 1u && PU(10) % 8u == 0u && bbase % 8u == 0u)
+#define B_KVEC (PU(10) == 1u && PU(11) % 8u == 0u && bbase % 8u == 0u)
 layout(std430, binding = 0) readonly buffer A8 { uvec4 a8[]; };
 layout(std430, binding = 1) readonly buffer B8 { uvec4 b8[]; };
 #define LOAD_A8(m, k) a8[(abase + (m) * PU(6) + (k)) / 8u]
 #define LOAD_B8(k, n) b8[(bbase + (k) * PU(10) + (n) * PU(11)) / 8u]
 #include "gemm_tile_big_coop.glsl"
 #else
-#define VEC 4u
-#ifdef FP16
-#define V4 f16vec4
-#else
-#define V4 vec4
-#endif
-layout(std430, binding = 0) readonly buffer A4 { V4 a4[]; };
-layout(std430, binding = 1) readonly buffer B4 { V4 b4[]; };
-#define LOAD_A4(m, k) vec4(a4[(abase + (m) * PU(6) + (k)) / 4u])
-#define LOAD_B4(k, n) vec4(b4[(bbase + (k) * PU(10) + (n) * PU(11)) / 4u])
-#include "gemm_tile_big.glsl"
+#include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
 #endif
 #elif defined(COOPMAT)
 #include "gemm_tile_coop.glsl"  // f16coop: tensor cores (the device has VK_KHR_cooperative_matrix)
