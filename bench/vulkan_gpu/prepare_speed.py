@@ -2,8 +2,8 @@
 
     uv run python bench/vulkan_gpu/prepare_speed.py [OUT]     # OUT default: out/vulkan-speed (git-ignored)
 
-OUT gets run_speed.sh and bundle.tar.xz: the .pte files of speed_models.CASES lowered with
-VulkanPartitioner (force_fp16 for the fp16 rows), seeded inputs and eager CPU fp32 reference outputs
+OUT gets run_speed.sh and bundle.tar.xz: the .pte files of speed_models.CASES and of the GEMM kernel
+checks speed_models.CHECKS lowered with VulkanPartitioner (force_fp16 for the fp16 rows), seeded inputs and eager CPU fp32 reference outputs
 (.in.f32 / .ref.f32; the GEMM's input is the runner's own pattern and its reference is computed on the
 device), vkdg_runner, libexecutorch.so with the wheel's CPU kernel libraries, our runtime library,
 speed_cuda.py + speed_models.py + example_models.py for the CUDA baselines, the Debian Vulkan loader.
@@ -48,6 +48,13 @@ def stage(work: Path) -> None:
             x.contiguous().numpy().tofile(work / f"{stem}.in.f32")
             ref.contiguous().numpy().tofile(work / f"{stem}.ref.f32")
         meta.append({"stem": stem, "model": name, "batch": batch, "fp16": fp16, "shape": list(x.shape)})
+        print(stem, (work / f"{stem}.pte").stat().st_size, flush=True)
+    for stem, kind, m, k, n, fp16 in speed_models.CHECKS:  # reference and input made on the device
+        model, x = speed_models.build_check(kind, m, k, n)
+        ep = torch.export.export(model, (x,))
+        edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner({"force_fp16": fp16})])
+        (work / f"{stem}.pte").write_bytes(edge.to_executorch().buffer)
+        meta.append({"stem": stem, "model": kind, "batch": 1, "fp16": fp16, "shape": list(x.shape)})
         print(stem, (work / f"{stem}.pte").stat().st_size, flush=True)
     (work / "cases.json").write_text(json.dumps(meta))
     import executorch

@@ -23,7 +23,7 @@ LOG=$O/speed.jsonl ERR=$O/stderr.log PROF=$O/profile.csv
 for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open('$D/cases.json'))))"); do
   dims=$(python3 -c "import json; print(*next(c['shape'] for c in json.load(open('$D/cases.json')) if c['stem'] == '$stem'))")
   inp=(); [ -f "$D/$stem.in.f32" ] && inp=(--input "$D/$stem.in.f32")
-  runs=200; case $stem in gemm*) runs=20;; esac
+  runs=200; case $stem in gemm*) runs=20;; check*) runs=5;; esac  # check*: a kernel's numerics (max_rel_err)
   "$D/vkdg_runner" "$D/$stem.pte" $dims --runs $runs --lib "$D/libvulkan_delegate_runtime.so" "${inp[@]}" \
     --ref "$D/$stem.ref.f32" 2>>"$ERR" | sed "s/^{/{\"engine\": \"vkdg\", \"model\": \"$stem\", /" | tee -a "$LOG"
   VKDG_PROFILE=/tmp/prof.csv "$D/vkdg_runner" "$D/$stem.pte" $dims --runs 10 --lib "$D/libvulkan_delegate_runtime.so" \
@@ -33,6 +33,11 @@ for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open
     python3 -c "import csv, json, sys; n = int(sys.argv[2]); us = max(float(r['mean_us']) for r in csv.DictReader(open(sys.argv[1])))
 print(json.dumps({'engine': 'vkdg kernel', 'model': sys.argv[3], 'kernel_us': us, 'tflops': 2 * n**3 / (us * 1e-6) / 1e12}))" \
       /tmp/prof.csv ${dims%% *} "$stem" | tee -a "$LOG";;
+  esac
+  case $stem in check*fp16)  # the kernel times on the generic fp16 tiles too
+    VKDG_COOPMAT=0 VKDG_PROFILE=/tmp/prof.csv "$D/vkdg_runner" "$D/$stem.pte" $dims --runs 10 \
+      --lib "$D/libvulkan_delegate_runtime.so" >/dev/null 2>>"$ERR"
+    tail -n +2 /tmp/prof.csv | sed "s/^/$stem VKDG_COOPMAT=0,/" >> "$PROF";;
   esac
   case $stem in *fp16)  # the same .pte on the generic fp16 tiles (no cooperative matrices): the A/B
     VKDG_COOPMAT=0 "$D/vkdg_runner" "$D/$stem.pte" $dims --runs $runs --lib "$D/libvulkan_delegate_runtime.so" \

@@ -1,6 +1,6 @@
 """CUDA baselines of the kernel-speed run, on the device machine's own torch (speed_models.CASES).
 
-    python3 speed_cuda.py gemm-ref DIR     # writes DIR/<gemm stem>.ref.f32 (x @ x in fp64 on the GPU)
+    python3 speed_cuda.py gemm-ref DIR     # writes DIR/<stem>.ref.f32 of the GEMM and CHECKS cases (fp64 on the GPU)
     python3 speed_cuda.py time DIR         # JSON lines: eager CUDA and CUDA graph per case, GEMM TFLOP/s
 
 Per model case: median ms per call over 200 runs (20 warm-ups) with upload and readback, eager
@@ -79,6 +79,10 @@ def gemm_refs(folder: Path) -> None:
         if name == "gemm":
             a = speed_models.gemm_input(batch).cuda().double()
             (a @ a).float().cpu().numpy().tofile(folder / f"{stem}.ref.f32")
+    for stem, kind, m, k, n, _ in speed_models.CHECKS:  # the kernel checks: the model itself in fp64
+        model, x = speed_models.build_check(kind, m, k, n)
+        with torch.no_grad():
+            model.cuda().double()(x.cuda().double()).float().cpu().numpy().tofile(folder / f"{stem}.ref.f32")
 
 
 if __name__ == "__main__":

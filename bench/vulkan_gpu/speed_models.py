@@ -19,6 +19,25 @@ CASES = [("resnet18_b1_fp32", "resnet18", 1, False), ("resnet18_b1_fp16", "resne
          ("mobilenet_v2_b8_fp32", "mobilenet_v2", 8, False),
          ("gemm4096_fp32", "gemm", 4096, False), ("gemm4096_fp16", "gemm", 4096, True)]
 
+# (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
+# (the tensor-core ones exist nowhere else): "mm" x[:M, :K] @ x[M:] of one [M + K, N] input (B row-major;
+# no weights, so the .pte stays small), "xxt" x @ x.T (B column-major, N = M), "conv<k>" below. Input:
+# the runner's pattern; reference: fp64 on the device (speed_cuda.py).
+CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16coop (64x64)
+          ("check_mm_77x300x4096_fp16", "mm", 77, 300, 4096, True),  # f16coop
+          ("check_mm_2100x1000x2056_fp16", "mm", 2100, 1000, 2056, True),  # f16bigcoop, 128-bit A and B loads
+          ("check_xxt_2100x1000_fp16", "xxt", 2100, 1000, 2100, True),  # f16bigcoop, B column-major 128-bit
+          ("check_xxt_2100x300_fp16", "xxt", 2100, 300, 2100, True),  # f16bigcoop, element loads (300 % 8)
+          ("check_mm_2100x1000x2056_fp32", "mm", 2100, 1000, 2056, False),  # fp32: the 64x64 tile
+          ("check_xxt_2100x1000_fp32", "xxt", 2100, 1000, 2100, False),
+          ("check_xxt_2100x302_fp32", "xxt", 2100, 302, 2100, False),
+          # ResNet-50 batch-32 convolutions ("conv<k>": Conv2d(K, M, k) + bias + ReLU on [32, K, N, N]); no
+          # tensor over 65535 * 256 values (at 56x56 a 256-channel one failed on the 64x64 fp32 tile too)
+          ("check_conv1_64x256x40_fp16", "conv1", 64, 256, 40, True),  # f16bigcoop, 128-bit input loads
+          ("check_conv3_64x64x56_fp16", "conv3", 64, 64, 56, True),  # f16bigcoop, im2col element loads
+          ("check_conv1_256x64x40_fp16", "conv1", 256, 64, 40, True),
+          ("check_conv3_64x64x56_fp32", "conv3", 64, 64, 56, False)]  # fp32: the 64x64 tile
+
 
 class Square(nn.Module):
     """y = x @ x: one M=N=K GEMM with both operands row-major, the input its only data."""
@@ -56,7 +75,42 @@ def build(name: str, batch: int) -> tuple[nn.Module, torch.Tensor]:
     return model.eval(), x
 
 
-def gemm_input(n: int) -> torch.Tensor:
-    """The fixed pattern vkdg_runner feeds when given no --input (so no 64 MiB input file travels)."""
-    i = torch.arange(n * n, dtype=torch.int64)
-    return (((i * 2654435761) % 1000).float() / 500.0 - 1.0).reshape(n, n)
+def gemm_input(n: int, rows: int | None = None) -> torch.Tensor:
+    """The fixed pattern vkdg_runner feeds when given no --input (so no 64 MiB input file travels):
+    [n, n], or [rows, n]."""
+    rows = n if rows is None else rows
+    i = torch.arange(rows * n, dtype=torch.int64)
+    return (((i * 2654435761) % 1000).float() / 500.0 - 1.0).reshape(rows, n)
+
+
+class SplitMM(nn.Module):
+    """y = x[:M, :K] @ x[M:]: both operands slices of the one input [M + K, N]."""
+
+    def __init__(self, m: int, k: int):
+        super().__init__()
+        self.m, self.k = m, k
+
+    def forward(self, x):
+        return x[: self.m, : self.k] @ x[self.m :]
+
+
+class XXt(nn.Module):
+    """y = x @ x.T: the second operand a column-major view of the input."""
+
+    def forward(self, x):
+        return x @ x.t()
+
+
+def build_check(kind: str, m: int, k: int, n: int) -> tuple[nn.Module, torch.Tensor]:
+    """(model, the runner's pattern input) for one CHECKS row."""
+    if kind.startswith("conv"):
+        ks = int(kind[4:])
+        model = nn.Sequential(nn.Conv2d(k, m, ks, padding=ks // 2), nn.ReLU())
+        g = torch.Generator().manual_seed(m + k + n)
+        with torch.no_grad():  # seeded explicitly: the device's torch rebuilds the same weights for the reference
+            model[0].weight.copy_(_round4(torch.randn(m, k, ks, ks, generator=g) / (k * ks * ks) ** 0.5))
+            model[0].bias.copy_(_round4(torch.randn(m, generator=g)))
+        return model.eval(), gemm_input(n * n, rows=32 * k).reshape(32, k, n, n)
+    if kind == "mm":
+        return SplitMM(m, k).eval(), gemm_input(n, rows=m + k)
+    return XXt().eval(), gemm_input(k, rows=m)

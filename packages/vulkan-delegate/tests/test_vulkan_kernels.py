@@ -11,6 +11,7 @@ from executorch.exir import to_edge
 from torch import nn
 
 from vulkan_delegate.lower import lower_program
+from vulkan_delegate.ops.conv import gemm_variant
 from vulkan_delegate.payload import serialize
 from vulkan_delegate.profile import profile_program
 from vulkan_delegate.runtime import device_uses_tensor_cores, selected_shader
@@ -107,10 +108,10 @@ def test_conv_gemm_fp16(name, vk_check):
     vk_check(model.eval(), inputs, fp16=True)
 
 
-def _lowered_graph(model, inputs):
+def _lowered_graph(model, inputs, fp16=False):
     """The compute graph `preprocess` would build for the whole model (one partition)."""
     ep = torch.export.export(model, inputs)
-    return lower_program(to_edge(ep).exported_program(), False)
+    return lower_program(to_edge(ep).exported_program(), fp16)
 
 
 def test_residual_add_and_relu_fold_into_the_conv():
@@ -179,3 +180,79 @@ def test_tensor_core_variant_is_chosen_by_the_device(vk_lower, monkeypatch):
     prof = profile_program(vk_lower(model, inputs, fp16=True), *inputs, runs=1)
     assert [row.shader for row in prof.rows if row.shader.startswith("matmul")] == [
         "matmul_f16coop" if coop else "matmul_f16"]
+
+
+
+
+class LinearNoBias(nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.fc = nn.Linear(k, n, bias=False)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class BT(nn.Module):
+    """a @ b.T: B a column-major view (k contiguous)."""
+
+    def forward(self, a, b):
+        return a @ b.transpose(-1, -2)
+
+
+# fp16 outputs of at least 264 128x128 tiles take the 128x128 `f16big` block: here (lavapipe) the 64x64
+# tile over its quarters, on the GPU its tensor-core twin f16bigcoop (checked there: bench/vulkan_gpu
+# CHECKS). M, N past the 128 and 64 grids, K past the 16-step.
+BIG_CASES = {
+    "batched": lambda: (MatMul(), (r(66, 130, 40), r(66, 40, 132))),  # batch offsets
+    "rowmajor": lambda: (MatMul(), (r(2100, 40), r(40, 2052))),
+    "bt": lambda: (BT(), (r(2050, 64), r(2060, 64))),  # B column-major
+    "bt_k37": lambda: (BT(), (r(2100, 37), r(2049, 37))),
+    "weights": lambda: (LinearNoBias(37, 2049), (r(2100, 37),)),  # the constant weight operand
+}
+
+
+@pytest.mark.parametrize("case", ["batched"] + [pytest.param(c, marks=pytest.mark.slow) for c in BIG_CASES
+                                                if c != "batched"])
+def test_big_gemm_tile(case, vk_check):
+    model, inputs = BIG_CASES[case]()
+    model.eval()
+    assert "matmul_f16big" in [d.shader for d in _lowered_graph(model, inputs, fp16=True).dispatches]
+    vk_check(model, inputs, fp16=True)
+
+
+class ConvRelu(nn.Module):
+    def __init__(self, c, oc, k, res=False):
+        super().__init__()
+        self.conv, self.res = nn.Conv2d(c, oc, k, padding=k // 2), res
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.relu(y + x if self.res else y)
+
+
+@pytest.mark.parametrize("c,oc,res", [(16, 130, False)] + [
+    pytest.param(*p, marks=pytest.mark.slow) for p in [(130, 130, True), (15, 130, False)]])
+def test_big_conv_tile(c, oc, res, vk_check):
+    """fp16 pointwise conv2d_gemm on the 128x128 block (352 tiles at 150x150): bias, residual and ReLU in
+    emit(); a 3x3 conv of that size keeps the 64x64 tile."""
+    model, x = ConvRelu(c, oc, 1, res).eval(), r(1, c, 150, 150)
+    assert "conv2d_gemm_f16big" in [d.shader for d in _lowered_graph(model, (x,), fp16=True).dispatches]
+    vk_check(model, (x,), fp16=True)
+    x16 = r(1, 16, 150, 150)
+    conv3 = [d.shader for d in _lowered_graph(ConvRelu(16, 130, 3).eval(), (x16,), fp16=True).dispatches]
+    assert "conv2d_gemm_f16" in conv3 and "conv2d_gemm_f16big" not in conv3
+
+
+def test_big_tile_is_chosen_by_shape_and_its_twin_by_the_device():
+    """fp16, 264 128x128 tiles (2 per SM of a 132-SM H100) and up: the big tile; 263: the 64x64 one. It
+    runs as f16bigcoop where the device has cooperative matrices."""
+    assert gemm_variant("f16", 128 * 12, 128 * 22, 1, 64, big=True) == "f16big"
+    assert gemm_variant("f16", 128 * 12, 128 * 22 - 1, 1, 64, big=True) == "f16big"
+    assert gemm_variant("f16", 128 * 263, 128, 1, 64, big=True) == "f16"
+    assert gemm_variant("f16", 128 * 12, 128 * 22, 1, 64) == "f16"  # a caller without the big tile
+    assert gemm_variant("f16", 2048, 2048, 3, 64, big=True) == "f16big"  # batch counts
+    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32"  # fp32 keeps the 64x64 tile
+    assert selected_shader("matmul_f16big", True) == "matmul_f16bigcoop"
+    assert selected_shader("conv2d_gemm_f16big", True) == "conv2d_gemm_f16bigcoop"
+    assert selected_shader("matmul_f16big", False) == "matmul_f16big"

@@ -5,10 +5,11 @@ Each template declares its variants on a line `// variants: f32 f16` (or `f32_f1
 `f32`/`f16`/`i32` define T as float/float16_t/int (i32 also T_IS_INT); `a_b` define IN_T and OUT_T. A
 suffix adds a define: `coop` (`f16coop`) COOPMAT, the tensor-core variant the runtime picks instead of the
 plain one on a device with VK_KHR_cooperative_matrix (shader_select.cpp); `small` (`f32small`) SMALL_TILE,
-the one-output-per-invocation GEMM tile a lowering names for small outputs. Local size,
-binding count and the optional `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z`
-for that suffix's variants) are read from the source so the runtime computes group counts and descriptor
-layouts from the table.
+the one-output-per-invocation GEMM tile a lowering names for small outputs; `big` (`f16big`, `f16bigcoop`)
+BIG_TILE, the 128x128 GEMM tile a lowering names for large outputs. Local size,
+binding count (distinct binding numbers: a shader may alias one buffer as two views) and the optional
+`// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z` for that suffix's variants) are
+read from the source so the runtime computes group counts and descriptor layouts from the table.
 """
 
 import re
@@ -19,23 +20,24 @@ from pathlib import Path
 from shader_compiler import tool_env
 
 TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
-SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1"}
+SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1"}
 
 
-def split_variant(variant: str) -> tuple[str, str]:
-    """`f16coop` -> ("f16", "coop"); `f32_f16` -> ("f32_f16", "")."""
-    for suffix in SUFFIXES:
-        if variant.endswith(suffix):
-            return variant.removesuffix(suffix), suffix
-    return variant, ""
+def split_variant(variant: str) -> tuple[str, list[str]]:
+    """`f16coop` -> ("f16", ["coop"]); `f16bigcoop` -> ("f16", ["big", "coop"]); `f32_f16` -> ("f32_f16", [])."""
+    found: list[str] = []
+    while suffix := next((s for s in SUFFIXES if variant.endswith(s)), None):
+        variant = variant.removesuffix(suffix)
+        found.insert(0, suffix)
+    return variant, found
 
 
 def defines(variant: str) -> list[str]:
-    base, suffix = split_variant(variant)
+    base, suffixes = split_variant(variant)
     parts = base.split("_")
     out = [f"-DT={TYPES[parts[0]]}"] if len(parts) == 1 else [f"-DIN_T={TYPES[parts[0]]}", f"-DOUT_T={TYPES[parts[1]]}"]
-    return out + (["-DFP16=1"] if "f16" in parts else []) + (["-DT_IS_INT=1"] if parts == ["i32"] else []) + (
-        [SUFFIXES[suffix]] if suffix else [])
+    return out + (["-DFP16=1"] if "f16" in parts else []) + (["-DT_IS_INT=1"] if parts == ["i32"] else []) + [
+        SUFFIXES[s] for s in suffixes]
 
 
 def main(glslang: str, src_dir: str, out_dir: str) -> None:
@@ -48,12 +50,13 @@ def main(glslang: str, src_dir: str, out_dir: str) -> None:
         variants = re.search(r"//\s*variants:\s*(.+)", text).group(1).split()
         local = [int(re.search(rf"local_size_{a}\s*=\s*(\d+)", text).group(1))
                  if re.search(rf"local_size_{a}\s*=", text) else 1 for a in "xyz"]
-        bindings = len(re.findall(r"binding\s*=\s*\d+", text))
+        bindings = len(set(re.findall(r"binding\s*=\s*(\d+)", text)))
         # "// tile: 4 4 1": outputs per invocation along each axis (the payload's thread counts are outputs)
         tiles = {m.group(1) or "": [int(v) for v in m.groups()[1:]]
                  for m in re.finditer(r"//\s*tile(?:\s+(\w+))?:\s*(\d+)\s+(\d+)\s+(\d+)", text)}
         for v in variants:
-            tile = tiles.get(split_variant(v)[1], tiles.get("", [1, 1, 1]))
+            suffixes = split_variant(v)[1]  # the tile of the first suffix that declares one (`big` of `bigcoop`)
+            tile = next((tiles[s] for s in [*suffixes, ""] if s in tiles), [1, 1, 1])
             name = f"{comp.stem}_{v}"
             spv = out / f"{name}.spv"
             # SPIR-V 1.3 (Vulkan 1.1, the least the runtime needs); glslang prints the file name on success

@@ -3,9 +3,15 @@
 
 namespace vkdg {
 
+namespace {
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+}  // namespace
+
 const ShaderBinary* select_shader(const std::string& name, bool coopmat) {
-  const std::string suffix = "_f16";
-  const bool fp16 = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  // the fp16 GEMM tiles with a tensor-core twin: the 64x64 `f16` and the 128x128 `f16big`
+  const bool fp16 = ends_with(name, "_f16") || ends_with(name, "_f16big");
   if (coopmat && fp16)
     if (const ShaderBinary* twin = find_shader(name + "coop")) return twin;
   return find_shader(name);

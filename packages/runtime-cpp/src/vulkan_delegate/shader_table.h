@@ -23,7 +23,8 @@ const ShaderBinary* find_shader(const std::string& name);
 
 // The shader that runs a payload's `name`, chosen at load by what the device can do: with `coopmat`
 // (Caps::coopmat_f16), the tensor-core twin `<name>coop` of an fp16 shader that has one (matmul_f16 ->
-// matmul_f16coop: same bindings, push words and outputs per workgroup); else `name` itself. nullptr when
+// matmul_f16coop, matmul_f16big -> matmul_f16bigcoop: same bindings, push words and outputs per
+// workgroup); else `name` itself. nullptr when
 // `name` is not in the table.
 const ShaderBinary* select_shader(const std::string& name, bool coopmat);
 

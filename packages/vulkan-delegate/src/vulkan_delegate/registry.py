@@ -19,10 +19,12 @@ INT_VARIANTS = ("f32", "f16", "i32")  # families that also compute on int32/bool
 COPY_VARIANTS = ("f32", "f16", "i32")  # the copy shader casts between every pair
 MAX_RANK = 6
 # Variants of a shader template beyond its families' (not per family: sdpa and mm share `matmul`):
-# `small`, the 16x16 GEMM tile a lowering picks by shape (ops/conv.py gemm_variant); `f16coop`, the
-# tensor-core twin of `f16`, which no payload names: the runtime swaps it in at load where the device has
-# VK_KHR_cooperative_matrix (runtime-cpp's vulkan_delegate/shader_select.cpp).
-SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop"), "conv2d_gemm": ("f32small", "f16small")}
+# `small` / `big` (fp16), the 16x16 / 128x128 GEMM tiles a lowering picks by shape (ops/conv.py gemm_variant);
+# `f16coop` / `f16bigcoop`, the tensor-core twins of `f16` / `f16big`, which no payload names: the runtime
+# swaps them in at load where the device has VK_KHR_cooperative_matrix (runtime-cpp's
+# vulkan_delegate/shader_select.cpp).
+SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop", "f16big", "f16bigcoop"),
+                   "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop")}
 
 Support = Callable[[Node], str | None]
 Lower = Callable[[Any, Node], Any]

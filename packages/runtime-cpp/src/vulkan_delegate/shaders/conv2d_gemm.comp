@@ -1,14 +1,19 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 f32small f16small
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
+// variants: f32 f16 f32small f16small f16big f16bigcoop
 // tile: 4 4 1
 // tile small: 1 1 1
+// tile big: 8 8 1
 // Ungrouped NCHW convolution as an implicit GEMM (gemm_tile.glsl): per image, Y[oc, p] = W[oc, k] X[k, p]
 // with K = C*KH*KW and X[k, p] the input pixel under tap k of output pixel p (im2col addressed on the fly,
 // never stored); a 1x1 stride-1 unpadded convolution reads X directly. Epilogue: bias, the residual
 // (y = conv + bias + res, as a following add the lowering folded), then clamp.
 // push = N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, groups (1), has_bias, lo, hi, has_res,
-// splits. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small` variants: 1).
+// splits. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small` variants: 1;
+// `f16big` 8x8, 128x128 per workgroup, never split (ops/conv.py names it for pointwise convs only):
+// gemm_tile_big.glsl, or f16bigcoop on tensor cores
+// gemm_tile_big_coop.glsl, with 128-bit loads of the weight rows and of a pointwise conv's input).
 // Split-K (splits > 1, where the output alone gives too few 64x64 tiles to fill the GPU): workgroup
 // z = n * splits + s sums its share of K and writes the raw partial to Y[s][n][oc][p] (Y is then the
 // [splits, N, OC, OH*OW] scratch); conv2d_splitk.comp adds the partials and applies the epilogue.
@@ -38,7 +43,29 @@ T load_x(uint k, uint p) {
 // f16coop (tensor cores) is not built for the convolution: on the H100 it ran ResNet-18 b1's convs 25 %
 // slower than this fp16 tile (the implicit-im2col loads bound it, not the multiply-adds); add the variant
 // back to the list above once gemm_tile_coop.glsl loads faster.
+#ifdef BIG_TILE
+uint img;
+void emit(uint oc, uint p, float v) {
+  uint o = (img * PU(4) + oc) * OHW + p;
+  float r = v + (PU(16) != 0u ? float(bias[oc]) : 0.0) + (PU(19) != 0u ? float(res[o]) : 0.0);
+  y[o] = T(clamp(r, PF(17), PF(18)));
+}
 #ifdef COOPMAT
+// 128-bit loads (8 fp16): weight rows (K contiguous) when K is a multiple of 8; the input of a pointwise
+// stride-1 unpadded conv (pixels contiguous) when OH*OW is
+#define POINTWISE (PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
+#define A_VEC (K % 8u == 0u)
+#define B_NVEC (POINTWISE && OHW % 8u == 0u)
+#define B_KVEC false
+layout(std430, binding = 0) readonly buffer X8 { uvec4 x8[]; };
+layout(std430, binding = 1) readonly buffer W8 { uvec4 w8[]; };
+#define LOAD_A8(m, k) w8[((m) * K + (k)) / 8u]
+#define LOAD_B8(k, p) x8[(xbase + (k) * OHW + (p)) / 8u]
+#include "gemm_tile_big_coop.glsl"
+#else
+#include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
+#endif
+#elif defined(COOPMAT)
 #include "gemm_tile_coop.glsl"
 #else
 #include "gemm_tile.glsl"
@@ -48,6 +75,13 @@ void main() {
   uint splits = max(PU(20), 1u), n = gl_WorkGroupID.z / splits, s = gl_WorkGroupID.z % splits;
   uint C = PU(1), OC = PU(4);
   K = C * PU(7) * PU(8);
+#ifdef BIG_TILE  // never split (the lowering picks it for outputs of hundreds of 128x128 tiles)
+  Kend = K;
+  OHW = PU(5) * PU(6);
+  xbase = n * C * PU(2) * PU(3);
+  img = n;
+  gemm_big(gl_WorkGroupID.y * BIG, gl_WorkGroupID.x * BIG, 0u, K, OC, OHW);
+#else
   uint share = (K + splits - 1u) / splits;
   share = (share + TK - 1u) / TK * TK;  // whole K steps per split
   uint k_begin = s * share;
@@ -81,4 +115,5 @@ void main() {
       y[o] = T(clamp(r, PF(17), PF(18)));
     }
   }
+#endif
 }

@@ -1,13 +1,17 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 f16coop f32small f16small
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
+// variants: f32 f16 f16coop f32small f16small f16big f16bigcoop
 // tile: 4 4 1
 // tile small: 1 1 1
+// tile big: 8 8 1
 // y[b0,b1,m,n] = alpha * sum_k a[..,m,k] b[..,k,n] (+ bias[n]), clamped. push = M, N, K, B1, a strides
 // (b0, b1, m, k), b strides (b0, b1, k, n), bias (0 none, 1 per n, 2 per m), alpha, lo, hi.
 // Threads (N, M, B0*B1) as the payload gives them; "tile: 4 4 1" = each invocation computes 4x4 of
 // them (gemm_tile.glsl), so the runtime launches ceil(N/64) x ceil(M/64) x B workgroups; the `small`
-// variants compute 1 each (16x16 per workgroup), `f16coop` the same 64x64 on tensor cores.
+// variants compute 1 each (16x16 per workgroup), `f16coop` the same 64x64 on tensor cores; `f16big` 8x8
+// each (128x128 per workgroup): on tensor cores as `f16bigcoop` (gemm_tile_big_coop.glsl, reading A and B
+// through second, 128-bit views of the same buffers where the strides allow), else gemm_tile_big.glsl.
 #include "common.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -18,7 +22,27 @@ layout(std430, binding = 3) writeonly buffer Y { T y[]; };
 uint abase, bbase;
 #define LOAD_A(m, k) ((m) < PU(0) && (k) < PU(2) ? a[abase + (m) * PU(6) + (k) * PU(7)] : T(0))
 #define LOAD_B(k, n) ((k) < PU(2) && (n) < PU(1) ? b[bbase + (k) * PU(10) + (n) * PU(11)] : T(0))
+#ifdef BIG_TILE
+uint ybase;
+void emit(uint m, uint n, float v) {
+  float r = PF(13) * v + (PU(12) == 1u ? float(bias[n]) : (PU(12) == 2u ? float(bias[m]) : 0.0));
+  y[ybase + m * PU(1) + n] = T(clamp(r, PF(14), PF(15)));
+}
 #ifdef COOPMAT
+// 128-bit loads (8 fp16): the A rows (k contiguous) / B rows (n contiguous) / B columns (k contiguous)
+// start on a whole uvec4 when the row stride and the batch offset are multiples of 8
+#define A_VEC (PU(7) == 1u && PU(6) % 8u == 0u && abase % 8u == 0u)
+#define B_NVEC (PU(11) == 1u && PU(10) % 8u == 0u && bbase % 8u == 0u)
+#define B_KVEC (PU(10) == 1u && PU(11) % 8u == 0u && bbase % 8u == 0u)
+layout(std430, binding = 0) readonly buffer A8 { uvec4 a8[]; };
+layout(std430, binding = 1) readonly buffer B8 { uvec4 b8[]; };
+#define LOAD_A8(m, k) a8[(abase + (m) * PU(6) + (k)) / 8u]
+#define LOAD_B8(k, n) b8[(bbase + (k) * PU(10) + (n) * PU(11)) / 8u]
+#include "gemm_tile_big_coop.glsl"
+#else
+#include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
+#endif
+#elif defined(COOPMAT)
 #include "gemm_tile_coop.glsl"  // f16coop: tensor cores (the device has VK_KHR_cooperative_matrix)
 #else
 #include "gemm_tile.glsl"
@@ -28,6 +52,10 @@ void main() {
   uint M = PU(0), N = PU(1), bz = gl_WorkGroupID.z, b0 = bz / PU(3), b1 = bz % PU(3);
   abase = b0 * PU(4) + b1 * PU(5);
   bbase = b0 * PU(8) + b1 * PU(9);
+#ifdef BIG_TILE
+  ybase = bz * M * N;
+  gemm_big(gl_WorkGroupID.y * BIG, gl_WorkGroupID.x * BIG, 0u, PU(2), M, N);
+#else
   uint m0 = gl_WorkGroupID.y * TILE, n0 = gl_WorkGroupID.x * TILE;
   vec4 acc[4];
   gemm_tile(m0, n0, 0u, PU(2), acc);
@@ -41,4 +69,5 @@ void main() {
       y[(bz * M + m) * N + n] = T(clamp(r, PF(14), PF(15)));
     }
   }
+#endif
 }

@@ -108,8 +108,11 @@ def lower_conv(ctx, node: Node) -> None:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
         # with bias, the residual and the clamp in its epilogue
         has_res = int(res is not None)
-        variant = gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw)
-        tile = 16 if variant.endswith("small") else 64
+        # the 128x128 block only for pointwise convolutions: on the H100 its tensor-core twin ran 1x1 convs
+        # 1.6x faster than the 64x64 tile, 3x3 ones (im2col gathered element by element) 1.3x slower
+        pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
+        variant = gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw, big=pointwise)
+        tile = 16 if variant.endswith("small") else 128 if variant.endswith("big") else 64
         splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile)
         if splits == 1:
             ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, has_res, 1],
@@ -136,13 +139,21 @@ TARGET_TILES, MIN_K_SHARE = 256, 128
 #: workgroups. On the H100: MobileNetV2 b1's 1x1 convs at 28x28..7x7 (K <= 960) went from 21..28 us to
 #: 7..19 us; ResNet-18's 3x3 convs at 28x28 (K = 1152) from 39 to 77 us, so those keep the 64x64 tile.
 SMALL_BELOW, SMALL_MAX_K = 32, 1024
+#: an fp16 GEMM (matmul, conv2d_gemm) whose output gives at least BIG_FROM 128x128 tiles (two per SM of a
+#: 132-SM H100) runs on the 128x128 tile (`f16big`: 8 tensor-core subgroups where the device has
+#: cooperative matrices, else the 64x64 tile over its quarters); never split over K. fp32 keeps the 64x64
+#: tile (a 128x128 one with 8x8 per invocation ran 16x slower on the H100).
+BIG_FROM = 264
 
 
-def gemm_variant(sfx: str, m, n, batch, k) -> str:
+def gemm_variant(sfx: str, m, n, batch, k, big: bool = False) -> str:
     """The matmul / conv2d_gemm variant of an M x N (x batch) output summed over K: `sfx` (the compute
-    dtype's) or its `small` twin; symbolic shapes keep the 64x64 tile."""
+    dtype's), its `small` twin, or with `big` (the caller's shader has the 128x128 tile) for fp16 its `big`
+    twin; symbolic shapes keep the 64x64 tile."""
     if not all(isinstance(v, int) for v in (m, n, batch, k)):
         return sfx
+    if big and sfx == "f16" and -(-m // 128) * -(-n // 128) * batch >= BIG_FROM:
+        return f"{sfx}big"
     tiles = -(-m // 64) * -(-n // 64) * batch
     return f"{sfx}small" if tiles < SMALL_BELOW and k <= SMALL_MAX_K else sfx
 

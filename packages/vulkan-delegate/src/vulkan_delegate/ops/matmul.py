@@ -36,7 +36,8 @@ def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_
     if m == 1 and isinstance(n, int) and n <= GEMV_MAX_N:  # one row: matmul_gemv (4 outputs per workgroup)
         ctx.dispatch("matmul_gemv", bindings, push, (n, 1, batch[0] * batch[1]))
         return
-    ctx.dispatch("matmul", bindings, push, (n, m, batch[0] * batch[1]), gemm_variant(ctx.sfx, m, n, batch[0] * batch[1], k))
+    variant = gemm_variant(ctx.sfx, m, n, batch[0] * batch[1], k, big=True)
+    ctx.dispatch("matmul", bindings, push, (n, m, batch[0] * batch[1]), variant)
 
 
 def strides_2d(t: Tensor, transpose: bool = False) -> list:
