@@ -6,7 +6,7 @@
 // back the argmax of the last logits; the cache mutates through the runtime). Every decode call is
 // timed (input upload, logits readback and the cache write-back included). First round only: the
 // prefill's last logits against --ref-logits (max|y - ref| / max|ref|) and the generated tokens against
-// --ref-tokens (eager greedy decoding of the same quantized model). Then a changed token at the same
+// --ref-tokens (eager greedy decoding of the same quantized model: its first tokens, as many as it holds). Then a changed token at the same
 // position must change the logits. Prints one JSON line: median ms per token, tokens/s, weight bytes
 // per token and the bandwidth they imply (GB/s, and the fraction of --peak-gbps).
 #include <algorithm>
@@ -137,16 +137,19 @@ int main(int argc, char** argv) {
     }
     max_err = scale > 0 ? err / scale : err;
   }
-  int matching = -1;  // leading generated tokens equal to the reference's (-1: no reference)
-  if (!ref_tokens_path.empty()) {
-    std::ifstream f(ref_tokens_path, std::ios::binary);
-    std::vector<int64_t> ref(steps);
-    f.read(reinterpret_cast<char*>(ref.data()), steps * sizeof(int64_t));
-    if (!f) {
-      std::fprintf(stderr, "cannot read %d int64 tokens from %s\n", steps, ref_tokens_path.c_str());
+  int matching = -1, compared = 0;  // leading generated tokens equal to the reference's (-1: no reference)
+  if (!ref_tokens_path.empty()) {  // the reference's first tokens (as many as the file holds, up to steps)
+    std::ifstream f(ref_tokens_path, std::ios::binary | std::ios::ate);
+    const std::streamsize bytes = f ? static_cast<std::streamsize>(f.tellg()) : 0;
+    std::vector<int64_t> ref(std::min<size_t>(static_cast<size_t>(bytes) / sizeof(int64_t), generated.size()));
+    f.seekg(0);
+    f.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * sizeof(int64_t)));
+    if (!f || ref.empty()) {
+      std::fprintf(stderr, "cannot read int64 tokens from %s\n", ref_tokens_path.c_str());
       return 1;
     }
-    for (matching = 0; matching < steps && ref[matching] == generated[matching]; ++matching) {}
+    compared = static_cast<int>(ref.size());
+    for (matching = 0; matching < compared && ref[matching] == generated[matching]; ++matching) {}
   }
   // a changed token at the same position (same cache prefix: decode overwrites its own row) must change the logits
   std::vector<float> a, b;
@@ -160,8 +163,8 @@ int main(int argc, char** argv) {
   std::printf("{\"pte\": \"%s\", \"prompt\": %d, \"steps\": %d, \"rounds\": %d, \"median_ms_per_token\": %.4f, "
               "\"min_ms\": %.4f, \"tokens_per_s\": %.1f, \"weight_bytes_per_token\": %.0f, \"weight_gbps\": %.1f, "
               "\"peak_gbps\": %.0f, \"bandwidth_fraction\": %.4f, \"prefill_max_rel_err\": %.3g, "
-              "\"tokens_matching_eager\": %d, \"changed_token_changes_logits\": %s}\n",
+              "\"tokens_matching_eager\": %d, \"tokens_compared\": %d, \"changed_token_changes_logits\": %s}\n",
               argv[1], prompt, steps, rounds, median, ms.front(), 1000.0 / median, weight_bytes, gbps, peak_gbps,
-              gbps / peak_gbps, max_err, matching, differs ? "true" : "false");
+              gbps / peak_gbps, max_err, matching, compared, differs ? "true" : "false");
   return differs ? 0 : 3;
 }

@@ -10,15 +10,10 @@ rm -rf "$D" && mkdir -p "$D"
 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.xz" "$D" || exit 1
 # a runtime library beside this script (rebuilt after staging; the .pte files do not depend on it) wins
 [ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
-for f in "$D"/debs/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-export LD_LIBRARY_PATH="$D:${LD_LIBRARY_PATH:-}"
-O=${OUT:-/tmp}
+# shellcheck source=device_env.sh
+. "$D/device_env.sh"
 LOG=$O/speed.jsonl ERR=$O/stderr.log PROF=$O/profile.csv
 : > "$LOG"; echo "case,dispatch,shader,name,calls,mean_us" > "$PROF"
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -V; } | tee "$O/env.txt"
 (cd "$D" && python3 speed_cuda.py gemm-ref "$D" 2>>"$ERR")
 for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open('$D/cases.json'))))"); do
   dims=$(python3 -c "import json; print(*next(c['shape'] for c in json.load(open('$D/cases.json')) if c['stem'] == '$stem'))")
