@@ -17,12 +17,12 @@ import math
 import torch
 from torch.nn import functional as F
 
-#: LlamaDecoder's DecoderConfig fields (Llama-3-8B's layer width, 4 layers, few KV heads: the cache that
+#: LlamaDecoder's DecoderConfig fields (Llama-3-8B's layer width, 3 layers, few KV heads: the cache that
 #: travels with every call stays small)
-CONFIG = dict(vocab=256, dim=4096, heads=32, kv_heads=2, hidden=14336, layers=4, max_len=48)
+CONFIG = dict(vocab=256, dim=4096, heads=32, kv_heads=2, hidden=14336, layers=3, max_len=48)
 GROUP = 32  # 4-bit weights, one fp32 scale per 32 (VulkanQuantizer(bits=4, group_size=32))
 PROMPT, STEPS = 8, 32
-TILE_ROWS = 16
+TILE_ROWS = 4
 LINEARS = ("attn.q", "attn.k", "attn.v", "attn.o", "gate", "up", "down")
 
 

@@ -5,7 +5,8 @@
 eager (default): per case, eager CUDA (`model(x.cuda()).float().cpu()`) and CUDA graph
 (cuda_timing.graph_call: input copied into the captured buffer, replay, readback); compile:
 torch.compile(mode="max-autotune") (its own CUDA graphs included), called the same way, with its compile
-time; cases after COMPILE_BUDGET_S seconds of compiling (default 240) are written as skipped. Median ms per
+time; cases after COMPILE_BUDGET_S seconds of compiling (default 240) are written as skipped, and with
+COMPILE_MODELS (comma-separated stems) only those are compiled. Median ms per
 call over 200 runs after 20 warm-ups, upload and readback included, PyTorch defaults (cuDNN may use TF32);
 max_rel_err against the staged eager CPU fp32 reference; one JSON line per row.
 """
@@ -55,7 +56,10 @@ def main(folder: Path, what: str) -> None:
             print(json.dumps(_row("cuda-graph", case, folder, graph_call)), flush=True)
         return
     budget, spent = float(os.environ.get("COMPILE_BUDGET_S", 240)), 0.0
+    only = os.environ.get("COMPILE_MODELS")  # comma-separated stems: compile only these (minutes each)
     for case in cases:
+        if only and case["stem"] not in only.split(","):
+            continue
         if spent > budget:
             row = {"engine": "torch-compile", "model": case["stem"], "error": f"skipped: compile budget {budget:.0f} s"}
         else:
