@@ -111,7 +111,8 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "run_decode.sh", out)
+    for f in ("run_decode.sh", "device_env.sh"):
+        shutil.copy(HERE / f, out)
     bundle = out / "bundle.tar.xz"
     with tempfile.TemporaryDirectory() as tmp:
         stage(Path(tmp), dict(decode_models.CONFIG, layers=args.layers))

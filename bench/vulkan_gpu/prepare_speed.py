@@ -55,7 +55,8 @@ def stage(work: Path) -> None:
 
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "run_speed.sh", out)
+    for f in ("run_speed.sh", "device_env.sh"):
+        shutil.copy(HERE / f, out)
     bundle = out / "bundle.tar.xz"  # gzip inside: xz took longer than the lowering on a shared 2-core host,
     with tempfile.TemporaryDirectory() as tmp:  # and the device's tarfile reads either
         stage(Path(tmp))

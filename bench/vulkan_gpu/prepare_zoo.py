@@ -137,7 +137,8 @@ def main() -> None:
     work = out.parent / f"{out.name}-stage"  # kept: a later staging reuses its lowered cases
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "run_zoo.sh", out)
+    for f in ("run_zoo.sh", "device_env.sh"):
+        shutil.copy(HERE / f, out)
     bundle = out / "bundle.tar.gz"
     stage(work, models, not args.no_etvk)
     keep = {f"{c[0]}.{ext}" for c in cases(models) for ext in ("vkdg.pte", "etvk.pte", "ref.f32")}

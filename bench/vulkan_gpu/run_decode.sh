@@ -8,11 +8,9 @@
 # PEAK_GBPS: the memory bandwidth the fraction is of (default 3350, the H100 SXM's HBM3 datasheet figure).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkdecode
-rm -rf "$D" && mkdir -p "$D"
-python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.xz" "$D" || exit 1
+D=/tmp/vkdecode B=bundle.tar.xz
 # shellcheck source=device_env.sh
-. "$D/device_env.sh"
+. "$C/device_env.sh"
 LOG=$O/decode.jsonl ERR=$O/stderr.log
 : > "$LOG"
 PEAK=${PEAK_GBPS:-3350}

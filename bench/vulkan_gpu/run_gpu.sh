@@ -6,11 +6,9 @@
 # $OUT/gpu.jsonl (their stderr to $OUT/stderr.log, date/GPU/driver to $OUT/env.txt) when OUT is set.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkgpu
-rm -rf "$D" && mkdir -p "$D"
-python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.xz" "$D" || exit 1
+D=/tmp/vkgpu B=bundle.tar.xz
 # shellcheck source=device_env.sh
-. "$D/device_env.sh"
+. "$C/device_env.sh"
 export PYTHONPATH="$D/site"  # the cp312 ncnn wheel, unpacked
 LOG=$O/gpu.jsonl ERR=$O/stderr.log
 : > "$LOG"

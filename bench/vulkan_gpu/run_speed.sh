@@ -5,13 +5,11 @@
 # baselines), profile.csv (our per-dispatch GPU times per case), env.txt (date, GPU, driver), stderr.log.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkspeed
-rm -rf "$D" && mkdir -p "$D"
-python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.xz" "$D" || exit 1
+D=/tmp/vkspeed B=bundle.tar.xz
+# shellcheck source=device_env.sh
+. "$C/device_env.sh"
 # a runtime library beside this script (rebuilt after staging; the .pte files do not depend on it) wins
 [ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
-# shellcheck source=device_env.sh
-. "$D/device_env.sh"
 LOG=$O/speed.jsonl ERR=$O/stderr.log PROF=$O/profile.csv
 : > "$LOG"; echo "case,dispatch,shader,name,calls,mean_us" > "$PROF"
 (cd "$D" && python3 speed_cuda.py gemm-ref "$D" 2>>"$ERR")

@@ -9,14 +9,12 @@
 # RUNS: timed calls per Vulkan row (default 200; batch-32 rows a quarter).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkzoo
+D=/tmp/vkzoo B=bundle.tar.gz
 PARTS=${1:-vulkan cuda}
-if [ ! -f "$D/cases.json" ]; then
-  mkdir -p "$D"
-  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.gz" "$D" || exit 1
-fi
+# a later command on the same machine ("compile") reuses the unpacked bundle
+REUSE=1
 # shellcheck source=device_env.sh
-. "$D/device_env.sh"
+. "$C/device_env.sh"
 LOG=$O/zoo.jsonl ERR=$O/stderr.log
 touch "$LOG"
 cp "$D/cases.json" "$O/"

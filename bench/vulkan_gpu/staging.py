@@ -1,6 +1,7 @@
 """What every staged GPU bundle carries besides its models (prepare_speed.py, prepare_zoo.py,
 prepare_decode.py): the runner(s), libexecutorch.so with the wheel's CPU kernel libraries, our runtime
-library and the Debian Vulkan loader packages (device_env.sh unpacks them on the device machine)."""
+library and the Debian Vulkan loader packages (device_env.sh, staged beside each run script,
+unpacks them on the device machine)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ DEBS = ["libvulkan1", "libegl1", "libglvnd0", "libopengl0", "libgl1", "libglx0",
 
 def stage_runtime(work: Path, runners: dict[str, str] | None = None) -> None:
     """Into `work`: each runner built from its source (name -> .cpp; default vkdg_runner from runner.cpp),
-    the executorch libraries, libvulkan_delegate_runtime.so (built if stale), debs/ and device_env.sh."""
+    the executorch libraries, libvulkan_delegate_runtime.so (built if stale) and debs/."""
     import executorch
 
     from vulkan_delegate.runtime import build_runtime
@@ -25,7 +26,6 @@ def stage_runtime(work: Path, runners: dict[str, str] | None = None) -> None:
     shutil.copy(build_runtime(), work)
     for name, source in (runners or {"vkdg_runner": "runner.cpp"}).items():
         subprocess.run(["bash", str(HERE / "build_runner.sh"), str(work / name), source], check=True)
-    shutil.copy(HERE / "device_env.sh", work)
     debs = work / "debs"
     debs.mkdir(exist_ok=True)
     subprocess.run(["apt-get", "download", *DEBS], cwd=debs, check=True)
