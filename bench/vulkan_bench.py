@@ -13,7 +13,7 @@ output included; max|y-ref|/max|ref| against eager fp32. Writes bench/results/vu
 
 Then it prints the GPU tables recorded on the lent H100 (the newest bench/results/gpu/*.jsonl and the
 newest *_speed_*.jsonl of the kernel-speed run, the newest *_zoo_*.jsonl of the zoo run with ET-VK
-and torch.compile beside ours; how they were taken: bench/results/gpu/README.md), since
+and torch.compile beside ours, the newest *_decode_*.jsonl of the 4-bit decoder's decode run; how they were taken: bench/results/gpu/README.md), since
 the GPU machine cannot be reached from here.
 """
 
@@ -131,8 +131,8 @@ def gpu_summary(path: Path) -> dict[tuple[str, str], dict]:
 
 def print_gpu_table(folder: Path = GPU) -> dict | None:
     """Print the newest recorded GPU run; returns its summary (None when nothing is recorded)."""
-    # speed runs: print_speed_table; zoo runs: print_zoo_table
-    files = [f for f in sorted(folder.glob("*.jsonl")) if "_speed_" not in f.name and "_zoo_" not in f.name]
+    # speed runs: print_speed_table; zoo runs: print_zoo_table; decode runs: print_decode_table
+    files = [f for f in sorted(folder.glob("*.jsonl")) if not any(k in f.name for k in ("_speed_", "_zoo_", "_decode_"))]
     if not files:
         print(f"\nno recorded GPU run in {folder}")
         return None
@@ -224,6 +224,30 @@ def print_zoo_table(folder: Path = GPU) -> dict | None:
     return {f"{m}|{e}": r for (m, e), r in by.items()}
 
 
+def print_decode_table(folder: Path = GPU) -> dict | None:
+    """Print the newest decode run (*_decode_*.jsonl of bench/vulkan_gpu/run_decode.sh): the 4-bit KV-cache
+    decoder's ms per token, tokens/s and the memory bandwidth its weight bytes per token imply."""
+    files = sorted(folder.glob("*_decode_*.jsonl"))
+    if not files:
+        print(f"\nno recorded decode run in {folder}")
+        return None
+    rows = [json.loads(line) for line in files[-1].read_text().splitlines() if line.startswith("{")]
+    print(f"\nDecode on the lent GPU ({files[-1].name}; see {(folder / 'README.md').relative_to(HERE.parent)}): "
+          "one token per call, logits read back, median over every decode step")
+    print(f"{'engine':20} {'weights':>8} {'ms/token':>9} {'tokens/s':>9} {'MB/token':>9} {'GB/s':>7} {'of peak':>7} "
+          f"{'prefill err':>11} {'tokens=eager':>12} {'changed':>7}")
+    for r in rows:
+        if "median_ms_per_token" not in r:
+            continue
+        fp16 = "fp16" in r.get("weights", "")
+        match = f"{r['tokens_matching_eager']}/{r['tokens_compared']}" if "tokens_compared" in r else "-"
+        print(f"{r['engine']:20} {'fp16' if fp16 else '4-bit':>8} {_fmt(r['median_ms_per_token'], '9.3f')} "
+              f"{_fmt(r['tokens_per_s'], '9.1f')} {_fmt(r['weight_bytes_per_token'] / 1e6, '9.1f')} "
+              f"{_fmt(r['weight_gbps'], '7.0f')} {_fmt(r['bandwidth_fraction'] * 100, '6.1f')}% "
+              f"{_fmt(r.get('prefill_max_rel_err'), '11.1e')} {match:>12} {str(r.get('changed_token_changes_logits', '-')):>7}")
+    return {r["engine"]: r for r in rows}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=STEMS, choices=STEMS)
@@ -238,7 +262,8 @@ def main() -> int:
         print(json.dumps(_measure(Path(pte), stem, engine, int(runs), float(budget))))
         return 0
     if args.gpu_only:
-        return 0 if (print_gpu_table(), print_speed_table(), print_zoo_table()) != (None, None, None) else 1
+        tables = (print_gpu_table(), print_speed_table(), print_zoo_table(), print_decode_table())
+        return 0 if any(t is not None for t in tables) else 1
     work = OUT / "vulkan_bench"
     work.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
@@ -276,8 +301,10 @@ def main() -> int:
     gpu = print_gpu_table()
     speed = print_speed_table()
     zoo = print_zoo_table()
+    decode = print_decode_table()
     (OUT / "vulkan_bench.json").write_text(json.dumps({"host": rows, "loadavg_1m_at_start": load, "gpu_recorded": gpu,
-                                                       "gpu_speed_recorded": speed, "gpu_zoo_recorded": zoo}, indent=1))
+                                                       "gpu_speed_recorded": speed, "gpu_zoo_recorded": zoo,
+                                                       "gpu_decode_recorded": decode}, indent=1))
     return 0
 
 

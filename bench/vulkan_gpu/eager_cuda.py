@@ -14,27 +14,7 @@ from pathlib import Path
 
 import example_models
 import torch
-
-
-def _graph_call(model, x: torch.Tensor, half: bool):
-    """A callable that copies x into a captured CUDA graph's input, replays it and reads the output back."""
-    static_in = x.cuda().half() if half else x.cuda()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):  # warm-up on a side stream before capture, as torch.cuda.graphs asks
-            model(static_in)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = model(static_in)
-
-    def call(xc: torch.Tensor) -> torch.Tensor:
-        static_in.copy_(xc, non_blocking=True)
-        graph.replay()
-        return static_out.float().cpu()
-
-    return call
+from cuda_timing import eager_call, graph_call
 
 
 def bench(name: str, size: int, half: bool, io: Path | None, graph: bool = False, runs: int = 200,
@@ -45,8 +25,7 @@ def bench(name: str, size: int, half: bool, io: Path | None, graph: bool = False
         model = model.half()
     times = []
     with torch.no_grad():
-        call = _graph_call(model, x, half) if graph else lambda xc: model(
-            xc.cuda().half() if half else xc.cuda()).float().cpu()
+        call = (graph_call if graph else eager_call)(model, x, half)
         for i in range(warmup + runs):
             t0 = time.perf_counter()
             y = call(x)

@@ -51,7 +51,7 @@ def stage(work: Path) -> None:
     shutil.copy(build_runtime(), work)
     subprocess.run(["bash", str(HERE / "build_runner.sh"), str(work / "vkdg_runner")], check=True)
     shutil.copy(example_models.__file__, work / "example_models.py")
-    for f in (HERE / "eager_cuda.py", BENCH / "ncnn_peer.py"):
+    for f in (HERE / "eager_cuda.py", HERE / "cuda_timing.py", BENCH / "ncnn_peer.py"):
         shutil.copy(f, work)
     env = ncnn_peer.tools_env()
     subprocess.run([sys.executable, str(BENCH / "ncnn_peer.py"), "export", str(work / "ncnn")], env=env,
@@ -71,7 +71,8 @@ def main(out: Path) -> None:
         stage(Path(tmp))
         subprocess.run(["tar", "-cJf", str(out / "bundle.tar.xz"), "-C", tmp, "."], check=True,
                        env={**os.environ, "XZ_OPT": "-6 -T2"})
-    shutil.copy(HERE / "run_gpu.sh", out)
+    for f in ("run_gpu.sh", "device_env.sh"):
+        shutil.copy(HERE / f, out)
     print(out / "bundle.tar.xz", (out / "bundle.tar.xz").stat().st_size)
 
 

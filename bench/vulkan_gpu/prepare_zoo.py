@@ -12,7 +12,7 @@ crash of one costs only that side's row). All of it is kept in OUT-stage/, where
 the cases already lowered (delete a case's <stem>.<side>.json to lower it again). OUT then gets run_zoo.sh and bundle.tar.gz with the .pte files,
 vkdg_runner, libexecutorch.so + the wheel's CPU kernel libraries, our runtime library, libetvk.so
 (bench/vulkan_gpu/build_etvk.sh; ETVK_SO names it, default /work/etvk-build/libetvk.so), zoo_models.py +
-zoo_cuda.py + eager_cuda.py for the CUDA rows, and the Debian Vulkan loader.
+zoo_cuda.py + cuda_timing.py for the CUDA rows, and the Debian Vulkan loader.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import zoo_models  # noqa: E402
-
-DEBS = ["libvulkan1", "libegl1", "libglvnd0", "libopengl0", "libgl1", "libglx0", "libgles2"]
+from staging import stage_runtime  # noqa: E402
 
 
 def cases(models: list[str] | None) -> list[tuple[str, str, int, bool]]:
@@ -113,28 +112,14 @@ def stage(work: Path, models: list[str] | None, etvk: bool) -> None:
         meta.append(entry)
     (work / "cases.json").write_text(json.dumps(meta, indent=1))
 
-    import executorch
-
-    from vulkan_delegate.runtime import build_runtime
-
-    lib = Path(list(executorch.__path__)[0]) / "lib"
-    for so in ["libexecutorch.so", "libexecutorch_threadpool.so", *[p.name for p in lib.glob("libexecutorch_kernels_*.so")]]:
-        shutil.copy(lib / so, work)
-    shutil.copy(build_runtime(), work)
+    stage_runtime(work)
     etvk_so = Path(os.environ.get("ETVK_SO", "/work/etvk-build/libetvk.so"))
     if etvk and etvk_so.exists():
         shutil.copy(etvk_so, work / "libetvk.so")
     elif etvk:
         (work / "libetvk.missing").write_text(f"{etvk_so} not built (bench/vulkan_gpu/build_etvk.sh)\n")
-    subprocess.run(["bash", str(HERE / "build_runner.sh"), str(work / "vkdg_runner")], check=True)
-    for f in ("zoo_models.py", "zoo_cuda.py", "eager_cuda.py"):
+    for f in ("zoo_models.py", "zoo_cuda.py", "cuda_timing.py"):
         shutil.copy(HERE / f, work)
-    from arm_tosa_core import example_models  # eager_cuda.py imports it
-
-    shutil.copy(example_models.__file__, work / "example_models.py")
-    debs = work / "debs"
-    debs.mkdir(exist_ok=True)
-    subprocess.run(["apt-get", "download", *DEBS], cwd=debs, check=True)
 
 
 def main() -> None:
@@ -152,7 +137,8 @@ def main() -> None:
     work = out.parent / f"{out.name}-stage"  # kept: a later staging reuses its lowered cases
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "run_zoo.sh", out)
+    for f in ("run_zoo.sh", "device_env.sh"):
+        shutil.copy(HERE / f, out)
     bundle = out / "bundle.tar.gz"
     stage(work, models, not args.no_etvk)
     keep = {f"{c[0]}.{ext}" for c in cases(models) for ext in ("vkdg.pte", "etvk.pte", "ref.f32")}

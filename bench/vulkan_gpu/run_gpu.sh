@@ -6,20 +6,14 @@
 # $OUT/gpu.jsonl (their stderr to $OUT/stderr.log, date/GPU/driver to $OUT/env.txt) when OUT is set.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkgpu
-rm -rf "$D" && mkdir -p "$D"
-python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.xz" "$D" || exit 1
-for f in "$D"/debs/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-export LD_LIBRARY_PATH="$D:${LD_LIBRARY_PATH:-}"
+D=/tmp/vkgpu B=bundle.tar.xz
+# shellcheck source=device_env.sh
+. "$C/device_env.sh"
 export PYTHONPATH="$D/site"  # the cp312 ncnn wheel, unpacked
-LOG=${OUT:-/tmp}/gpu.jsonl ERR=${OUT:-/tmp}/stderr.log
+LOG=$O/gpu.jsonl ERR=$O/stderr.log
 : > "$LOG"
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -V; } | tee "${OUT:-/tmp}/env.txt"
 python3 -c "import ncnn; n = ncnn.get_gpu_count(); print('ncnn', ncnn.__version__, 'gpus', n,
-  *(ncnn.get_gpu_info(i).device_name() for i in range(n)))" 2>&1 | grep -v '^\[' | tee -a "${OUT:-/tmp}/env.txt"
+  *(ncnn.get_gpu_info(i).device_name() for i in range(n)))" 2>&1 | grep -v '^\[' | tee -a "$O/env.txt"
 emit() { sed "s/^{/{\"round\": $1, /" | tee -a "$LOG"; }
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for pte in "$D"/*.pte; do

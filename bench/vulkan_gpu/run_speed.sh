@@ -5,20 +5,13 @@
 # baselines), profile.csv (our per-dispatch GPU times per case), env.txt (date, GPU, driver), stderr.log.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkspeed
-rm -rf "$D" && mkdir -p "$D"
-python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.xz" "$D" || exit 1
+D=/tmp/vkspeed B=bundle.tar.xz
+# shellcheck source=device_env.sh
+. "$C/device_env.sh"
 # a runtime library beside this script (rebuilt after staging; the .pte files do not depend on it) wins
 [ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
-for f in "$D"/debs/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-export LD_LIBRARY_PATH="$D:${LD_LIBRARY_PATH:-}"
-O=${OUT:-/tmp}
 LOG=$O/speed.jsonl ERR=$O/stderr.log PROF=$O/profile.csv
 : > "$LOG"; echo "case,dispatch,shader,name,calls,mean_us" > "$PROF"
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -V; } | tee "$O/env.txt"
 (cd "$D" && python3 speed_cuda.py gemm-ref "$D" 2>>"$ERR")
 for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open('$D/cases.json'))))"); do
   dims=$(python3 -c "import json; print(*next(c['shape'] for c in json.load(open('$D/cases.json')) if c['stem'] == '$stem'))")

@@ -9,23 +9,16 @@
 # RUNS: timed calls per Vulkan row (default 200; batch-32 rows a quarter).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkzoo
+D=/tmp/vkzoo B=bundle.tar.gz
 PARTS=${1:-vulkan cuda}
-if [ ! -f "$D/cases.json" ]; then
-  mkdir -p "$D"
-  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$C/bundle.tar.gz" "$D" || exit 1
-fi
-for f in "$D"/debs/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-export LD_LIBRARY_PATH="$D:${LD_LIBRARY_PATH:-}"
-O=${OUT:-/tmp}
+# a later command on the same machine ("compile") reuses the unpacked bundle
+REUSE=1
+# shellcheck source=device_env.sh
+. "$C/device_env.sh"
 LOG=$O/zoo.jsonl ERR=$O/stderr.log
 touch "$LOG"
 cp "$D/cases.json" "$O/"
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -V; echo "parts: $PARTS"
-  cat "$D/libetvk.missing" 2>/dev/null; } | tee -a "$O/env.txt"
+{ echo "parts: $PARTS"; cat "$D/libetvk.missing" 2>/dev/null; } | tee -a "$O/env.txt"
 if [[ " $PARTS " == *" vulkan "* ]]; then
   python3 -c "import json; [print(c['stem'], *c['shape']) for c in json.load(open('$D/cases.json'))]" |
   while read -r stem dims; do

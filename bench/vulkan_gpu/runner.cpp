@@ -10,16 +10,12 @@
 // ("changed_input_changes_output"): a runtime that returned a stale result fails the row (exit 3).
 // With VKDG_PROFILE=<csv> set, the delegate writes its per-dispatch GPU times there (vulkan_delegate.profile).
 // Prints one JSON line: median/min/mean milliseconds per call, input upload and output readback included.
-#include <dirent.h>
-#include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -33,42 +29,7 @@ using executorch::aten::TensorImpl;
 using executorch::extension::module::Module;
 using executorch::runtime::EValue;
 
-// Whole file as float32 values; empty when it cannot be read or its size is not a multiple of 4.
-static std::vector<float> read_floats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return {};
-  std::streamsize bytes = f.tellg();
-  if (bytes <= 0 || bytes % 4) return {};
-  std::vector<float> v(static_cast<size_t>(bytes) / 4);
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), bytes);
-  return f ? v : std::vector<float>{};
-}
-
-// Folder of this executable (the bundle keeps libexecutorch*.so beside it).
-static std::string own_dir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
-// dlopen (global, so their static registrations reach libexecutorch.so's kernel table) every
-// libexecutorch_kernels_*.so in `dir`; returns how many loaded.
-static int load_cpu_kernels(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return 0;
-  int loaded = 0;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
-    if (name.rfind("libexecutorch_kernels_", 0) != 0 || name.find(".so") == std::string::npos) continue;
-    if (dlopen((dir + "/" + name).c_str(), RTLD_NOW | RTLD_GLOBAL)) ++loaded;
-    else std::fprintf(stderr, "cannot load CPU kernels %s: %s\n", name.c_str(), dlerror());
-  }
-  closedir(d);
-  return loaded;
-}
+#include "runner_common.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -88,14 +49,7 @@ int main(int argc, char** argv) {
     else sizes.push_back(std::atoi(argv[i]));
   }
   const int cpu_libs = load_cpu_kernels(kernels);
-  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  // ours registers through this function; a library without it (ET-VK's libetvk.so, bench/vulkan_gpu/
-  // build_etvk.sh) registered its backend by a static initializer when it was loaded
-  auto reg = handle ? reinterpret_cast<int (*)()>(dlsym(handle, "runtime_cpp_register_vulkan_delegate")) : nullptr;
-  if (!handle || (reg && reg() != 0)) {
-    std::fprintf(stderr, "cannot load/register %s: %s\n", lib.c_str(), handle ? "registration failed" : dlerror());
-    return 1;
-  }
+  if (!load_backend(lib)) return 1;
   Module module(argv[1]);
   if (module.load_method("forward") != executorch::runtime::Error::Ok) {
     std::fprintf(stderr, "load_method(forward) failed\n");

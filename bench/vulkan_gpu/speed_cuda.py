@@ -4,31 +4,18 @@
     python3 speed_cuda.py time DIR         # JSON lines: eager CUDA and CUDA graph per case, GEMM TFLOP/s
 
 Per model case: median ms per call over 200 runs (20 warm-ups) with upload and readback, eager
-(`model(x.cuda())`) and CUDA graph (eager_cuda._graph_call), max_rel_err against the staged eager CPU
+(`model(x.cuda())`) and CUDA graph (cuda_timing.graph_call), max_rel_err against the staged eager CPU
 fp32 reference. Per GEMM case also the kernel alone: torch.matmul on resident tensors timed with CUDA
 events (TF32 off for fp32), in TFLOP/s.
 """
 
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import speed_models
 import torch
-from eager_cuda import _graph_call
-
-
-def _median_ms(call, x, runs=200, warmup=20):
-    """(median ms of `runs` calls after `warmup`, the last output)."""
-    for _ in range(warmup):
-        y = call(x)
-    stamps = [time.perf_counter()]
-    for _ in range(runs):
-        y = call(x)
-        stamps.append(time.perf_counter())
-    return statistics.median(1000 * (b - a) for a, b in zip(stamps, stamps[1:], strict=False)), y
+from cuda_timing import eager_call, graph_call, median_ms, rel_err_to_file
 
 
 def _gemm_kernel_tflops(n: int, half: bool, runs: int = 50) -> float:
@@ -58,12 +45,10 @@ def time_all(folder: Path) -> None:
             for engine in ("eager-cuda", "cuda-graph"):
                 row = {"engine": engine, "model": stem}
                 try:
-                    call = _graph_call(model, x, half) if engine == "cuda-graph" else (
-                        lambda xc, m=model, h=half: m(xc.cuda().half() if h else xc.cuda()).float().cpu())
-                    row["median_ms"], y = _median_ms(call, x, runs=50 if name == "gemm" else 200)
+                    call = (graph_call if engine == "cuda-graph" else eager_call)(model, x, half)
+                    row["median_ms"], y = median_ms(call, x, runs=50 if name == "gemm" else 200)
                     if ref_file.exists():
-                        ref = torch.from_file(str(ref_file), size=y.numel(), dtype=torch.float32)
-                        row["max_rel_err"] = float((y.reshape(-1) - ref).abs().max() / ref.abs().max())
+                        row["max_rel_err"] = rel_err_to_file(y, ref_file)
                 except RuntimeError as e:
                     row["error"] = str(e)[:300]
                 print(json.dumps(row), flush=True)

@@ -3,33 +3,23 @@
     python3 zoo_cuda.py DIR [eager|compile]
 
 eager (default): per case, eager CUDA (`model(x.cuda()).float().cpu()`) and CUDA graph
-(eager_cuda._graph_call: input copied into the captured buffer, replay, readback); compile:
+(cuda_timing.graph_call: input copied into the captured buffer, replay, readback); compile:
 torch.compile(mode="max-autotune") (its own CUDA graphs included), called the same way, with its compile
-time; cases after COMPILE_BUDGET_S seconds of compiling (default 240) are written as skipped. Median ms per
+time; cases after COMPILE_BUDGET_S seconds of compiling (default 240) are written as skipped, and with
+COMPILE_MODELS (comma-separated stems) only those are compiled. Median ms per
 call over 200 runs after 20 warm-ups, upload and readback included, PyTorch defaults (cuDNN may use TF32);
 max_rel_err against the staged eager CPU fp32 reference; one JSON line per row.
 """
 
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
 import zoo_models
-from eager_cuda import _graph_call
-
-
-def _median_ms(call, x, runs=200, warmup=20):
-    for _ in range(warmup):
-        y = call(x)
-    stamps = [time.perf_counter()]
-    for _ in range(runs):
-        y = call(x)
-        stamps.append(time.perf_counter())
-    return statistics.median(1000 * (b - a) for a, b in zip(stamps, stamps[1:], strict=False)), y
+from cuda_timing import eager_call, graph_call, median_ms, rel_err_to_file
 
 
 def _row(engine: str, case: dict, folder: Path, make_call) -> dict:
@@ -44,17 +34,12 @@ def _row(engine: str, case: dict, folder: Path, make_call) -> dict:
             if engine == "torch-compile":
                 call(x)  # compiles (max-autotune benchmarks its candidate kernels here)
                 row["compile_s"] = round(time.perf_counter() - t0, 1)
-            row["median_ms"], y = _median_ms(call, x)
-        ref = torch.from_file(str(folder / f"{case['stem']}.ref.f32"), size=y.numel(), dtype=torch.float32)
-        row["max_rel_err"] = float((y.reshape(-1) - ref).abs().max() / ref.abs().max())
+            row["median_ms"], y = median_ms(call, x)
+        row["max_rel_err"] = rel_err_to_file(y, folder / f"{case['stem']}.ref.f32")
     except Exception as e:  # noqa: BLE001 - a failure is a result of the row, not the end of the run
         row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
     torch.cuda.empty_cache()
     return row
-
-
-def _eager(model, x, half):
-    return lambda xc: model(xc.cuda().half() if half else xc.cuda()).float().cpu()
 
 
 def _compiled(model, x, half):
@@ -67,11 +52,14 @@ def main(folder: Path, what: str) -> None:
     cases = json.loads((folder / "cases.json").read_text())
     if what == "eager":
         for case in cases:
-            print(json.dumps(_row("eager-cuda", case, folder, _eager)), flush=True)
-            print(json.dumps(_row("cuda-graph", case, folder, _graph_call)), flush=True)
+            print(json.dumps(_row("eager-cuda", case, folder, eager_call)), flush=True)
+            print(json.dumps(_row("cuda-graph", case, folder, graph_call)), flush=True)
         return
     budget, spent = float(os.environ.get("COMPILE_BUDGET_S", 240)), 0.0
+    only = os.environ.get("COMPILE_MODELS")  # comma-separated stems: compile only these (minutes each)
     for case in cases:
+        if only and case["stem"] not in only.split(","):
+            continue
         if spent > budget:
             row = {"engine": "torch-compile", "model": case["stem"], "error": f"skipped: compile budget {budget:.0f} s"}
         else:

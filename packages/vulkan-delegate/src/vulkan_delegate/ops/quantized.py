@@ -1,6 +1,7 @@
 """Quantized linear (from VulkanQuantizer).
 
-Weight-only layers run shader `linear_q` (float activations, integer weights dequantized in registers);
+Weight-only layers run shader `linear_q` (float activations, integer weights dequantized in registers),
+or for up to GEMV_MAX_ROWS rows of 4-bit weights in 32-element groups (the decode step) `linear_q_gemv`;
 it reads the [N, K] integer weights flattened row-major, two's complement, packed into 32-bit words:
 8-bit values four per word, 4-bit values two per byte (eight per word, element i in bits 4*(i % 8)..
 of word i / 8, i.e. low nibble first). Weights whose values all fit in [-8, 7] (every 4-bit layer)
@@ -38,7 +39,12 @@ def _support(node: Node) -> str | None:
     return None
 
 
-@register("linear_q", [OP], ["linear_q", "quantize_rows", "linear_qi", "linear_qi_dot"], support=_support)
+#: activation rows up to which 4-bit weight-only layers run `linear_q_gemv` (each row streams the weights)
+GEMV_MAX_ROWS = 8
+
+
+@register("linear_q", [OP], ["linear_q", "linear_q_gemv", "quantize_rows", "linear_qi", "linear_qi_dot"],
+          support=_support)
 def lower_linear_q(ctx, node: Node) -> None:
     x_arg, q_arg, s_arg, b_arg, group, dyn = node.args
     q = ctx.const_value(q_arg)
@@ -56,8 +62,19 @@ def lower_linear_q(ctx, node: Node) -> None:
     sc = ctx.g.constant(s.float())
     n_out, k = q.shape
     rows = numel(x.shape[:-1])
-    ctx.dispatch("linear_q", [x, w, sc, bias if bias is not None else sc, y],
-                 [rows, n_out, k, int(group), int(k // group), int(bias is not None), 0, bits], (n_out, rows))
+    push = [rows, n_out, k, int(group), int(k // group), int(bias is not None), 0, bits]
+    if uses_gemv(rows, k, int(group), bits):
+        ctx.dispatch("linear_q_gemv", [x, w, sc, bias if bias is not None else sc, y], push,
+                     (-(-n_out // 8) * 128, rows))
+        return
+    ctx.dispatch("linear_q", [x, w, sc, bias if bias is not None else sc, y], push, (n_out, rows))
+
+
+def uses_gemv(rows, k: int, group: int, bits: int) -> bool:
+    """`linear_q_gemv` (decode: bound by the weight bytes, 128-bit weight loads, split-K per workgroup)
+    for 4-bit weights whose groups are whole 32-element chunks and a static row count up to
+    GEMV_MAX_ROWS; `linear_q` (one thread per output) otherwise."""
+    return bits == 4 and isinstance(rows, int) and rows <= GEMV_MAX_ROWS and k % 32 == 0 and group % 32 == 0
 
 
 def weight_bits(q: torch.Tensor) -> int:

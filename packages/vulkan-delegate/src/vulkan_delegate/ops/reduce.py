@@ -104,7 +104,21 @@ def _ln_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
-@register("layer_norm", [aten.native_layer_norm.default], ["norm"], support=_ln_support)
+#: norm_row (a workgroup per row) from this many columns; norm (a thread per row) below, or with a dynamic
+#: or very large row count (workgroups along y)
+NORM_ROW_MIN_COLS, NORM_ROW_MAX_ROWS = 256, 65535
+
+
+def dispatch_norm(ctx, bindings: list, push: list, rows, cols: int) -> None:
+    """Layer/RMS norm of `rows` rows of `cols`: shader `norm_row` for wide rows (the decode step's
+    single token), else `norm`."""
+    if isinstance(rows, int) and rows <= NORM_ROW_MAX_ROWS and isinstance(cols, int) and cols >= NORM_ROW_MIN_COLS:
+        ctx.dispatch("norm_row", bindings, push, (256, rows, 1))
+    else:
+        ctx.dispatch("norm", bindings, push, (rows, 1, 1))
+
+
+@register("layer_norm", [aten.native_layer_norm.default], ["norm", "norm_row"], support=_ln_support)
 def lower_layer_norm(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
     cols = numel(list(node.args[1]))
@@ -113,11 +127,12 @@ def lower_layer_norm(ctx, node: Node) -> None:
     y = ctx.g.new_tensor(x.shape)
     ctx.values[node] = [y, None, None]
     rows = numel(x.shape[:len(x.shape) - len(node.args[1])])
-    ctx.dispatch("norm", [x, w, b, y], [rows, cols, float(node.args[4]), int(node.args[2] is not None),
-                                        int(node.args[3] is not None), 0], (rows, 1, 1))
+    dispatch_norm(ctx, [x, w, b, y], [rows, cols, float(node.args[4]), int(node.args[2] is not None),
+                                      int(node.args[3] is not None), 0], rows, cols)
 
 
-@register("rms_norm", [aten.rms_norm.default], ["norm"], support=float_tensors, preserve=[aten.rms_norm.default])
+@register("rms_norm", [aten.rms_norm.default], ["norm", "norm_row"], support=float_tensors,
+          preserve=[aten.rms_norm.default])
 def lower_rms_norm(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
     shape = list(node.args[1])
@@ -126,5 +141,5 @@ def lower_rms_norm(ctx, node: Node) -> None:
     eps = node.args[3] if len(node.args) > 3 and node.args[3] is not None else torch.finfo(torch.float32).eps
     y = ctx.out(node)
     rows = numel(x.shape[:len(x.shape) - len(shape)])
-    ctx.dispatch("norm", [x, w, w, y], [rows, cols, float(eps), int(len(node.args) > 2 and node.args[2] is not None),
-                                        0, 1], (rows, 1, 1))
+    dispatch_norm(ctx, [x, w, w, y], [rows, cols, float(eps), int(len(node.args) > 2 and node.args[2] is not None),
+                                      0, 1], rows, cols)
