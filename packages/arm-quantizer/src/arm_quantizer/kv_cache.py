@@ -23,11 +23,11 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from arm_tosa_core.quantized import is_dequantize, is_quantize
 
 
-def share_buffers(modules: dict[str, GraphModule], suffix: str = "_cache") -> None:
-    """Make every module use the first module's buffers whose names end with `suffix`."""
+def share_buffers(modules: dict[str, GraphModule], suffix: str = "_cache", names: set[str] = frozenset()) -> None:
+    """Make every module use the first module's buffers whose names end with `suffix` or are in `names`."""
     first, *rest = modules.values()
     for name, buf in first.named_buffers():
-        if not name.endswith(suffix):
+        if not name.endswith(suffix) and name not in names:
             continue
         *path, leaf = name.split(".")
         for module in rest:
@@ -37,10 +37,10 @@ def share_buffers(modules: dict[str, GraphModule], suffix: str = "_cache") -> No
             setattr(owner, leaf, buf)
 
 
-def reset_buffers(modules: dict[str, GraphModule], suffix: str = "_cache") -> None:
+def reset_buffers(modules: dict[str, GraphModule], suffix: str = "_cache", names: set[str] = frozenset()) -> None:
     for module in modules.values():
         for name, buf in module.named_buffers():
-            if name.endswith(suffix):
+            if name.endswith(suffix) or name in names:
                 buf.zero_()
 
 
@@ -52,16 +52,18 @@ def quantize_methods(programs: dict[str, torch.export.ExportedProgram], make_qua
 
     `cache_qparams` (buffer name -> (scale, zero_point), e.g. from `calibrate_cache_qparams`) fixes the
     caches' qparams in every method and stores the caches quantized (`store_caches_quantized`)."""
+    # the state every method writes (transformers' StaticCache also keeps a `cumulative_length_<i>`)
+    state = {name for ep in programs.values() for name in ep.graph_signature.buffers_to_mutate.values()}
     prepared = {name: prepare_pt2e(ep.module(), _with_cache_qparams(make_quantizer(), cache_qparams))
                 for name, ep in programs.items()}
-    share_buffers(prepared)
-    reset_buffers(prepared)
+    share_buffers(prepared, names=state)
+    reset_buffers(prepared, names=state)
     calibrate(module_runner(prepared))
     converted = {name: convert_pt2e(module) for name, module in prepared.items()}
     if cache_qparams:
         store_caches_quantized(converted, names=set(cache_qparams))
-    share_buffers(converted)
-    reset_buffers(converted)
+    share_buffers(converted, names=state)
+    reset_buffers(converted, names=state)
     return converted
 
 

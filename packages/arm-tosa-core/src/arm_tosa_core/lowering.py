@@ -31,6 +31,7 @@ from .context import LoweringContext, Value
 from .errors import LoweringError
 from .half_math import lower_in_fp32, wants_fp32
 from .helpers.intmath import lower_shared, lower_table
+from .integer_float_math import lower_integers_in_float32, wants_float32_integers
 from .quantized import mark_quantized_region
 from .specification import TosaSpecification
 
@@ -133,7 +134,9 @@ def lower_node(ctx: LoweringContext, node: Node) -> None:
                 ctx.values[node] = folded
                 return
         rule = _rule_for(entry, node)
-        if wants_fp32(entry, node):
+        if wants_float32_integers(entry, node, ctx.spec):
+            ctx.values[node] = lower_integers_in_float32(ctx, node, rule)
+        elif wants_fp32(entry, node):
             ctx.values[node] = lower_in_fp32(ctx, node, rule)
         else:
             ctx.values[node] = rule(ctx, node)

@@ -100,8 +100,9 @@ class OpEntry:
     bias_repeats: Callable[[Node], int] | None = None
     #: float on one side by definition (quantize/dequantize): no INT-region dtype checks, no INT rule swap
     quant_boundary: bool = False
-    #: an indexing family: `(index argument, number of valid indices)` of a node (see `int_range`)
-    index_operand: Callable[[Node], tuple[Node, int] | None] | None = None
+    #: an indexing family: `(index argument, number of valid indices[, whether -count..-1 wrap])` of a
+    #: node (see `int_range`)
+    index_operand: Callable[[Node], tuple[Node, int] | tuple[Node, int, bool] | None] | None = None
     #: per-target checks attached with `target_rule` (target name -> rules, in registration order)
     target_rules: dict[str, tuple[TargetRule, ...]] = field(default_factory=dict)
 
@@ -311,55 +312,127 @@ FP32_EXACT = 1 << 24  # every integer of magnitude up to this is exact in float3
 def int_range(node: Any) -> tuple[int, int] | None:
     """The values an integer tensor provably takes, `(lo, hi)` inclusive, or None when unknown.
 
-    Used where TOSA 1.0's FP profile lacks an int32 operator (RESHAPE, TRANSPOSE, ...) and a rule
-    could move the values as float32 instead, which is exact only within +-2^24 (`FP32_EXACT`).
+    Used where TOSA 1.0's FP profile lacks an int32 operator (RESHAPE, TRANSPOSE, comparisons, ...) and
+    a rule could compute on the values as float32 instead, which is exact only within +-2^24
+    (`FP32_EXACT`).
 
-    Assumes the program is run only on inputs for which eager PyTorch does not raise. Then the range
-    follows from a value's *uses*: an index operand of an indexing family (its entry's
-    `index_operand`: embedding rows, gather / index_select along a dim of size K) holds values in
-    [0, K), since torch raises on any other (so token ids are bounded by the vocabulary, positions by
-    the sequence length); a view or an integer-to-integer copy keeps every element, so its input is
-    bounded by its own uses. A python int is its own range. Anything else (a value that reaches an
-    output, arithmetic, a float cast) is unknown: None, and the caller keeps the node on the CPU with
-    a reason rather than risk a rounded index. Guarantees: never a range narrower than the values
-    eager accepts.
+    Assumes the program is run only on inputs for which eager PyTorch does not raise. Then a value is
+    bounded by any one of its *uses* that constrains every element: an index operand of an indexing
+    family (its entry's `index_operand`: embedding rows, gather / index_select / index_copy along a dim
+    of size K) holds values in [0, K), since torch raises on any other (so token ids are bounded by the
+    vocabulary, cache positions by the cache length); a view, an integer-to-integer copy or a `copy_`
+    source keeps every element, so it is bounded as its result is; `x + c` with c bounded by its
+    definition bounds x by the sum's range minus c's. Several such uses intersect. A value is also
+    bounded by its *definition*: `arange` by its ends, a python int by itself, add/sub by their
+    operands, data movement (select, slice, views, casts, copy) by its source. Anything else (a
+    program input with no bounding use, a float cast) is unknown: None, and the caller keeps the node
+    on the CPU with a reason rather than risk a rounded index. Guarantees: never a range narrower than
+    the values eager accepts.
     """
     if isinstance(node, bool) or not isinstance(node, (int, Node)):
         return None
     if isinstance(node, int):
         return (node, node)
-    return _range_from_uses(node, 32)
+    return _int_range(node, 24, frozenset())
 
 
-def _range_from_uses(node: Node, depth: int) -> tuple[int, int] | None:
-    if depth == 0 or not node.users:
+def _int_range(node: Any, depth: int, path: frozenset) -> tuple[int, int] | None:
+    if isinstance(node, bool) or not isinstance(node, (int, Node)):
         return None
-    lo, hi = None, None
+    if isinstance(node, int):
+        return (node, node)
+    if depth == 0 or node in path or not _is_integer_tensor(node):
+        return None
+    path = path | {node}
+    return _intersect(_range_from_definition(node, depth - 1, path), _range_from_uses(node, depth - 1, path))
+
+
+def _is_integer_tensor(node: Node) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype in INDEX_INTEGERS
+
+
+def _intersect(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return max(a[0], b[0]), min(a[1], b[1])
+
+
+def _range_from_uses(node: Node, depth: int, path: frozenset) -> tuple[int, int] | None:
+    bounds = None
     for user in node.users:
         entry = lookup(user.target) if user.op == "call_function" else None
-        if entry is None:
-            return None
         found = None
+        if entry is None:
+            continue
         if entry.index_operand is not None:
             operand = entry.index_operand(user)
-            if operand is not None and operand[0] is node:
-                found = (0, operand[1] - 1)
-        elif _keeps_integers(user):
-            found = _range_from_uses(user, depth - 1)
-        if found is None:
+            if operand is not None and operand[0] is node:  # (index, count[, negative indices wrap])
+                found = (-operand[1] if len(operand) > 2 and operand[2] else 0, operand[1] - 1)
+        elif not _keeps_integers(user):
+            pass
+        elif entry.name in ("view", "clone_cast") and user.args[0] is node:
+            found = _int_range(user, depth, path)
+        elif entry.name == "copy" and len(user.args) > 1 and user.args[1] is node:
+            found = _int_range(user, depth, path)  # copy_(dst, src): every src element, broadcast
+        elif entry.name in ("add", "sub") and user.kwargs.get("alpha", 1) == 1:
+            found = _operand_of_sum(user, node, depth, path)
+        bounds = _intersect(bounds, found)
+    return bounds
+
+
+def _operand_of_sum(user: Node, node: Node, depth: int, path: frozenset) -> tuple[int, int] | None:
+    """x's range from `y = x + c` (or x - c, c - x) when y's and c's ranges are known."""
+    if len(user.args) < 2 or (user.args[0] is node) == (user.args[1] is node) or not user.meta["val"].numel():
+        return None
+    total = _int_range(user, depth, path)
+    other_arg = user.args[1] if user.args[0] is node else user.args[0]
+    other = (other_arg, other_arg) if isinstance(other_arg, int) and not isinstance(other_arg, bool) else \
+        _range_from_definition(other_arg, depth, path) if isinstance(other_arg, Node) else None
+    if total is None or other is None:
+        return None
+    if lookup(user.target).name == "add":
+        return total[0] - other[1], total[1] - other[0]
+    if user.args[0] is node:  # x - c
+        return total[0] + other[0], total[1] + other[1]
+    return other[0] - total[1], other[1] - total[0]  # c - x
+
+
+_MOVES = ("view", "clone_cast", "select", "slice", "permute", "transpose", "expand")
+
+
+def _range_from_definition(node: Node, depth: int, path: frozenset) -> tuple[int, int] | None:
+    if node.op != "call_function" or not _is_integer_tensor(node):
+        return None
+    entry = lookup(node.target)
+    name = entry.name if entry is not None else str(node.target)
+    if "arange" in str(node.target):
+        ends = [a for a in node.args if not isinstance(a, bool)]
+        if not all(isinstance(a, int) for a in ends) or not node.meta["val"].numel():
             return None
-        lo, hi = (found if lo is None else (min(lo, found[0]), max(hi, found[1])))
-    return lo, hi
+        values = range(*ends)
+        return min(values[0], values[-1]), max(values[0], values[-1])
+    if entry is None:
+        return None
+    if name in _MOVES:
+        return _int_range(node.args[0], depth, path)
+    if name == "copy" and len(node.args) > 1:
+        return _int_range(node.args[1], depth, path)
+    if name in ("add", "sub") and len(node.args) == 2 and node.kwargs.get("alpha", 1) == 1:
+        a, b = (_int_range(x, depth, path) for x in node.args)
+        if a is None or b is None:
+            return None
+        return (a[0] + b[0], a[1] + b[1]) if name == "add" else (a[0] - b[1], a[1] - b[0])
+    return None
 
 
 def _keeps_integers(node: Node) -> bool:
-    """A view of its first input, or a copy to another integer dtype (every element kept, unchanged
-    when in range)."""
+    """A view of its first input, a copy to another integer dtype or a `copy_` into an integer tensor
+    (every element kept, unchanged when in range), or an integer sum."""
     entry = lookup(node.target)
-    val = node.meta.get("val")
-    if entry is None or not isinstance(val, torch.Tensor) or val.dtype not in INDEX_INTEGERS:
+    if entry is None or not _is_integer_tensor(node):
         return False
-    return entry.name in ("view", "clone_cast")
+    return entry.name in ("view", "clone_cast", "copy", "add", "sub")
 
 
 def fp_movable_integers(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
@@ -375,6 +448,35 @@ def fp_movable_integers(node: Node, entry: OpEntry, spec: TosaSpecification) -> 
             "index arithmetic, and moving them as float32 is exact only for values provably within +-2^24 "
             f"(e.g. token ids used as embedding indices); the values of {getattr(source, 'name', source)} "
             f"{known}, so under {spec} it runs on the CPU")
+
+
+def exact_in_float32(native: FpIntegerRule | None = None, *, moves: bool = False) -> FpIntegerRule:
+    """An `fp_integer_rule`: `native` (the family's own FP-profile integer rule; None: it has no int32
+    operator under FP), and where that refuses, None when `int_range` proves the node's integers within
+    +-2^24, so it lowers on float32 copies of them (`integer_float_math`). `moves`: the family only
+    moves or picks values, so its result's range is all that must be proved (select reads one element of
+    a tensor whose other elements may be anything)."""
+
+    def rule(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
+        reason = native(node, entry, spec) if native is not None else _int_profile_reason(node, entry, spec)
+        if reason is None:
+            return None
+        tensors = [node] if moves else [node, *node.all_input_nodes]
+        unknown = []
+        for t in tensors:
+            val = t.meta.get("val")
+            if not isinstance(val, torch.Tensor) or val.dtype not in INDEX_INTEGERS or is_compile_time_constant(t):
+                continue
+            bounds = int_range(t)
+            if bounds is None or max(abs(bounds[0]), abs(bounds[1])) > FP32_EXACT:
+                unknown.append(t.name)
+        if not unknown:
+            return None
+        return (f"{reason} (computing on the values as float32 would be exact only where they are provably "
+                f"within +-2^24; those of {', '.join(unknown)} are not)")
+
+    rule.native_reason = native or _int_profile_reason
+    return rule
 
 
 def lowered_metas(node: Node) -> list[Any]:
@@ -403,6 +505,11 @@ def _fp_integer_reason(node: Node, entry: OpEntry, spec: TosaSpecification) -> s
         return entry.fp_integer_rule(node, entry, spec)
     if entry.fp_index_math:
         return None
+    return _int_profile_reason(node, entry, spec)
+
+
+def _int_profile_reason(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
+    dtype = next((m.dtype for m in lowered_metas(node) if m.dtype in INDEX_INTEGERS), None)
     return (f"{entry.name} on {dtype} tensors needs the INT profile (TOSA 1.0 FP has 32-bit integers only "
             f"for index arithmetic: add/sub/mul, casts to and from float, gather indices); under {spec} it "
             "runs on the CPU")

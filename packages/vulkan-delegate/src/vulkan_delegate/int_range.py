@@ -4,7 +4,9 @@ A delegate input is range-checked by the runtime at upload (a value outside int3
 ops that only move, pick or compare values keep every value inside their inputs' range. Arithmetic
 can grow values, so `int_bound` bounds an int64 node from the program itself: constants by their
 values, arange by its end (the program's shapes bound a symbolic end), argmax by the reduced size,
-sums and products by their operands' bounds. Unknown means not provable: the node stays on the CPU.
+sums and products by their operands' bounds, and a value nothing here bounds by its uses (an index:
+transformers' StaticCache positions, `_bound_by_uses`). Unknown means not provable: the node stays on
+the CPU.
 """
 
 from __future__ import annotations
@@ -64,8 +66,21 @@ def int_bound(node, const_value, memo: dict | None = None, inside: set[Node] | N
             bound = int(c.abs().max()) if c.numel() else 0
         elif node.op == "call_function" and (inside is None or node in inside):
             bound = _op_bound(node, const_value, memo, inside)
+        if bound is None:
+            bound = _bound_by_uses(node)
     memo[node] = bound
     return bound
+
+
+def _bound_by_uses(node: Node) -> int | None:
+    """The bound the shared proof gives (`arm_tosa_core.registry.int_range`): a value used as an index
+    (a cache position written by index_copy / index_put, a token id) lies in the indexed dim, since
+    eager raises on any other; sums and moves of such values follow. Valid wherever the value is
+    computed: the true value is that small, so int32 arithmetic on it cannot wrap."""
+    from arm_tosa_core.registry import int_range
+
+    bounds = int_range(node)
+    return None if bounds is None else max(abs(bounds[0]), abs(bounds[1]))
 
 
 def _op_bound(node: Node, const_value, memo: dict, inside: set[Node] | None) -> int | None:

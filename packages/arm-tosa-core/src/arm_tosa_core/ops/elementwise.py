@@ -19,6 +19,7 @@ from ..registry import (
     OpEntry,
     Quant,
     aten_target,
+    exact_in_float32,
     is_compile_time_constant,
     register_int_rule,
     register_op,
@@ -52,8 +53,12 @@ def index_broadcast_rule(node: Node, entry: OpEntry, spec: TosaSpecification) ->
     return None
 
 
+# a broadcast int32 operand moves as float32 when its values are proved within +-2^24
+_broadcast_or_float = exact_in_float32(index_broadcast_rule)
+
+
 @register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor, aten.add_.Scalar],
-             fp_index_math=True, fp_integer_rule=index_broadcast_rule, folds_constants=True)
+             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True)
 def lower_add(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.ADD, [a, b])
@@ -72,7 +77,7 @@ _RSUB = (aten.rsub.Scalar, aten.rsub.Tensor)
 
 @register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY,
              quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor, aten.sub_.Scalar],
-             fp_index_math=True, fp_integer_rule=index_broadcast_rule, folds_constants=True)
+             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True)
 def lower_sub(ctx: LoweringContext, node: Node) -> Value:
     minuend, subtrahend = _sub_operands(node)
     a, b = ctx.val(minuend), _scaled(ctx, ctx.val(subtrahend), arg(node, 2, "alpha", 1))
@@ -80,7 +85,7 @@ def lower_sub(ctx: LoweringContext, node: Node) -> Value:
 
 
 @register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor, aten.mul_.Scalar],
-             fp_index_math=True, fp_integer_rule=index_broadcast_rule, folds_constants=True)
+             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True)
 def lower_mul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     return elementwise(ctx, node, Op.MUL, [a, b], extra=[mul_shift(ctx)])
@@ -272,7 +277,7 @@ def _bool_equality(ctx: LoweringContext, node: Node, equal: bool) -> Value:
 
 # INT: operands share qparams, the bool result is not quantized (`bool_result`); rule in selection.py
 @register_op("compare", list(COMPARE_OPS), support=_compare_support, quant=Quant.SHARED, bool_result=True,
-             folds_constants=True)
+             folds_constants=True, fp_index_math=True, fp_integer_rule=exact_in_float32())  # FP: as float32
 def lower_compare(ctx: LoweringContext, node: Node) -> Value:
     folded = _folded(ctx, node)
     if folded is not None:
@@ -283,7 +288,8 @@ def lower_compare(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     if swap:
         a, b = b, a
-    return elementwise(ctx, node, op, [a, b], in_dtype=_promoted(node))
+    # integers compared as float32 under TOSA FP (`integer_float_math`) set the compute dtype
+    return elementwise(ctx, node, op, [a, b], in_dtype=node.meta.get("arm_compute_dtype", _promoted(node)))
 
 
 @register_op("ne", [aten.ne.Tensor, aten.ne.Scalar], support=_compare_support, quant=Quant.SHARED, bool_result=True,

@@ -166,7 +166,8 @@ def _index_copy_support(node: Node, spec) -> str | None:
 
 @register_op("index_copy", [aten.index_copy.default], support=_index_copy_support, quant=Quant.SHARED,
              shared_inputs=4, preserve=True, fp_index_math=True,
-             quant_aliases=(aten.index_copy_.default,))
+             quant_aliases=(aten.index_copy_.default,),  # positions index the cache: torch raises on others
+             index_operand=lambda n: (n.args[2], n.args[0].meta["val"].shape[n.args[1]]))
 def lower_index_copy(ctx: LoweringContext, node: Node) -> Value:
     """`cache.index_copy_(dim, pos, new)` (kept whole: exir would make it an index_put)."""
     x, index, src = ctx.val(node.args[0]), ctx.val(node.args[2]), ctx.val(node.args[3])
@@ -191,9 +192,17 @@ def _index_put_support(node: Node, spec) -> str | None:
     return _scatter_values_support(node, spec, node.args[0], node.args[2], index, dim)
 
 
+def _put_index_operand(node: Node) -> tuple[Node, int, bool] | None:
+    """The one index tensor of `cache[:, :, pos] = v` and its dim's size; torch also takes -size..-1."""
+    dim = _put_dim(node)
+    if dim is None or not isinstance(node.args[1][dim], Node):
+        return None
+    return node.args[1][dim], node.args[0].meta["val"].shape[dim], True
+
+
 @register_op("index_put", [aten.index_put.default], support=_index_put_support, quant=Quant.SHARED,
              shared_inputs=3, preserve=True, fp_index_math=True,
-             quant_aliases=(aten.index_put_.default,))
+             quant_aliases=(aten.index_put_.default,), index_operand=lambda n: _put_index_operand(n))
 def lower_index_put(ctx: LoweringContext, node: Node) -> Value:
     """`cache[:, :, pos] = new` with one index tensor, accumulate=False."""
     dim = _put_dim(node)

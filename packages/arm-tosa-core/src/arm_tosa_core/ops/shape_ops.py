@@ -17,6 +17,7 @@ from ..registry import (
     INDEX_INTEGERS,
     OpEntry,
     Quant,
+    exact_in_float32,
     fp_movable_integers,
     lowered_metas,
     register_op,
@@ -131,7 +132,8 @@ def lower_expand(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
-@register_op("copy", [aten.copy.default], quant=Quant.SHARED, shared_inputs=2, folds_constants=True)
+@register_op("copy", [aten.copy.default], quant=Quant.SHARED, shared_inputs=2, folds_constants=True,
+             fp_index_math=True, fp_integer_rule=exact_in_float32(moves=True))
 def lower_copy(ctx: LoweringContext, node: Node) -> Value:
     """`self.copy_(src)` as a value (slice assignment `x[:, a:b] = v` exports as slice + copy +
     slice_scatter): `src` cast to self's dtype and broadcast to its shape; self's values are not read."""
@@ -224,7 +226,8 @@ def _strided_slice(ctx: LoweringContext, x: Value, dim: int, start: int, step: i
     return out
 
 
-@register_op("select", [aten.select_copy.int, aten.select.int], quant=Quant.SHARED, folds_constants=True)
+@register_op("select", [aten.select_copy.int, aten.select.int], quant=Quant.SHARED, folds_constants=True,
+             fp_index_math=True, fp_integer_rule=exact_in_float32(moves=True))
 def lower_select(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
