@@ -2,10 +2,11 @@
 // on the same register file, feature-map views and memory regions as the U55/U65 simulator
 // (npu_state.h), with the U85's own operand scaling, broadcast and activation registers.
 // Simulated so far: NPU_OP_ELEMENTWISE (MUL, ADD, SUB, MIN, MAX with per-operand IFM/IFM2 scaling,
-// broadcast and scalars) and 1D NPU_OP_DMA_START between regions. Every other kick-off (CONV,
-// DEPTHWISE, POOL, RESIZE, BRANCH) and mode (LUTs, chaining, transposed/reversed OFMs, the rounding
-// modes listed in u85_simulator.cpp) is Error::NotSupported with a log line naming the command and
-// its offset, never a wrong answer.
+// broadcast, scalars and chain buffers), NPU_OP_POOL (MAX, with padding) and 1D
+// NPU_OP_DMA_START between regions. Every other kick-off (CONV, DEPTHWISE: the U85 weight encoding
+// is not decoded yet; RESIZE, BRANCH) and mode (LUTs, transposed/reversed OFMs, the rounding modes
+// listed in u85_simulator.cpp) is Error::NotSupported with a log line naming the command and its
+// offset, never a wrong answer.
 #pragma once
 
 #include <vector>
