@@ -205,6 +205,13 @@ struct EthosUProgram {
 
 ProgramBackend<EthosUProgram> g_backend(kId);
 
+// The command stream of a payload (for the work-record and decoding entry points below).
+Error decode_commands(const uint8_t* data, size_t size, npu::CommandStream* out) {
+  VelaBinStream stream;
+  ET_CHECK_OK_OR_RETURN_ERROR(parse_vela_bin_stream(data, size, &stream));
+  return npu::parse_command_stream(stream.cmd_data, stream.cmd_size, out);
+}
+
 }  // namespace
 }  // namespace runtime_cpp
 
@@ -239,11 +246,8 @@ extern "C" __attribute__((visibility("default"))) int runtime_cpp_fuzz_ethosu_co
 extern "C" __attribute__((visibility("default"))) long runtime_cpp_ethosu_work_record(
     const uint8_t* data, size_t size, char* out, size_t cap) {
   using namespace runtime_cpp;
-  VelaBinStream stream;
-  Error err = parse_vela_bin_stream(data, size, &stream);
-  if (err != Error::Ok) return -static_cast<long>(err);
   npu::CommandStream commands;
-  err = npu::parse_command_stream(stream.cmd_data, stream.cmd_size, &commands);
+  Error err = decode_commands(data, size, &commands);
   if (err != Error::Ok) return -static_cast<long>(err);
   std::vector<npu::OpRecord> records;
   err = npu::Simulator(commands).check_supported(&records);
@@ -269,11 +273,8 @@ extern "C" __attribute__((visibility("default"))) long runtime_cpp_ethosu_work_r
 extern "C" __attribute__((visibility("default"))) long runtime_cpp_ethosu_commands(
     const uint8_t* data, size_t size, char* out, size_t cap) {
   using namespace runtime_cpp;
-  VelaBinStream stream;
-  Error err = parse_vela_bin_stream(data, size, &stream);
-  if (err != Error::Ok) return -static_cast<long>(err);
   npu::CommandStream commands;
-  err = npu::parse_command_stream(stream.cmd_data, stream.cmd_size, &commands);
+  const Error err = decode_commands(data, size, &commands);
   if (err != Error::Ok) return -static_cast<long>(err);
   static const char* const kProducts[] = {"ethos-u55", "ethos-u65", "ethos-u85"};
   std::string text = std::string(kProducts[commands.config.product]) + "\n";

@@ -75,6 +75,16 @@ struct Chain {
 };
 using Chains = std::array<Chain, kRegions>;
 
+// The OFM clamp: its type's range, narrowed by ACTIVATION_MIN/MAX for 8- and 16-bit OFMs.
+void clamp_range(const Registers& regs, const ElemType& type, int64_t* lo, int64_t* hi) {
+  *lo = type.min();
+  *hi = type.max();
+  if (type.bits < 32) {
+    *lo = std::max<int64_t>(*lo, regs.s16(kActivationMin));
+    *hi = std::min<int64_t>(*hi, type.is_signed ? regs.s16(kActivationMax) : regs.p(kActivationMax));
+  }
+}
+
 struct Operand {
   FeatureMap fm;
   const Chain* chain = nullptr;  // when the operand is a chain buffer
@@ -162,11 +172,8 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   if (memory == nullptr) return Error::Ok;
   Chain produced;
   if (ofm_chained) produced = {oh, ow, oc, std::vector<int64_t>(size_t(oh) * ow * oc)};
-  int64_t lo = ofm.type.min(), hi = ofm.type.max();
-  if (ofm.type.bits < 32) {
-    lo = std::max<int64_t>(lo, regs.s16(kActivationMin));
-    hi = std::min<int64_t>(hi, ofm.type.is_signed ? regs.s16(kActivationMax) : regs.p(kActivationMax));
-  }
+  int64_t lo, hi;
+  clamp_range(regs, ofm.type, &lo, &hi);
   for (int y = 0; y < oh; ++y) {
     for (int x = 0; x < ow; ++x) {
       for (int c = 0; c < oc; ++c) {
@@ -260,11 +267,8 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, O
   if (reads > (uint64_t{1} << 32)) return fail(at, "the operation is implausibly large (over 2^32 reads)");
   if (record != nullptr) *record = {at.offset, kNames[mode], {oh, ow, oc}, {ih, iw, oc}, {0, 0, 0}, {k.h, k.w}, reads, 0};
   if (memory == nullptr) return Error::Ok;
-  int64_t lo = ofm.type.min(), hi = ofm.type.max();
-  if (ofm.type.bits < 32) {
-    lo = std::max<int64_t>(lo, regs.s16(kActivationMin));
-    hi = std::min<int64_t>(hi, ofm.type.is_signed ? regs.s16(kActivationMax) : regs.p(kActivationMax));
-  }
+  int64_t lo, hi;
+  clamp_range(regs, ofm.type, &lo, &hi);
   for (int oy = 0; oy < oh; ++oy) {
     for (int ox = 0; ox < ow; ++ox) {
       for (int c = 0; c < oc; ++c) {

@@ -12,10 +12,9 @@ the register map of the stream's NPU (Ethos-U55/U65, or Ethos-U85 for regor's st
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
-from ._registry import module_handle
+from .ethosu_work import payload_text
 
 
 @dataclass(frozen=True)
@@ -41,20 +40,7 @@ class KickOff:
 def ethosu_commands(payload: bytes) -> tuple[str, list[Command]]:
     """(product, commands) of an Ethos-U delegate payload: product is "ethos-u55", "ethos-u65" or
     "ethos-u85". ValueError naming the problem when the payload or its stream is malformed."""
-    lib = module_handle("ethosu")
-    if lib is None:
-        raise ValueError("the EthosUBackend module is not registered (see runtime_cpp.backends())")
-    fn = lib.runtime_cpp_ethosu_commands
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    fn.restype = ctypes.c_long
-    payload = bytes(payload)
-    need = fn(payload, len(payload), None, 0)
-    if need < 0:
-        raise ValueError(f"the Ethos-U payload's command stream cannot be decoded (ExecuTorch error "
-                         f"0x{-need:x}; the backend's log line says which command and offset)")
-    buf = ctypes.create_string_buffer(max(need, 1))
-    fn(payload, len(payload), buf, need)
-    product, *lines = buf.raw[:need].decode().splitlines()
+    product, *lines = payload_text("runtime_cpp_ethosu_commands", payload, "decoded")
     commands = []
     for line in lines:
         offset, name, param, data = line.split("\t")
