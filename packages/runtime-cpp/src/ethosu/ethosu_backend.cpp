@@ -2,10 +2,10 @@
 // validates the vela bin stream as the firmware runtime would (block order, sizes, alignment, I/O
 // description) and decodes its command stream; execute copies the inputs into the scratch region
 // at the offsets vela gave them, runs the command stream on the bit-exact Ethos-U55/U65 simulator
-// (npu_simulator.h) and copies the outputs back. A payload whose stream uses an operation the
-// simulator lacks (or an Ethos-U85 stream) runs its host-only TOSA graph ("tosa_graph" block, from
-// `--host-graph`) on the TOSA reference model when it has one, and is refused with the reason
-// otherwise. Cycle numbers stay vela's.
+// (npu_simulator.h; Ethos-U85 streams on u85_simulator.h) and copies the outputs back. A payload
+// whose stream uses an operation the simulator lacks runs its host-only TOSA graph ("tosa_graph"
+// block, from `--host-graph`) on the TOSA reference model when it has one, and is refused with the
+// reason otherwise. Cycle numbers stay vela's.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +20,7 @@
 #include "common/tosa_runner.h"
 #include "ethosu/npu_command_stream.h"
 #include "ethosu/npu_simulator.h"
+#include "ethosu/u85_commands.h"
 #include "ethosu/vela_bin_stream.h"
 
 namespace runtime_cpp {
@@ -204,6 +205,13 @@ struct EthosUProgram {
 
 ProgramBackend<EthosUProgram> g_backend(kId);
 
+// The command stream of a payload (for the work-record and decoding entry points below).
+Error decode_commands(const uint8_t* data, size_t size, npu::CommandStream* out) {
+  VelaBinStream stream;
+  ET_CHECK_OK_OR_RETURN_ERROR(parse_vela_bin_stream(data, size, &stream));
+  return npu::parse_command_stream(stream.cmd_data, stream.cmd_size, out);
+}
+
 }  // namespace
 }  // namespace runtime_cpp
 
@@ -238,11 +246,8 @@ extern "C" __attribute__((visibility("default"))) int runtime_cpp_fuzz_ethosu_co
 extern "C" __attribute__((visibility("default"))) long runtime_cpp_ethosu_work_record(
     const uint8_t* data, size_t size, char* out, size_t cap) {
   using namespace runtime_cpp;
-  VelaBinStream stream;
-  Error err = parse_vela_bin_stream(data, size, &stream);
-  if (err != Error::Ok) return -static_cast<long>(err);
   npu::CommandStream commands;
-  err = npu::parse_command_stream(stream.cmd_data, stream.cmd_size, &commands);
+  Error err = decode_commands(data, size, &commands);
   if (err != Error::Ok) return -static_cast<long>(err);
   std::vector<npu::OpRecord> records;
   err = npu::Simulator(commands).check_supported(&records);
@@ -255,6 +260,32 @@ extern "C" __attribute__((visibility("default"))) long runtime_cpp_ethosu_work_r
         r.offset, r.op, r.ofm_shape[0], r.ofm_shape[1], r.ofm_shape[2], r.ifm_shape[0], r.ifm_shape[1],
         r.ifm_shape[2], r.ifm2_shape[0], r.ifm2_shape[1], r.ifm2_shape[2], r.kernel[0], r.kernel[1],
         static_cast<unsigned long long>(r.macs), static_cast<unsigned long long>(r.dma_bytes));
+    text.append(line, static_cast<size_t>(std::max(n, 0)));
+  }
+  if (out != nullptr && text.size() <= cap) std::memcpy(out, text.data(), text.size());
+  return static_cast<long>(text.size());
+}
+
+// The decoded command stream of a payload, for runtime_cpp.ethosu_commands: a first line naming
+// the NPU ("ethos-u55", "ethos-u65", "ethos-u85"), then one tab-separated line per command
+// (cmd_data offset, name in the stream's register map, parameter, payload or "-") written into
+// `out` (at most `cap` bytes). Returns the length the full text needs, or minus the Error code.
+extern "C" __attribute__((visibility("default"))) long runtime_cpp_ethosu_commands(
+    const uint8_t* data, size_t size, char* out, size_t cap) {
+  using namespace runtime_cpp;
+  npu::CommandStream commands;
+  const Error err = decode_commands(data, size, &commands);
+  if (err != Error::Ok) return -static_cast<long>(err);
+  static const char* const kProducts[] = {"ethos-u55", "ethos-u65", "ethos-u85"};
+  std::string text = std::string(kProducts[commands.config.product]) + "\n";
+  char line[128];
+  for (const npu::Command& c : commands.commands) {
+    const char* name = commands.config.product == 2 ? npu::u85::command_name(c.code, c.is_cmd1)
+                                                    : npu::command_name(c.code, c.is_cmd1);
+    const int n = c.is_cmd1 ? std::snprintf(line, sizeof(line), "%zu\t%s\t%u\t%u\n", c.offset, name,
+                                            unsigned{c.param}, unsigned{c.data})
+                            : std::snprintf(line, sizeof(line), "%zu\t%s\t%u\t-\n", c.offset, name,
+                                            unsigned{c.param});
     text.append(line, static_cast<size_t>(std::max(n, 0)));
   }
   if (out != nullptr && text.size() <= cap) std::memcpy(out, text.data(), text.size());

@@ -3,6 +3,7 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "common/tensor_io.h"
+#include "ethosu/u85_commands.h"
 
 namespace runtime_cpp {
 namespace npu {
@@ -140,11 +141,17 @@ Error parse_command_stream(const uint8_t* data, size_t size, CommandStream* out)
       return Error::InvalidProgram;
     }
   }
-  if (!have_config || (out->config.product != 0 && out->config.product != 1)) {
+  if (!have_config || out->config.product < 0 || out->config.product > 2) {
     ET_LOG(Error, "%s: the command stream's CONFIG word names product %d; the host simulator runs "
-                  "Ethos-U55 (0) and Ethos-U65 (1) streams", kTag, out->config.product);
+                  "Ethos-U55 (0), Ethos-U65 (1) and Ethos-U85 (2) streams", kTag, out->config.product);
     return Error::NotSupported;
   }
+  // Ethos-U85 streams share the word format but not the register map (u85_commands.h).
+  const bool is_u85 = out->config.product == 2;
+  const auto name_of = [is_u85](uint16_t code, bool cmd1) -> const char* {
+    if (!is_u85) return is_known_command(code, cmd1) ? command_name(code, cmd1) : nullptr;
+    return u85::command_name(code, cmd1);
+  };
   if (stream_words > words - w) {
     ET_LOG(Error, "%s: truncated cmd_data: the CmdStream tag declares %zu words at offset %zu but "
                   "%zu remain", kTag, stream_words, w * 4, words - w);
@@ -168,7 +175,7 @@ Error parse_command_stream(const uint8_t* data, size_t size, CommandStream* out)
     if (c.is_cmd1) {
       if (w + 1 >= end) {
         ET_LOG(Error, "%s: truncated command stream: %s at offset %zu lacks its payload word", kTag,
-               command_name(c.code, true), c.offset);
+               name_of(c.code, true) != nullptr ? name_of(c.code, true) : "unknown command", c.offset);
         return Error::InvalidProgram;
       }
       c.data = read_u32(data + 4 * (w + 1));
@@ -176,7 +183,7 @@ Error parse_command_stream(const uint8_t* data, size_t size, CommandStream* out)
     } else {
       w += 1;
     }
-    if (!is_known_command(c.code, c.is_cmd1)) {
+    if (name_of(c.code, c.is_cmd1) == nullptr) {
       ET_LOG(Error, "%s: unknown %s opcode 0x%03x at cmd_data offset %zu", kTag,
              c.is_cmd1 ? "cmd1" : "cmd0", static_cast<unsigned>(c.code), c.offset);
       return Error::InvalidProgram;

@@ -64,7 +64,7 @@ enum Reg1 : uint16_t {
 
 // Which NPU the stream was compiled for (the header's CONFIG word).
 struct NpuConfig {
-  int product = 0;       // 0 Ethos-U55, 1 Ethos-U65
+  int product = 0;       // 0 Ethos-U55, 1 Ethos-U65, 2 Ethos-U85 (u85_commands.h)
   int macs_per_cc = 0;   // MACs per cycle (128 for ethos-u55-128)
   int shram_kb = 0;
 };
@@ -89,7 +89,7 @@ struct CommandStream {
 
 // Parses the driver header and splits the stream into commands. Error::InvalidProgram with a log
 // line naming the offset on anything malformed; Error::NotSupported for a stream that is not for
-// an Ethos-U55/U65 (e.g. Ethos-U85).
+// an Ethos-U55/U65/U85. An Ethos-U85 stream's opcodes are checked against the U85 register map.
 executorch::runtime::Error parse_command_stream(const uint8_t* data, size_t size, CommandStream* out);
 
 }  // namespace npu

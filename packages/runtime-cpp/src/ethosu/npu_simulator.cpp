@@ -5,6 +5,7 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "ethosu/npu_state.h"
+#include "ethosu/u85_simulator.h"
 
 namespace runtime_cpp {
 namespace npu {
@@ -12,6 +13,7 @@ namespace {
 
 // Runs (memory != null) or checks (memory == null) the stream.
 Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpRecord>* records) {
+  if (stream.config.product == 2) return u85::walk(stream, memory, records);  // Ethos-U85
   Registers regs;
   // The NPU's internal shared buffer (LUTs live at its top), as large as the CONFIG word says.
   std::vector<uint8_t> shram(size_t(stream.config.shram_kb) * 1024, 0);

@@ -37,20 +37,26 @@ class OpWork:
 def ethosu_work_record(payload: bytes) -> list[OpWork]:
     """The work record of an Ethos-U delegate payload (ValueError naming the problem when the
     payload is malformed or its stream uses an operation the simulator lacks)."""
+    return [_parse(line) for line in payload_text("runtime_cpp_ethosu_work_record", payload, "walked")]
+
+
+def payload_text(symbol: str, payload: bytes, what: str) -> list[str]:
+    """The lines of text the EthosUBackend entry point `symbol` writes for `payload` (ValueError
+    saying the stream cannot be `what` when it returns an error)."""
     lib = module_handle("ethosu")
     if lib is None:
         raise ValueError("the EthosUBackend module is not registered (see runtime_cpp.backends())")
-    fn = lib.runtime_cpp_ethosu_work_record
+    fn = getattr(lib, symbol)
     fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
     fn.restype = ctypes.c_long
     payload = bytes(payload)
     need = fn(payload, len(payload), None, 0)
     if need < 0:
-        raise ValueError(f"the Ethos-U payload's command stream cannot be walked (ExecuTorch error "
+        raise ValueError(f"the Ethos-U payload's command stream cannot be {what} (ExecuTorch error "
                          f"0x{-need:x}; the backend's log line says which command and offset)")
     buf = ctypes.create_string_buffer(max(need, 1))
     fn(payload, len(payload), buf, need)
-    return [_parse(line) for line in buf.raw[:need].decode().splitlines()]
+    return buf.raw[:need].decode().splitlines()
 
 
 def _parse(line: str) -> OpWork:

@@ -1,0 +1,87 @@
+#include "ethosu/u85_commands.h"
+
+#include <cstddef>
+
+namespace runtime_cpp {
+namespace npu {
+namespace u85 {
+namespace {
+
+struct Name {
+  uint16_t code;
+  const char* name;
+};
+
+constexpr Name kCmd0Names[] = {
+    {0x000, "NPU_OP_STOP"}, {0x001, "NPU_OP_IRQ"}, {0x002, "NPU_OP_CONV"},
+    {0x003, "NPU_OP_DEPTHWISE"}, {0x005, "NPU_OP_POOL"}, {0x006, "NPU_OP_ELEMENTWISE"},
+    {0x007, "NPU_OP_RESIZE"}, {0x010, "NPU_OP_DMA_START"}, {0x011, "NPU_OP_DMA_WAIT"},
+    {0x012, "NPU_OP_KERNEL_WAIT"}, {0x013, "NPU_OP_PMU_MASK"},
+    {0x100, "NPU_SET_IFM_PAD_TOP"}, {0x101, "NPU_SET_IFM_PAD_LEFT"},
+    {0x102, "NPU_SET_IFM_PAD_RIGHT"}, {0x103, "NPU_SET_IFM_PAD_BOTTOM"},
+    {0x104, "NPU_SET_IFM_DEPTH_M1"}, {0x105, "NPU_SET_IFM_PRECISION"},
+    {0x107, "NPU_SET_IFM_UPSCALE"}, {0x108, "NPU_SET_IFM_BROADCAST"},
+    {0x109, "NPU_SET_IFM_ZERO_POINT"}, {0x10A, "NPU_SET_IFM_WIDTH0_M1"},
+    {0x10B, "NPU_SET_IFM_HEIGHT0_M1"}, {0x10C, "NPU_SET_IFM_HEIGHT1_M1"},
+    {0x10F, "NPU_SET_IFM_REGION"}, {0x111, "NPU_SET_OFM_WIDTH_M1"},
+    {0x112, "NPU_SET_OFM_HEIGHT_M1"}, {0x113, "NPU_SET_OFM_DEPTH_M1"},
+    {0x114, "NPU_SET_OFM_PRECISION"}, {0x115, "NPU_SET_OFM_BLK_WIDTH_M1"},
+    {0x116, "NPU_SET_OFM_BLK_HEIGHT_M1"}, {0x117, "NPU_SET_OFM_BLK_DEPTH_M1"},
+    {0x118, "NPU_SET_OFM_ZERO_POINT"}, {0x11A, "NPU_SET_OFM_WIDTH0_M1"},
+    {0x11B, "NPU_SET_OFM_HEIGHT0_M1"}, {0x11C, "NPU_SET_OFM_HEIGHT1_M1"},
+    {0x11F, "NPU_SET_OFM_REGION"}, {0x120, "NPU_SET_KERNEL_WIDTH_M1"},
+    {0x121, "NPU_SET_KERNEL_HEIGHT_M1"}, {0x122, "NPU_SET_KERNEL_STRIDE"},
+    {0x124, "NPU_SET_ACC_FORMAT"}, {0x125, "NPU_SET_ACTIVATION"},
+    {0x126, "NPU_SET_ACTIVATION_MIN"}, {0x127, "NPU_SET_ACTIVATION_MAX"},
+    {0x128, "NPU_SET_WEIGHT_REGION"}, {0x129, "NPU_SET_SCALE_REGION"},
+    {0x12A, "NPU_SET_RESIZE_X_SCALE_N_M1"}, {0x12B, "NPU_SET_RESIZE_Y_SCALE_N_M1"},
+    {0x12C, "NPU_SET_RESIZE_X_OFFSET"}, {0x12D, "NPU_SET_RESIZE_Y_OFFSET"},
+    {0x12E, "NPU_SET_WEIGHT_FORMAT"}, {0x12F, "NPU_SET_BLOCKDEP"},
+    {0x130, "NPU_SET_DMA0_SRC_REGION"}, {0x131, "NPU_SET_DMA0_DST_REGION"},
+    {0x132, "NPU_SET_DMA0_SIZE0"}, {0x133, "NPU_SET_DMA0_SIZE1"},
+    {0x134, "NPU_SET_DMA0_IDX_REGION"}, {0x180, "NPU_SET_IFM2_BROADCAST"},
+    {0x185, "NPU_SET_IFM2_PRECISION"}, {0x189, "NPU_SET_IFM2_ZERO_POINT"},
+    {0x18A, "NPU_SET_IFM2_WIDTH0_M1"}, {0x18B, "NPU_SET_IFM2_HEIGHT0_M1"},
+    {0x18C, "NPU_SET_IFM2_HEIGHT1_M1"}, {0x18F, "NPU_SET_IFM2_REGION"},
+};
+
+constexpr Name kCmd1Names[] = {
+    {0x000, "NPU_SET_IFM_BASE0"}, {0x001, "NPU_SET_IFM_BASE1"}, {0x002, "NPU_SET_IFM_BASE2"},
+    {0x003, "NPU_SET_IFM_BASE3"}, {0x004, "NPU_SET_IFM_STRIDE_X"}, {0x005, "NPU_SET_IFM_STRIDE_Y"},
+    {0x006, "NPU_SET_IFM_STRIDE_C"}, {0x010, "NPU_SET_OFM_BASE0"}, {0x011, "NPU_SET_OFM_BASE1"},
+    {0x012, "NPU_SET_OFM_BASE2"}, {0x013, "NPU_SET_OFM_BASE3"}, {0x014, "NPU_SET_OFM_STRIDE_X"},
+    {0x015, "NPU_SET_OFM_STRIDE_Y"}, {0x016, "NPU_SET_OFM_STRIDE_C"},
+    {0x020, "NPU_SET_WEIGHT_BASE"}, {0x021, "NPU_SET_WEIGHT_LENGTH"},
+    {0x022, "NPU_SET_SCALE_BASE"}, {0x023, "NPU_SET_SCALE_LENGTH"}, {0x024, "NPU_SET_OFM_SCALE"},
+    {0x025, "NPU_SET_IFM_SCALE"}, {0x026, "NPU_SET_IFM2_SCALE"}, {0x027, "NPU_SET_OP_SCALAR"},
+    {0x030, "NPU_SET_DMA0_SRC"}, {0x031, "NPU_SET_DMA0_DST"}, {0x032, "NPU_SET_DMA0_LEN"},
+    {0x033, "NPU_SET_DMA0_SRC_STRIDE0"}, {0x034, "NPU_SET_DMA0_SRC_STRIDE1"},
+    {0x035, "NPU_SET_DMA0_DST_STRIDE0"}, {0x036, "NPU_SET_DMA0_DST_STRIDE1"},
+    {0x037, "NPU_SET_DMA0_IDX"}, {0x038, "NPU_SET_DMA0_IDX_MAX"},
+    {0x039, "NPU_SET_DMA0_IDX_SKIP1"}, {0x080, "NPU_SET_IFM2_BASE0"},
+    {0x081, "NPU_SET_IFM2_BASE1"}, {0x082, "NPU_SET_IFM2_BASE2"}, {0x083, "NPU_SET_IFM2_BASE3"},
+    {0x084, "NPU_SET_IFM2_STRIDE_X"}, {0x085, "NPU_SET_IFM2_STRIDE_Y"},
+    {0x086, "NPU_SET_IFM2_STRIDE_C"}, {0x090, "NPU_SET_WEIGHT1_BASE"},
+    {0x091, "NPU_SET_WEIGHT1_LENGTH"}, {0x092, "NPU_SET_WEIGHT2_BASE"},
+    {0x093, "NPU_SET_WEIGHT2_LENGTH"}, {0x094, "NPU_SET_WEIGHT3_BASE"},
+    {0x095, "NPU_SET_WEIGHT3_LENGTH"}, {0x096, "NPU_SET_RESIZE_X"}, {0x097, "NPU_SET_RESIZE_Y"},
+    {0x100, "NPU_OP_BRANCH"},
+};
+
+template <size_t N>
+const char* find_name(const Name (&table)[N], uint16_t code) {
+  for (const Name& n : table) {
+    if (n.code == code) return n.name;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const char* command_name(uint16_t code, bool is_cmd1) {
+  return is_cmd1 ? find_name(kCmd1Names, code) : find_name(kCmd0Names, code);
+}
+
+}  // namespace u85
+}  // namespace npu
+}  // namespace runtime_cpp

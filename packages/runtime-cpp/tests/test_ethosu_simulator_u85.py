@@ -1,0 +1,158 @@
+"""EthosUBackend on Ethos-U85 payloads (regor's command stream, vela 5.x): the stream decodes into
+named register state per kick-off, a mutated stream is an Error and never a crash, the elementwise
+kick-offs the U85 simulator covers run bit-exactly against the TOSA reference model on ethos-u85-256,
+and a stream with a kick-off it does not cover is refused at load naming the command (or runs its
+host graph when the payload has one).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import runtime_cpp_test_programs as progs
+import torch
+from executorch.runtime import Runtime
+from torch import nn
+
+import runtime_cpp
+from arm_ethosu import build_binstream, parse_binstream
+from arm_tosa_core import run_on_reference_model
+from runtime_cpp import fuzz
+from runtime_cpp.ethosu_commands import ethosu_commands, kick_offs
+
+TARGET = "ethos-u85-256"
+
+
+_NAME = "runtime_cpp_ethosu_sim_cases"  # the U55/U65 sweep's harness (lower, deployable .pte, compare)
+if _NAME not in sys.modules:
+    _spec = importlib.util.spec_from_file_location(_NAME, Path(__file__).with_name("ethosu_sim_cases.py"))
+    sys.modules[_NAME] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules[_NAME])
+sim = sys.modules[_NAME]
+
+
+class _Binary(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, y):
+        return self.fn(x, y)
+
+
+def _binary(fn, scale: float = 3.0, shape2=(1, 4, 5, 6)) -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    return _Binary(fn), (torch.randn(1, 4, 5, 6), torch.randn(*shape2) * scale)
+
+
+def _lower(module, inputs):
+    return sim.lower(sim.SimCase("u85", module, inputs), TARGET)
+
+
+def _payload(edge) -> bytes:
+    (module,) = progs.lowered_modules(edge)
+    return bytes(module.processed_bytes)
+
+
+@pytest.fixture(scope="module")
+def add_edge():
+    return _lower(*_binary(torch.add))
+
+
+@pytest.fixture(scope="module")
+def conv_edge():
+    return progs.ethosu_edge(0, TARGET)
+
+
+def test_u85_streams_decode_to_named_register_state(add_edge, conv_edge):
+    product, commands = ethosu_commands(_payload(add_edge))
+    assert product == "ethos-u85" and commands[-1].name == "NPU_OP_STOP"
+    (add, stop) = kick_offs(commands)
+    assert (add.op, add.param & 0x3F) == ("NPU_OP_ELEMENTWISE", 1)  # elementwise mode ADD
+    # the U85's own registers, by their U85 names: per-operand scales and the IFM broadcast
+    for reg in ("NPU_SET_IFM_SCALE", "NPU_SET_IFM2_SCALE", "NPU_SET_OFM_SCALE", "NPU_SET_IFM_BROADCAST"):
+        assert reg in add.registers, reg
+    ofm = [add.registers[f"NPU_SET_OFM_{d}_M1"][0] + 1 for d in ("HEIGHT", "WIDTH", "DEPTH")]
+    assert ofm[0] * ofm[1] * ofm[2] == 4 * 5 * 6, ofm  # regor may fold the shape, never the volume
+    assert "NPU_SET_OPA_SCALE" not in add.registers  # a U55 name the U85 map does not have
+    (work,) = runtime_cpp.ethosu_work_record(_payload(add_edge))  # the per-op work record walks it too
+    assert work.op == "add" and work.ofm_shape == tuple(ofm) and work.ifm2_shape == tuple(ofm)
+    product, commands = ethosu_commands(_payload(conv_edge))
+    ops = [k.op for k in kick_offs(commands)]
+    assert product == "ethos-u85" and ops.count("NPU_OP_CONV") == 2, ops
+    conv = next(k for k in kick_offs(commands) if k.op == "NPU_OP_CONV")
+    assert conv.registers["NPU_SET_KERNEL_WIDTH_M1"][0] == 2 and "NPU_SET_WEIGHT_LENGTH" in conv.registers
+
+
+def test_u85_malformed_streams_are_errors_naming_the_command(add_edge, capfd):
+    stream = parse_binstream(_payload(add_edge))
+    words = bytearray(stream.cmd_data)
+    words[-8:-4] = (0x0000_03F0).to_bytes(4, "little")  # a cmd0 opcode the U85 map does not define
+    for cmd_data, log in ((stream.cmd_data[:-16], "truncated cmd_data: the CmdStream tag declares"),
+                          (bytes(words), "unknown cmd0 opcode 0x3f0 at cmd_data offset")):
+        payload = build_binstream(replace(stream, cmd_data=cmd_data, extra={}))
+        with pytest.raises(ValueError, match="cannot be decoded"):
+            ethosu_commands(payload)
+        assert log in capfd.readouterr().err
+
+
+def test_u85_mutated_streams_never_crash(add_edge, conv_edge):
+    """Seeded mutations of real U85 payloads through the parser and the simulator. In process: a
+    child would spend ~20 s importing the runtime for well under a second of fuzzing (a crash still
+    fails the session; `nox -s runtime-fuzz` and `runtime-asan` run long fuzz runs in a child)."""
+    seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={})) for e in (add_edge, conv_edge)]
+    outcomes = {"ok": 0, "error": 0}
+    fn = fuzz.entry_point("ethosu_command_stream")
+    rng = random.Random(0)
+    for i in range(1000):
+        data = seeds[i] if i < len(seeds) else fuzz.mutate(rng.choice(seeds), rng)
+        outcomes["ok" if fn(data, len(data)) == 0 else "error"] += 1
+    assert outcomes["ok"] >= 1 and outcomes["error"] >= 1, outcomes  # the add seed runs; mutations get refused
+
+
+KICK_OFFS = {
+    # per-operand IFM/IFM2 scaling with natural rounding, then the OFM scale
+    "add": _binary(torch.add),
+    "sub": _binary(torch.sub, 0.3),
+    "mul": _binary(torch.mul, 2.0),
+    "add_broadcast": _binary(torch.add, 1.0, (1, 1, 5, 1)),  # IFM2 broadcast in H and C
+    # rescales chained through the NPU's internal buffers into a MAX
+    "maximum": _binary(torch.maximum, 2.0),
+    "minimum": _binary(torch.minimum, 2.0),
+}
+POOL = {  # one channel: NCHW is NHWC, so regor writes no transposing copy before the pool
+    "max_pool": (nn.MaxPool2d(2), (torch.randn(1, 1, 8, 8),)),
+    "max_pool_padded": (nn.MaxPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
+}
+KICK_OFFS.update(POOL)
+DEFAULT = ("add", "mul", "maximum", "max_pool_padded")
+
+
+@pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in KICK_OFFS])
+def test_u85_kick_offs_bit_exact_against_the_reference_model(name):
+    module, inputs = KICK_OFFS[name]
+    outcome = sim.run_case(sim.SimCase(name, module, inputs), TARGET)
+    assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
+
+
+def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(conv_edge, capfd):
+    x = torch.randn(progs.INPUT)
+    stream = parse_binstream(_payload(conv_edge))
+    program = Runtime.get().load_program(progs.pte_with_payload(conv_edge, build_binstream(replace(stream, extra={}))))
+    with pytest.raises(RuntimeError, match="Failed to load method"):
+        program.load_method("forward")
+    err = capfd.readouterr().err
+    # (its first kick-off regor writes is a 1x1 SUM pool into a transposed OFM: NCHW to NHWC)
+    assert re.search(r"NPU_OP_\w+ at cmd_data offset \d+: .* is not simulated for Ethos-U85 yet", err)
+    assert "--host-graph" in err
+    # with its host graph the same payload runs that graph on the reference model
+    method = Runtime.get().load_program(progs.pte(conv_edge)).load_method("forward")
+    (got,) = method.execute([x])
+    assert torch.equal(got, run_on_reference_model(conv_edge, x))
