@@ -81,7 +81,7 @@ def repeated_kv(node: Node) -> tuple[Node, int] | None:
     return n, ks[1] // xs[1]
 
 
-@register("sdpa", [SDPA], ["matmul", "softmax", "binary", "mask_bool"], support=_sdpa_support, preserve=[SDPA])
+@register("sdpa", [SDPA], ["matmul", "softmax", "softmax_row", "binary", "mask_bool"], support=_sdpa_support, preserve=[SDPA])
 def lower_sdpa(ctx, node: Node) -> None:
     a = sdpa_args(node)
     q, k, v = (ctx.inp(a[n]) for n in ("query", "key", "value"))
