@@ -1,8 +1,8 @@
 // The fp16-arithmetic choice made at load (issue 23 item 6): an fp16 program's elementwise, pooling,
 // upsample, depthwise and data-movement shaders compute in fp16 where the device has shaderFloat16;
 // elsewhere (or under VKDG_FP16_MATH=0) each runs as its `math32` twin (fp16 storage, fp32 arithmetic),
-// when every shader of the program has one or needs no fp16 arithmetic. Kept apart from shader_select.cpp
-// (the tensor-core choice).
+// when every shader of the program has one or needs no fp16 arithmetic. Also the subgroup choice of the
+// row reductions (below). Kept apart from shader_select.cpp (the tensor-core choice).
 #pragma once
 
 #include "payload.h"
