@@ -39,9 +39,13 @@ class DepthwiseStack(nn.Module):
 
 @pytest.mark.parametrize("fp16", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_depthwise_kernel(fp16, vk_check):
-    vk_check(DepthwiseStack().eval(), (r(2, 6, 9, 10),), fp16=fp16)
+    edge = vk_check(DepthwiseStack().eval(), (r(2, 6, 9, 10),), fp16=fp16)
+    delegated = edge.exported_program().graph_module.lowered_module_0.original_module
+    shaders = [d.shader for d in lower_program(delegated, fp16=False).dispatches]
+    assert [s for s in shaders if s.startswith("conv")] == ["conv2d_dw_f32"] * 5  # BN and ReLU6 folded
 
 
+@pytest.mark.slow
 def test_depthwise_kernel_is_chosen_for_groups_equal_channels(monkeypatch):
     """groups == C == OC: conv2d_dw, with the batch norm and ReLU6 folded (one dispatch); a grouped conv
     (2 channels per group) and a channel multiplier keep conv2d; VKDG_DEPTHWISE=0 the old path."""

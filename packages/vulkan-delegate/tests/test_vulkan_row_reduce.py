@@ -51,6 +51,7 @@ def _shaders(model, inputs) -> list[str]:
                                             False).dispatches]
 
 
+@pytest.mark.slow
 def test_rows_take_a_workgroup_each(monkeypatch):
     shaders = _shaders(Rows().eval(), INPUTS)
     assert shaders.count("softmax_row_f32") == 2 and shaders.count("softmax_f32") == 1
@@ -63,7 +64,10 @@ def test_rows_take_a_workgroup_each(monkeypatch):
 
 @pytest.mark.parametrize("fp16", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_row_reductions(fp16, vk_check):
-    vk_check(Rows().eval(), INPUTS, fp16=fp16)
+    edge = vk_check(Rows().eval(), INPUTS, fp16=fp16)
+    delegated = edge.exported_program().graph_module.lowered_module_0.original_module
+    shaders = [d.shader for d in lower_program(delegated, fp16=False).dispatches]
+    assert {"softmax_row_f32", "norm_row_f32", "reduce_row_f32"} <= set(shaders)
 
 
 def test_subgroup_and_shared_memory_variants_agree(vk_lower, monkeypatch):
