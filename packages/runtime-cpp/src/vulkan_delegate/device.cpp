@@ -8,6 +8,7 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "variant_select.h"
 #include "vk_coopmat.h"
 
 namespace vkdg {
@@ -89,6 +90,9 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   if (has_dot) sub.pNext = &dot_props;
   vkGetPhysicalDeviceProperties2(physical, &props2);
   caps.subgroup_size = sub.subgroupSize;
+  caps.subgroup_arithmetic = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                             (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
+                             (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   caps.coopmat_f16 = has_coop_ext && coop.cooperativeMatrix && mm.vulkanMemoryModel && caps.fp16_arithmetic &&
                      caps.storage16 && caps.subgroup_size == 32 && has_coopmat_f16_16(instance, physical);
   caps.int_dot_accelerated = has_dot && dot_props.integerDotProduct4x8BitPackedSignedAccelerated;
@@ -100,7 +104,7 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   return caps;
 }
 
-Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>* out) {
+Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>* out, bool fp16_math_optional) {
   auto d = std::unique_ptr<Device>(new (std::nothrow) Device());
   if (!d) return Error::MemoryAllocationFailed;
   vkc::InstanceOptions options;
@@ -126,11 +130,15 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
   d->caps_ = probe_caps(d->instance_->get(), physical.handle, family, options.api_version);
   const char* coop_env = std::getenv("VKDG_COOPMAT");  // "0": the generic fp16 tiles even where coopmat is
   Caps& caps = d->caps_;
-  caps.coopmat_f16 = caps.coopmat_f16 && need_fp16 && !(coop_env && std::strcmp(coop_env, "0") == 0);
+  // fp16 arithmetic unless the program can go without it (its math32 twins) and the device lacks it or
+  // VKDG_FP16_MATH=0 asks for the fp32-arithmetic path
+  caps.fp16_math = need_fp16 && caps.fp16_arithmetic && !(fp16_math_optional && fp16_math_disabled());
+  caps.coopmat_f16 = caps.coopmat_f16 && caps.fp16_math && !(coop_env && std::strcmp(coop_env, "0") == 0);
   caps.int_dot = caps.int_dot && want_int_dot;  // from here on: whether each is enabled
-  if (need_fp16 && !(caps.fp16_arithmetic && caps.storage16)) {
+  if (need_fp16 && !(caps.storage16 && (caps.fp16_arithmetic || fp16_math_optional))) {
     ET_LOG(Error, "VkComputeBackend: %s lacks %s: lower without force_fp16", d->name_.c_str(),
-           caps.fp16_arithmetic ? "16-bit storage buffers" : "shaderFloat16 (fp16 arithmetic)");
+           caps.storage16 ? "shaderFloat16 (fp16 arithmetic, which this program's GEMM kernels need)"
+                          : "16-bit storage buffers");
     return Error::NotSupported;
   }
   VkPhysicalDevice16BitStorageFeatures s16{};
@@ -138,15 +146,16 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
   VkPhysicalDeviceShaderFloat16Int8Features f16{};
   f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   std::vector<const char*> extensions;
-  if (need_fp16) {
-    s16.storageBuffer16BitAccess = VK_TRUE;
+  if (need_fp16) s16.storageBuffer16BitAccess = VK_TRUE;
+  if (caps.fp16_math) {
     f16.shaderFloat16 = VK_TRUE;
     s16.pNext = &f16;
     if (caps.float16_int8_ext) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   }
-  // The enabled features' chain: s16 -> f16 (fp16 programs), memory model -> coopmat, int8 dot product.
+  // The enabled features' chain: s16 (fp16 programs) -> f16 (fp16 arithmetic), memory model -> coopmat,
+  // int8 dot product.
   const void* chain = need_fp16 ? static_cast<const void*>(&s16) : nullptr;
-  void** tail = need_fp16 ? &f16.pNext : nullptr;
+  void** tail = caps.fp16_math ? &f16.pNext : need_fp16 ? &s16.pNext : nullptr;
   auto append = [&](void* feature, void** feature_tail) {
     if (tail) *tail = feature;
     else chain = feature;
@@ -170,10 +179,11 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
     append(&dot, &dot.pNext);
     extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   }
-  ET_LOG(Info, "VkComputeBackend: %s, Vulkan %u.%u, fp16 arithmetic %d, 16-bit storage %d, subgroup %u, "
+  ET_LOG(Info, "VkComputeBackend: %s, Vulkan %u.%u, fp16 arithmetic %d (enabled %d), 16-bit storage %d, subgroup %u "
+         "(arithmetic %d), "
          "timestamps %u bits, cooperative matrix %d, int8 dot product %d (accelerated %d)", d->name_.c_str(),
-         VK_API_VERSION_MAJOR(caps.api_version), VK_API_VERSION_MINOR(caps.api_version), caps.fp16_arithmetic,
-         caps.storage16, caps.subgroup_size, caps.timestamp_bits, caps.coopmat_f16, caps.int_dot,
+         VK_API_VERSION_MAJOR(caps.api_version), VK_API_VERSION_MINOR(caps.api_version), caps.fp16_arithmetic, caps.fp16_math,
+         caps.storage16, caps.subgroup_size, caps.subgroup_arithmetic, caps.timestamp_bits, caps.coopmat_f16, caps.int_dot,
          caps.int_dot_accelerated);
   err = vkc::Device::create(physical.handle, family, extensions, chain, &d->device_);
   if (err != Error::Ok) return err;

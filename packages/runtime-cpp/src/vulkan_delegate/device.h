@@ -23,11 +23,15 @@ namespace vkc = runtime_cpp::vkc;
 struct Caps {
   uint32_t api_version = 0;
   bool fp16_arithmetic = false;  // shaderFloat16
+  // After Device::create: fp16 arithmetic is enabled (an fp16 program that does not run its math32 twins;
+  // variant_select.h).
+  bool fp16_math = false;
   bool storage16 = false;        // storageBuffer16BitAccess
   bool float16_int8_ext = false; // a 1.1 device that has fp16 arithmetic through the extension
   bool int_dot = false;          // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product)
   bool int_dot_accelerated = false;  // integerDotProduct4x8BitPackedSignedAccelerated (logged only)
   uint32_t subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd/Max/Min in compute shaders (the row reductions' sg twins)
   // VK_KHR_cooperative_matrix with a subgroup-scope 16x16x16 fp16 x fp16 + fp32 shape, the
   // vulkanMemoryModel its SPIR-V declares, and 32-wide subgroups (gemm_tile_coop.glsl gives each of a
   // workgroup's 8 subgroups a 16x32 strip): the f16coop shader variants can run. After Device::create,
@@ -40,9 +44,12 @@ struct Caps {
 class Device {
  public:
   // Error (with a log line naming what is missing) when there is no usable device, or when fp16 is
-  // needed and the device lacks shaderFloat16 / 16-bit storage. `want_int_dot`: enable the integer dot
-  // product where the device has it (caps().int_dot then says it is on).
-  static Error create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>* out);
+  // needed and the device lacks 16-bit storage, or shaderFloat16 unless `fp16_math_optional` (the program
+  // can run its math32 twins: runs_without_float16). `want_int_dot`: enable the integer dot product where
+  // the device has it (caps().int_dot then says it is on). caps().fp16_math says whether fp16 arithmetic
+  // is on: not where the device lacks it or VKDG_FP16_MATH=0 makes an optional program go without.
+  static Error create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>* out,
+                      bool fp16_math_optional = false);
 
   VkDevice handle() const { return device_->get(); }
   VkPhysicalDevice physical() const { return device_->physical(); }

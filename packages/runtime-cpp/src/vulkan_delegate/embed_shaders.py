@@ -6,10 +6,14 @@ Each template declares its variants on a line `// variants: f32 f16` (or `f32_f1
 suffix adds a define: `coop` (`f16coop`) COOPMAT, the tensor-core variant the runtime picks instead of the
 plain one on a device with VK_KHR_cooperative_matrix (shader_select.cpp); `small` (`f32small`) SMALL_TILE,
 the one-output-per-invocation GEMM tile a lowering names for small outputs; `big` (`f16big`, `f16bigcoop`)
-BIG_TILE, the 128x128 GEMM tile a lowering names for large outputs. Local size,
-binding count (distinct binding numbers: a shader may alias one buffer as two views) and the optional
-`// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z` for that suffix's variants) are
-read from the source so the runtime computes group counts and descriptor layouts from the table.
+BIG_TILE, the 128x128 GEMM tile a lowering names for large outputs; `math32` (`f16math32`)
+MATH32, the fp16-storage fp32-arithmetic twin of an f16 variant that computes in fp16, which the runtime
+runs where the device lacks shaderFloat16 (variant_select.cpp); `sg` (`f32sg`) SUBGROUP, the subgroup-
+arithmetic twin of a row-reduction shader (row_reduce.glsl), run where the device has subgroup arithmetic
+in compute shaders. Local size, binding count (distinct binding numbers: a shader may alias one buffer as
+two views) and the optional `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z`
+for that suffix's variants) are read from the source so the runtime computes group counts and descriptor
+layouts from the table.
 """
 
 import re
@@ -20,7 +24,8 @@ from pathlib import Path
 from shader_compiler import tool_env
 
 TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
-SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1"}
+SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1", "math32": "-DMATH32=1",
+            "sg": "-DSUBGROUP=1"}
 
 
 def split_variant(variant: str) -> tuple[str, list[str]]:

@@ -12,6 +12,7 @@
 #include "io_convert.h"
 #include "opcodes.h"
 #include "shader_table.h"
+#include "variant_select.h"
 
 namespace vkdg {
 
@@ -119,7 +120,10 @@ Error Method::init(const uint8_t* payload, size_t size) {
       return Error::DelegateInvalidCompatibility;
     }
   ET_CHECK_OK_OR_RETURN_ERROR(check_op_codes(prog_));
-  ET_CHECK_OK_OR_RETURN_ERROR(Device::create(prog_.uses_f16(), wants_int_dot(prog_), &dev_));
+  ET_CHECK_OK_OR_RETURN_ERROR(
+      Device::create(prog_.uses_f16(), wants_int_dot(prog_), &dev_, runs_without_float16(prog_)));
+  if (prog_.uses_f16() && !dev_->caps().fp16_math) use_math32(&prog_);
+  if (dev_->caps().subgroup_arithmetic && !subgroups_disabled()) use_subgroup_twins(&prog_);
   if (dev_->caps().int_dot) use_int_dot(&prog_);
   uint64_t staging = 0;
   std::vector<int64_t> max_symbols;

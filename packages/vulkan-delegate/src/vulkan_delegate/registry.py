@@ -25,6 +25,15 @@ MAX_RANK = 6
 # vulkan_delegate/shader_select.cpp).
 SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop", "f16big", "f16bigcoop"),
                    "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop")}
+# Twins no payload names, which the runtime swaps in at load (runtime-cpp's vulkan_delegate/variant_select.cpp):
+# `f16math32`, fp16 storage with fp32 arithmetic, where the device lacks shaderFloat16 (or VKDG_FP16_MATH=0);
+# `sg`, the row reductions' subgroup-arithmetic form, where the device has it (unless VKDG_SUBGROUP=0).
+_ROW = ("f32sg", "f16sg")
+RUNTIME_TWINS = {**{s: ("f16math32",) for s in ("unary", "binary", "pool2d", "upsample2d", "compare", "argreduce",
+                                                 "where", "take", "gather", "index_write", "pad", "mask_bool",
+                                                 "conv2d_dw")},
+                 **{s: _ROW for s in ("softmax_row", "norm_row", "reduce_row", "attention_flash")},
+                 "copy": ("f16_f16math32", "f32_f16math32", "f16_f32math32", "f16_i32math32", "i32_f16math32")}
 
 Support = Callable[[Node], str | None]
 Lower = Callable[[Any, Node], Any]
@@ -73,7 +82,8 @@ def shader_names() -> set[str]:
     """Every compiled shader variant the registry can dispatch (the runtime must embed each)."""
     return {f"{s}_{v}" for f in families() for s in f.shaders for v in f.variants} | {
         f"copy_{a}_{b}" for a in COPY_VARIANTS for b in COPY_VARIANTS} | {
-        f"{s}_{v}" for s, vs in SHADER_VARIANTS.items() for v in vs}
+        f"{s}_{v}" for s, vs in SHADER_VARIANTS.items() for v in vs} | {
+        f"{s}_{v}" for s, vs in RUNTIME_TWINS.items() for v in vs}
 
 
 def _load() -> None:

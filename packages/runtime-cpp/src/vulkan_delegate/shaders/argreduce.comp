@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 i32
+// variants: f32 f16 i32 f16math32
 // argmax / argmin over the middle of [outer, red, inner] (int32 result): the first index of the
 // extreme value; a NaN counts as the extreme (torch's rule). push = op, outer, red, inner.
 #include "common.glsl"
@@ -19,10 +19,15 @@ void main() {
     case ARGREDUCE_ARGMIN: is_max = false; break;
     default: y[i] = -1; return;  // unreachable: the runtime refuses unknown codes at load
   }
-  T best = x[base];
+#ifdef T_IS_INT
+#define V int
+#else
+#define V CT  // f16math32: compared in fp32 (exact)
+#endif
+  V best = V(x[base]);
   int at = 0;
   for (uint r = 1; r < red; ++r) {
-    T v = x[base + r * inner];
+    V v = V(x[base + r * inner]);
 #ifdef T_IS_INT
     bool better = is_max ? v > best : v < best;
 #else

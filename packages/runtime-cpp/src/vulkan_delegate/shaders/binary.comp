@@ -1,9 +1,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 i32
+// variants: f32 f16 i32 f16math32
 // y = op(a, alpha * b) with broadcast: push = op, n, out sizes[6], a strides[6], b strides[6], alpha
 // (i32: integer arithmetic, alpha an integer given as a float; div and pow are not claimed for it)
 // fmod: C semantics (the result has the dividend's sign), as torch.fmod
+// Floats: add/sub/mul/div/max/min in CT (fp16 in the f16 variant); pow and fmod in fp32.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -36,25 +37,30 @@ void main() {
   }
   y[i] = r;
 #else
-  float x = float(a[ia]), z = float(b[ib]);
-  float r;
+  CT hx = CT(a[ia]), hz = CT(b[ib]), hr;
   switch (PI(0)) {  // op codes: opcodes.glsl
-    case BINARY_ADD: r = x + PF(20) * z; break;
-    case BINARY_SUB: r = x - PF(20) * z; break;
-    case BINARY_MUL: r = x * z; break;
-    case BINARY_DIV: r = x / z; break;
-    case BINARY_MAXIMUM: r = max(x, z); break;
-    case BINARY_MINIMUM: r = min(x, z); break;
-    case BINARY_POW: r = pow_signed(x, z); break;
-    case BINARY_FMOD: {  // C fmod (sign of x); NaN for z == 0, as torch
-      r = x - z * trunc(x / z);
-      // x / z rounded up to the next integer leaves r one |z| past zero, with the wrong sign
-      if (x > 0.0 && r < 0.0) r += abs(z);
-      if (x < 0.0 && r > 0.0) r -= abs(z);
-      break;
+    case BINARY_ADD: hr = hx + CT(PF(20)) * hz; break;
+    case BINARY_SUB: hr = hx - CT(PF(20)) * hz; break;
+    case BINARY_MUL: hr = hx * hz; break;
+    case BINARY_DIV: hr = hx / hz; break;
+    case BINARY_MAXIMUM: hr = max(hx, hz); break;
+    case BINARY_MINIMUM: hr = min(hx, hz); break;
+    default: {
+      float x = float(a[ia]), z = float(b[ib]), r;
+      switch (PI(0)) {
+        case BINARY_POW: r = pow_signed(x, z); break;
+        case BINARY_FMOD: {  // C fmod (sign of x); NaN for z == 0, as torch
+          r = x - z * trunc(x / z);
+          // x / z rounded up to the next integer leaves r one |z| past zero, with the wrong sign
+          if (x > 0.0 && r < 0.0) r += abs(z);
+          if (x < 0.0 && r > 0.0) r -= abs(z);
+          break;
+        }
+        default: r = UNKNOWN_OP_NAN; break;
+      }
+      hr = CT(r);
     }
-    default: r = UNKNOWN_OP_NAN; break;
   }
-  y[i] = T(r);
+  y[i] = T(hr);
 #endif
 }

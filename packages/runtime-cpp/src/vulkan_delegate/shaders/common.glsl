@@ -5,6 +5,24 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #endif
+// CT: the arithmetic type of the shaders that compute in their storage type (elementwise, max pooling,
+// upsample, depthwise, compare): fp16 in the f16 variants, fp32 in the f32 ones and in the `f16math32`
+// twins. A twin stores fp16 but does only fp32 arithmetic (its SPIR-V declares no Float16 capability): the
+// runtime runs it on a device without shaderFloat16, or under VKDG_FP16_MATH=0 (variant_select.h).
+// Reductions (softmax, norms, sums, averages) accumulate in float whatever T is.
+#if defined(FP16) && !defined(MATH32)
+#define CT float16_t
+#define CT4 f16vec4
+#else
+#define CT float
+#define CT4 vec4
+#endif
+// VT: the register type of a data-movement shader's values (where, take, pad, ...): int in i32 variants.
+#ifdef T_IS_INT
+#define VT int
+#else
+#define VT CT
+#endif
 #ifdef COOPMAT
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require

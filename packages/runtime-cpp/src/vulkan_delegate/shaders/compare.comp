@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 i32
+// variants: f32 f16 i32 f16math32
 // Comparisons and logic with a bool (int32 0/1) result, broadcast: y = op(a, b).
 // push = op, n, out sizes[6], a strides[6], b strides[6]. Unary ops (logical_not, bitwise_not) read a.
 // Floats compare as IEEE does (NaN: only ne is true), as torch does.
@@ -21,8 +21,13 @@ void main() {
     ia += c * PU(8 + d);
     ib += c * PU(14 + d);
   }
-  T x = a[ia], z = b[ib];
-  bool bx = x != T(0), bz = z != T(0);
+#ifdef T_IS_INT
+#define V int
+#else
+#define V CT  // f16math32: compared in fp32 (exact)
+#endif
+  V x = V(a[ia]), z = V(b[ib]);
+  bool bx = x != V(0), bz = z != V(0);
   int r;
   switch (PI(0)) {  // op codes: opcodes.glsl
     case COMPARE_EQ: r = int(x == z); break;

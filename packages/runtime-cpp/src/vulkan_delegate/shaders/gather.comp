@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 i32
+// variants: f32 f16 i32 f16math32
 // torch.gather: y[..., j, ...] = x[..., idx[..., j, ...], ...] along one dim; y has idx's shape.
 // push = n, idx sizes[6], x strides[6] (elements, rank padded to 6), dim (0..5 after padding), xdim.
 // An index outside [-xdim, xdim) (torch raises) reads 0.
@@ -22,5 +22,5 @@ void main() {
     rem /= s;
     ix += (uint(d) == dim ? uint(max(r, 0)) : c) * PU(7 + d);
   }
-  y[i] = (r < 0 || r >= xdim) ? T(0) : x[ix];
+  y[i] = T((r < 0 || r >= xdim) ? VT(0) : VT(x[ix]));
 }

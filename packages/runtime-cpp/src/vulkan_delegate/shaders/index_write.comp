@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 i32
+// variants: f32 f16 i32 f16math32
 // Rows written at the positions an index tensor names (index_copy, index_put with one index tensor:
 // a static KV cache's update): x and y viewed as [outer, xdim, inner], src as [outer, nidx, inner];
 // y[o, r, k] = src[o, j, k] for the last j with idx[j] == r, else x[o, r, k]. One pass writes all of y
@@ -24,5 +24,5 @@ void main() {
     if (v < 0) v += int(xdim);
     if (v == int(r)) hit = int(j);
   }
-  y[i] = hit >= 0 ? src[(o * nidx + uint(hit)) * inner + k] : x[i];
+  y[i] = T(hit >= 0 ? VT(src[(o * nidx + uint(hit)) * inner + k]) : VT(x[i]));
 }

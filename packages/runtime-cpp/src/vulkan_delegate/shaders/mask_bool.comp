@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16
+// variants: f32 f16 f16math32
 // Boolean attention mask: y = m ? x : -inf, m (one byte per element, 0 false) broadcast to x's shape.
 // push = n, sizes[6], m strides[6] (elements; 0 where broadcast), m_words (1: m holds one int32 per
 // element, as bool tensors do from payload version 3; 0: bytes). x and y are contiguous.
@@ -20,5 +20,5 @@ void main() {
     rem /= s;
   }
   bool keep = PU(13) != 0u ? m[im] != 0u : ((m[im >> 2] >> ((im & 3u) * 8u)) & 0xffu) != 0u;
-  y[i] = keep ? x[i] : T(-1.0 / 0.0);
+  y[i] = T(keep ? VT(x[i]) : VT(-1.0 / 0.0));
 }

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16
+// variants: f32 f16 f16math32
 // Constant padding (negative pads crop): y[i] = x[i - before] inside x, else value. push = n,
 // out sizes[6], in sizes[6], before[6] (elements per dim, may be negative), value. Threads: n.
 #include "common.glsl"
@@ -20,5 +20,5 @@ void main() {
     src += uint(max(c, 0)) * stride;
     stride *= uint(in_s);
   }
-  y[i] = inside ? x[src] : T(PF(19));
+  y[i] = T(inside ? VT(x[src]) : VT(PF(19)));
 }

@@ -22,13 +22,10 @@ void main() {
   float sum = 0.0;
   for (uint r = 0; r < limit; ++r) sum += exp(float(x[base + r * inner]) - mx);
   bool lg = PU(3) != 0;
-  if (PU(6) != 0 && isinf(mx) && mx < 0.0) {
-    for (uint r = 0; r < red; ++r) y[base + r * inner] = T(0.0);
-    return;
-  }
+  bool zero_row = PU(6) != 0 && isinf(mx) && mx < 0.0;
   for (uint r = 0; r < red; ++r) {
     float v = float(x[base + r * inner]) - mx;
     float out_v = r < limit ? (lg ? v - log(sum) : exp(v) / sum) : (lg ? -1.0 / 0.0 : 0.0);
-    y[base + r * inner] = T(out_v);
+    y[base + r * inner] = T(zero_row ? 0.0 : out_v);
   }
 }

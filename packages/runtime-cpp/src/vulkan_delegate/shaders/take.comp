@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 i32
+// variants: f32 f16 i32 f16math32
 // Rows picked by an index tensor along one dim (embedding, index_select, index.Tensor with one index):
 // x viewed as [outer, xdim, inner], y as [outer, nidx, inner], y[o, j, k] = x[o, idx[j], k].
 // push = n, outer, nidx, inner, xdim. A negative index counts from the end (as torch); one outside
@@ -18,5 +18,5 @@ void main() {
   uint k = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
   int r = idx[j], xdim = PI(4);
   if (r < 0) r += xdim;
-  y[i] = (r < 0 || r >= xdim) ? T(0) : x[(o * uint(xdim) + uint(r)) * inner + k];
+  y[i] = T((r < 0 || r >= xdim) ? VT(0) : VT(x[(o * uint(xdim) + uint(r)) * inner + k]));
 }

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 i32
+// variants: f32 f16 i32 f16math32
 // y = c ? a : b with broadcast (c a bool tensor: int32 0/1). push = n, out sizes[6], c strides[6],
 // a strides[6], b strides[6] (elements; 0 where broadcast; a scalar operand is a 1-element constant).
 #include "common.glsl"
@@ -22,5 +22,5 @@ void main() {
     ia += k * PU(13 + d);
     ib += k * PU(19 + d);
   }
-  y[i] = c[ic] != 0 ? a[ia] : b[ib];
+  y[i] = T(c[ic] != 0 ? VT(a[ia]) : VT(b[ib]));
 }

@@ -1,7 +1,9 @@
 """Scaled dot-product attention, kept whole by exir: scores = scale * q @ k^T (shader `matmul`), an
 optional mask (additive float: shader `binary`; boolean: shader `mask_bool`, or folded into an additive
 constant when the mask is a weight), softmax with an optional causal mask (shader `softmax`),
-out = p @ v (shader `matmul`).
+out = p @ v (shader `matmul`). With at least FLASH_MIN_KV keys (static sizes, head dim <= 256), one fused
+dispatch instead (shader `attention_flash`: online softmax over key tiles, no score matrix);
+VKDG_FLASH_ATTN=0 at lowering keeps the unfused path.
 
 Grouped-query attention (enable_gqa, q heads = g x kv heads) costs no copy: q [b, h, s, d] is read as
 [b, h_kv, g * s, d] (the g query heads sharing a kv head are adjacent rows), so the matmuls batch
@@ -12,6 +14,7 @@ the attention (the pattern `repeated_kv` matches) are read the same way, without
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 from torch.fx import Node
@@ -21,11 +24,17 @@ from ..opcodes import opcode
 from ..registry import register
 from .elementwise import broadcast_strides
 from .matmul import dispatch_matmul
-from .reduce import softmax
+from .reduce import ROW_LANES, softmax
 
 aten = torch.ops.aten
 SDPA = aten.scaled_dot_product_attention.default
 _ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
+#: "0" at lowering: every attention takes the unfused matmul + softmax + matmul path
+FLASH_ENV = "VKDG_FLASH_ATTN"
+#: fewer keys: the unfused path (its score matrix is small, and its GEMM tiles reuse K over 64 queries)
+FLASH_MIN_KV = 64
+#: attention_flash.comp: query rows per workgroup, largest head dim
+FLASH_QROWS, FLASH_MAX_D = 4, 256
 
 
 def sdpa_args(node: Node) -> dict:
@@ -81,7 +90,8 @@ def repeated_kv(node: Node) -> tuple[Node, int] | None:
     return n, ks[1] // xs[1]
 
 
-@register("sdpa", [SDPA], ["matmul", "softmax", "binary", "mask_bool"], support=_sdpa_support, preserve=[SDPA])
+@register("sdpa", [SDPA], ["matmul", "softmax", "softmax_row", "binary", "mask_bool", "attention_flash"],
+          support=_sdpa_support, preserve=[SDPA])
 def lower_sdpa(ctx, node: Node) -> None:
     a = sdpa_args(node)
     q, k, v = (ctx.inp(a[n]) for n in ("query", "key", "value"))
@@ -92,6 +102,8 @@ def lower_sdpa(ctx, node: Node) -> None:
     h_kv, kv = k.shape[1], k.shape[2]
     g = h // h_kv  # query heads per kv head (1 without GQA)
     scale = float(a["scale"]) if a["scale"] is not None else 1.0 / math.sqrt(d)
+    if _flash(ctx, node, a, q, k, v, g, scale):
+        return
     scores = ctx.g.new_tensor([b, h, s, kv])
     qs, ks = contiguous_strides([b, h_kv, g * s, d]), contiguous_strides(k.shape)
     dispatch_matmul(ctx, q, k, ctx.g.alias(scores, [b, h_kv, g * s, kv]), d, qs, [ks[0], ks[1], ks[3], ks[2]],
@@ -103,6 +115,36 @@ def lower_sdpa(ctx, node: Node) -> None:
     y = ctx.out(node)
     ps, vs = contiguous_strides([b, h_kv, g * s, kv]), contiguous_strides(v.shape)
     dispatch_matmul(ctx, probs, v, ctx.g.alias(y, [b, h_kv, g * s, d]), kv, ps, vs, [b, h_kv])
+
+
+def _flash(ctx, node: Node, a: dict, q, k, v, g: int, scale: float) -> bool:
+    """The fused kernel where it applies (see the module docstring); False: take the unfused path."""
+    b, h, s, d = q.shape
+    kv = k.shape[2]
+    if (os.environ.get(FLASH_ENV) == "0" or not all(isinstance(x, int) for x in (b, h, s, d, kv))
+            or kv < FLASH_MIN_KV or d > FLASH_MAX_D):
+        return False
+    mask_arg, mask, kind, strides = a["attn_mask"], q, 0, [0, 0, 0, 0]
+    if mask_arg is not None:
+        m = mask_arg.meta["val"]
+        const = ctx.const_value(mask_arg)
+        if m.dtype == torch.bool and const is None:
+            mask = ctx.inp(mask_arg)
+            if mask.dtype != I32:  # bytes (payloads before version 3): the unfused path reads them
+                return False
+            kind = 2
+        else:
+            if const is not None and m.dtype == torch.bool:
+                const = torch.zeros(const.shape).masked_fill(~const, -math.inf)
+            mask = ctx.g.constant(const.float()) if const is not None else ctx.inp(mask_arg)
+            kind = 1
+        strides = broadcast_strides(mask.shape, [b, h, s, kv])[2:]
+    y = ctx.out(node)
+    blocks = b * h * -(-s // FLASH_QROWS)
+    ctx.dispatch("attention_flash", [q, k, v, mask if kind == 1 else q, mask if kind == 2 else q, y],
+                 [blocks, h, s, kv, d, g, -(-s // FLASH_QROWS), scale, int(bool(a["is_causal"])), kind, *strides],
+                 (blocks * ROW_LANES,))
+    return True
 
 
 def _apply_mask(ctx, scores, mask_arg: Node):

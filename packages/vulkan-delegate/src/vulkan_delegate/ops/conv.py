@@ -1,8 +1,10 @@
 """Convolution (incl. depthwise/grouped, with a following batch norm, residual add and clamp activation
 folded in), batch norm on its own, and 2-D pooling. Shaders `conv2d_gemm` (ungrouped: implicit GEMM),
-`conv2d` (depthwise/grouped: direct), `pool2d`, `binary`."""
+`conv2d_dw` (depthwise: 4 outputs per invocation), `conv2d` (grouped: direct), `pool2d`, `binary`."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch.fx import Node
@@ -15,6 +17,8 @@ from .elementwise import CLAMPS, INF, broadcast_strides, clamp_bounds
 
 aten = torch.ops.aten
 BN = aten._native_batch_norm_legit_no_training.default
+#: "0" at lowering: depthwise convolutions take the generic direct loop (conv2d.comp), for timing the old path
+DEPTHWISE_ENV = "VKDG_DEPTHWISE"
 
 
 def _target(node: Node):
@@ -51,7 +55,8 @@ def _bn_params(ctx, bn: Node):
     return scale, beta - vals[2] * scale
 
 
-@register("conv2d", [aten.convolution.default], ["conv2d", "conv2d_gemm", "conv2d_splitk", "conv_transpose2d"],
+@register("conv2d", [aten.convolution.default],
+          ["conv2d", "conv2d_dw", "conv2d_gemm", "conv2d_splitk", "conv_transpose2d"],
           support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     """2-D convolutions, and 1-D ones as 2-D of height 1 (views: no copy); transposed ones gather on
@@ -125,7 +130,15 @@ def lower_conv(ctx, node: Node) -> None:
         ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
                      [total, oc, oh * ow, splits, has_bias, float(lo), float(hi), has_res], (total,))
         return
-    # depthwise and grouped: the direct loop (a few taps per output, no reuse for a GEMM tile)
+    if groups == c == oc and isinstance(ow, int) and os.environ.get(DEPTHWISE_ENV) != "0":
+        # depthwise: 4 adjacent outputs of a channel row per invocation (conv2d_dw.comp)
+        owq = -(-ow // 4)
+        ctx.dispatch("conv2d_dw", [x, wt, bt, y],
+                     [n * c * oh * owq, c, h, wd, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
+                      dilation[0], dilation[1], has_bias, float(lo), float(hi), owq], (n * c * oh * owq,))
+        return
+    # grouped (and depthwise under VKDG_DEPTHWISE=0): the direct loop (a few taps per output, no reuse
+    # for a GEMM tile)
     ctx.dispatch("conv2d", [x, wt, bt, y],
                  [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
                   dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))

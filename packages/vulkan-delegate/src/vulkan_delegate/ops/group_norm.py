@@ -1,5 +1,6 @@
-"""Group norm (shader `group_norm`): exir's `native_group_norm`, whose mean and rstd outputs no
-model reads in inference (a node that uses them stays on the CPU)."""
+"""Group norm (shader `group_norm`, or `norm_row` (a workgroup per group) for groups of at least
+ROW_MIN values): exir's `native_group_norm`, whose mean and rstd outputs no model reads in inference
+(a node that uses them stays on the CPU)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from torch.fx import Node
 
 from ..registry import float_tensors, register
+from .reduce import ROW_LANES, workgroup_per_row
 
 aten = torch.ops.aten
 
@@ -19,13 +21,18 @@ def _group_norm_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
-@register("group_norm", [aten.native_group_norm.default], ["group_norm"], support=_group_norm_support)
+@register("group_norm", [aten.native_group_norm.default], ["group_norm", "norm_row"], support=_group_norm_support)
 def lower_group_norm(ctx, node: Node) -> None:
     x_node, w_node, b_node, n, c, hw, groups, eps = node.args
     x = ctx.inp(x_node)
     y = ctx.g.new_tensor(x.shape)
     w = ctx.inp(w_node) if w_node is not None else x
     b = ctx.inp(b_node) if b_node is not None else x
-    ctx.dispatch("group_norm", [x, w, b, y], [n * groups, c // groups, hw, float(eps), int(w_node is not None),
-                                              int(b_node is not None), groups], (n * groups,))
+    if workgroup_per_row(c // groups * hw, 1):
+        ctx.dispatch("norm_row", [x, w, b, y], [n * groups, c // groups * hw, float(eps), int(w_node is not None),
+                                                int(b_node is not None), 0, hw, groups], (n * groups * ROW_LANES,))
+    else:
+        ctx.dispatch("group_norm", [x, w, b, y], [n * groups, c // groups, hw, float(eps),
+                                                  int(w_node is not None), int(b_node is not None), groups],
+                     (n * groups,))
     ctx.values[node] = [y, None, None]

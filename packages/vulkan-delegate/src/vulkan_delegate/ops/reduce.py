@@ -1,7 +1,11 @@
 """Reductions over a contiguous run of dims (shader `reduce`), softmax (shader `softmax`, also used by
-attention with a causal mask) and layer norm (shader `norm`)."""
+attention with a causal mask) and layer / RMS norm (shader `norm`). A row of at least ROW_MIN contiguous
+elements gets a workgroup (`reduce_row`, `softmax_row`, `norm_row`: subgroup or shared-memory sums,
+row_reduce.glsl) instead of one invocation looping over it."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch.fx import Node
@@ -26,6 +30,20 @@ def _dims(node: Node) -> list[int]:
     return sorted(d % rank for d in dims) if rank else []
 
 
+#: "0" at lowering: every softmax / norm / reduction keeps one invocation per row (the generic path)
+ROW_REDUCE_ENV = "VKDG_ROW_REDUCE"
+#: row_reduce.glsl's workgroup (ROW_LANES)
+ROW_LANES = 64
+#: shorter rows keep one invocation each: a workgroup's barriers cost more than the loop they save
+ROW_MIN = 32
+
+
+def workgroup_per_row(red, inner) -> bool:
+    """Whether rows of `red` elements (a symbolic length: assumed long), `inner` apart, get a workgroup."""
+    return (isinstance(inner, int) and inner == 1 and (not isinstance(red, int) or red >= ROW_MIN)
+            and os.environ.get(ROW_REDUCE_ENV) != "0")
+
+
 def split3(shape: list, first: int, last: int) -> tuple:
     """(outer, reduced, inner) element counts around dims first..last."""
     return numel(shape[:first]), numel(shape[first:last + 1]), numel(shape[last + 1:])
@@ -40,12 +58,16 @@ def _reduce_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
-@register("reduce", list(_REDUCE), ["reduce"], support=_reduce_support)
+@register("reduce", list(_REDUCE), ["reduce", "reduce_row"], support=_reduce_support)
 def lower_reduce(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
     dims = _dims(node) or [0]  # a rank-0 input: one element, read as shape [1]
     y = ctx.out(node)
     outer, red, inner = split3(x.shape or [1], dims[0], dims[-1])
+    if workgroup_per_row(red, inner):
+        ctx.dispatch("reduce_row", [x, y], [opcode("reduce", _REDUCE[aten_key(node.target)]), outer, red, 1],
+                     (outer * ROW_LANES,))
+        return
     ctx.dispatch("reduce", [x, y], [opcode("reduce", _REDUCE[aten_key(node.target)]), outer, red, inner],
                  (outer * inner,))
 
@@ -78,6 +100,11 @@ def softmax(ctx, x, y, dim: int, log: bool = False, causal_q: int | None = None,
     `masked_rows_zero` (attention): a row of only -inf scores gives 0, as torch's SDPA does (plain
     softmax gives NaN there, as torch.softmax does)."""
     outer, red, inner = split3(x.shape, dim, dim)
+    if workgroup_per_row(red, inner):
+        ctx.dispatch("softmax_row", [x, y], [outer, red, int(log), int(causal_q is not None),
+                                             causal_q if causal_q is not None else 1, int(masked_rows_zero)],
+                     (outer * ROW_LANES,))
+        return
     ctx.dispatch("softmax", [x, y], [outer, red, inner, int(log), int(causal_q is not None),
                                      causal_q if causal_q is not None else 1, int(masked_rows_zero)],
                  (outer * inner,))
@@ -89,7 +116,7 @@ def _softmax_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
-@register("softmax", [aten._softmax.default, aten._log_softmax.default], ["softmax"],
+@register("softmax", [aten._softmax.default, aten._log_softmax.default], ["softmax", "softmax_row"],
           support=_softmax_support)
 def lower_softmax(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
@@ -104,18 +131,13 @@ def _ln_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
-#: norm_row (a workgroup per row) from this many columns; norm (a thread per row) below, or with a dynamic
-#: or very large row count (workgroups along y)
-NORM_ROW_MIN_COLS, NORM_ROW_MAX_ROWS = 256, 65535
-
-
-def dispatch_norm(ctx, bindings: list, push: list, rows, cols: int) -> None:
-    """Layer/RMS norm of `rows` rows of `cols`: shader `norm_row` for wide rows (the decode step's
-    single token), else `norm`."""
-    if isinstance(rows, int) and rows <= NORM_ROW_MAX_ROWS and isinstance(cols, int) and cols >= NORM_ROW_MIN_COLS:
-        ctx.dispatch("norm_row", bindings, push, (256, rows, 1))
+def norm(ctx, x, w, b, y, rows, cols, eps: float, has_w: bool, has_b: bool, rms: bool) -> None:
+    """Layer (or RMS) norm of `rows` contiguous rows of `cols`."""
+    push = [rows, cols, float(eps), int(has_w), int(has_b), int(rms)]
+    if workgroup_per_row(cols, 1):
+        ctx.dispatch("norm_row", [x, w, b, y], [*push, 1, 0], (rows * ROW_LANES,))
     else:
-        ctx.dispatch("norm", bindings, push, (rows, 1, 1))
+        ctx.dispatch("norm", [x, w, b, y], push, (rows, 1, 1))
 
 
 @register("layer_norm", [aten.native_layer_norm.default], ["norm", "norm_row"], support=_ln_support)
@@ -127,8 +149,7 @@ def lower_layer_norm(ctx, node: Node) -> None:
     y = ctx.g.new_tensor(x.shape)
     ctx.values[node] = [y, None, None]
     rows = numel(x.shape[:len(x.shape) - len(node.args[1])])
-    dispatch_norm(ctx, [x, w, b, y], [rows, cols, float(node.args[4]), int(node.args[2] is not None),
-                                      int(node.args[3] is not None), 0], rows, cols)
+    norm(ctx, x, w, b, y, rows, cols, node.args[4], node.args[2] is not None, node.args[3] is not None, False)
 
 
 @register("rms_norm", [aten.rms_norm.default], ["norm", "norm_row"], support=float_tensors,
@@ -141,5 +162,4 @@ def lower_rms_norm(ctx, node: Node) -> None:
     eps = node.args[3] if len(node.args) > 3 and node.args[3] is not None else torch.finfo(torch.float32).eps
     y = ctx.out(node)
     rows = numel(x.shape[:len(x.shape) - len(shape)])
-    dispatch_norm(ctx, [x, w, w, y], [rows, cols, float(eps), int(len(node.args) > 2 and node.args[2] is not None),
-                                      0, 1], rows, cols)
+    norm(ctx, x, w, w, y, rows, cols, eps, len(node.args) > 2 and node.args[2] is not None, False, True)

@@ -1,0 +1,83 @@
+"""fp16 arithmetic (issue 23 item 6): with force_fp16 on a device with shaderFloat16 (lavapipe has it), the
+elementwise, pooling, upsample, compare and data-movement shaders compute in fp16 (reductions still sum in
+fp32); without it (or under VKDG_FP16_MATH=0) the runtime runs their `f16math32` twins, fp16 storage with
+fp32 arithmetic, where every shader of the program has one or needs no fp16 arithmetic. Eager fp32 is the
+reference: 1e-2 relative (conftest.check), NaN-aware."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vulkan_delegate import run_on_vulkan
+from vulkan_delegate.profile import profile_program
+from vulkan_delegate.runtime import clear_method_cache
+
+
+def r(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + sum(shape)))
+
+
+class Elementwise(nn.Module):
+    """unary (piecewise-linear in fp16, transcendental in fp32) and binary ops with broadcast."""
+
+    def forward(self, x, y):
+        a = F.hardswish(x) * y + 1.5
+        b = torch.sigmoid(a) - torch.maximum(x, y) / (y.abs() + 1)
+        return F.leaky_relu(b * 0.5, 0.1) + torch.tanh(x) * F.gelu(y[:, :1])
+
+
+class PoolUpsample(nn.Module):
+    """max pooling (fp16) and average pooling (fp32 sums), bilinear and nearest upsampling."""
+
+    def forward(self, x, y):
+        c = F.max_pool2d(x, 3, 2, 1) + F.avg_pool2d(y, 3, 2, 1)
+        return F.interpolate(c, scale_factor=2, mode="bilinear") + F.interpolate(c, scale_factor=2)
+
+
+class Movement(nn.Module):
+    """compare, where, pad, permute (copy), gather: data movement through fp16 registers."""
+
+    def forward(self, x, y):
+        e = torch.where(x > y, x, y * 2).permute(0, 1, 3, 2).contiguous()
+        f = torch.where(e <= 0.5, e, -e)
+        idx = torch.arange(x.shape[-1] - 1, -1, -1)
+        return F.pad(f, (1, 2)).index_select(-2, idx)
+
+
+FAMILIES = {"elementwise": Elementwise, "pool_upsample": PoolUpsample, "movement": Movement}
+
+
+@pytest.mark.parametrize("name", ["elementwise", pytest.param("pool_upsample", marks=pytest.mark.slow),
+                                  pytest.param("movement", marks=pytest.mark.slow)])
+def test_fp16_compute_family(name, vk_check):
+    vk_check(FAMILIES[name]().eval(), (r(2, 3, 9, 10), r(2, 3, 9, 10, seed=1)), fp16=True)
+
+
+def _shaders(edge, inputs) -> list[str]:
+    return [row.shader for row in profile_program(edge, *inputs, runs=1).rows]
+
+
+def test_fp16_math_variant_is_chosen_at_load(vk_lower, monkeypatch):
+    """lavapipe has shaderFloat16: the f16 shaders run as they are. VKDG_FP16_MATH=0 (as a device without
+    it) runs their math32 twins with the same numerics; a program whose GEMM needs fp16 arithmetic keeps it
+    (it has no twin), the other shaders then computing in fp16 too."""
+    model, inputs = PoolUpsample().eval(), (r(1, 2, 8, 8), r(1, 2, 8, 8, seed=1))
+    edge = vk_lower(model, inputs, fp16=True)
+    fp16_math = _shaders(edge, inputs)
+    assert "pool2d_f16" in fp16_math and "upsample2d_f16" in fp16_math
+    ref = model(*inputs)
+    monkeypatch.setenv("VKDG_FP16_MATH", "0")
+    math32 = _shaders(edge, inputs)
+    assert math32 == [s + "math32" if "_f16" in s else s for s in fp16_math], math32
+    clear_method_cache()
+    try:
+        y = run_on_vulkan(edge.to_executorch(), *inputs)
+    finally:
+        clear_method_cache()
+    assert torch.isfinite(y).all() and (y - ref).abs().max() <= 1e-2 * ref.abs().max()
+    gemm = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
+    shaders = _shaders(vk_lower(gemm, (r(3, 8),), fp16=True), (r(3, 8),))
+    assert not any(s.endswith("math32") for s in shaders) and any(s.startswith("matmul_f16") for s in shaders)
