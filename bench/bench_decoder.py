@@ -128,6 +128,7 @@ def ours(config: str) -> dict:
         get_symmetric_a16w8_quantization_config,
         get_symmetric_quantization_config,
     )
+    from arm_quantizer.int16_fallback import KEPT_INT8_META
     from arm_quantizer.kv_cache import calibrate_cache_qparams, quantize_methods
     from arm_tosa_core import kv_cache_models as km
     from arm_tosa_core import partition_report
@@ -145,8 +146,10 @@ def ours(config: str) -> dict:
     cache_dtype = torch.int16 if config == "a16w8" else torch.int8
     converted = quantize_methods(km.export_methods(model, PROMPT_LEN, MODEL["max_len"]),
                                  lambda: EthosUQuantizer(spec).set_global(qconfig), calibrate,
-                                 cache_qparams=calibrate_cache_qparams(model, calibrate, cache_dtype))
-    out = {"config": config, "cache": str(cache_dtype).removeprefix("torch.")} | _accuracy(
+                                 cache_qparams=calibrate_cache_qparams(model, calibrate, cache_dtype),
+                                 partitioner=EthosUPartitioner(spec))  # a16w8: int16 only where it lowers
+    kept = sorted({node for m in converted.values() for node in m.meta.get(KEPT_INT8_META, {})})
+    out = {"config": config, "cache": str(cache_dtype).removeprefix("torch."), "kept_int8": kept} | _accuracy(
         km, converted, float_tokens, float_last)
     edge = to_edge_transform_and_lower(_reexport(km, converted), partitioner=[EthosUPartitioner(spec)],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
@@ -355,6 +358,9 @@ def notes(rows: list[dict], cost: list[dict], ratio: float | None) -> list[str]:
              "either) and vela's per-output-channel bias/scale words (the same size at 4 and 8 bits); these "
              "grow with dim, the 4-bit weights with dim^2, so the ratio falls "
              "with the model width (`--dim`, results in decoder/dim<N>)."]
+    lines += [f"ours {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside the "
+              "partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
+              "leave them on the CPU)." for r in rows if r["side"] == "ours" and r.get("kept_int8")]
     lines += [f"KV cache stored {c['cache']}: its own cost (float decoder, cache rounded to the fixed scale vs a "
               f"float cache, {c['steps']} greedy steps): last-step logits SQNR {c['sqnr_db']:.1f} dB, tokens equal "
               f"{c['token_agreement']:.2f}." for c in cost]
