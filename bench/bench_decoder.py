@@ -128,6 +128,7 @@ def ours(config: str) -> dict:
         get_symmetric_a16w8_quantization_config,
         get_symmetric_quantization_config,
     )
+    from arm_quantizer.int16_fallback import KEPT_INT8_META
     from arm_quantizer.kv_cache import calibrate_cache_qparams, quantize_methods
     from arm_tosa_core import kv_cache_models as km
     from arm_tosa_core import partition_report
@@ -145,8 +146,10 @@ def ours(config: str) -> dict:
     cache_dtype = torch.int16 if config == "a16w8" else torch.int8
     converted = quantize_methods(km.export_methods(model, PROMPT_LEN, MODEL["max_len"]),
                                  lambda: EthosUQuantizer(spec).set_global(qconfig), calibrate,
-                                 cache_qparams=calibrate_cache_qparams(model, calibrate, cache_dtype))
-    out = {"config": config, "cache": str(cache_dtype).removeprefix("torch.")} | _accuracy(
+                                 cache_qparams=calibrate_cache_qparams(model, calibrate, cache_dtype),
+                                 partitioner=EthosUPartitioner(spec))  # a16w8: int16 only where it lowers
+    kept = sorted({node for m in converted.values() for node in m.meta.get(KEPT_INT8_META, {})})
+    out = {"config": config, "cache": str(cache_dtype).removeprefix("torch."), "kept_int8": kept} | _accuracy(
         km, converted, float_tokens, float_last)
     edge = to_edge_transform_and_lower(_reexport(km, converted), partitioner=[EthosUPartitioner(spec)],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
@@ -167,12 +170,15 @@ def ours(config: str) -> dict:
 def upstream(config: str) -> dict:
     import executorch.backends.arm.quantizer as uq
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.quantizer import (
+        arm_quantizer as uq_configs,  # a8w4: not re-exported (1.5)
+    )
     from executorch.exir import to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     km = _models()
     qconfig = {"a8w8": lambda: uq.get_symmetric_quantization_config(is_per_channel=True),
-               "a8w4": lambda: uq.get_symmetric_a8w4_quantization_config(is_per_channel=True, is_qat=False),
+               "a8w4": lambda: uq_configs.get_symmetric_a8w4_quantization_config(is_per_channel=True, is_qat=False),
                "a16w8": lambda: uq.get_symmetric_a16w8_quantization_config(is_per_channel=True)}[config]()
     model = km.StaticCacheDecoder(**MODEL).eval()
     float_tokens, float_last = _float_reference(km, model)
@@ -252,7 +258,7 @@ def cache_cost(steps: int = 32) -> list[dict]:
 
 # -- driver -----------------------------------------------------------------------------------------
 def _child(side: str, config: str) -> dict:
-    cmd = [sys.executable, __file__, "--child", side, config]
+    cmd = [sys.executable, __file__, "--child", side, config, "--dim", str(MODEL["dim"])]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
@@ -297,7 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sides", nargs="+", default=["ours", "upstream"], choices=["ours", "upstream"])
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
     ap.add_argument("--report-only", action="store_true", help="print the recorded cells, measure nothing")
+    ap.add_argument("--dim", type=int, default=MODEL["dim"],
+                    help="model width; other than the default, the cells go to results/decoder/dim<N> (how the "
+                         "a8w4/a8w8 weight ratio scales: 4-bit weights grow with dim^2, the int8 embedding "
+                         "tables and per-channel bias/scale words with dim)")
     args = ap.parse_args(argv)
+    global CELLS
+    if args.dim != MODEL["dim"]:
+        MODEL["dim"], CELLS = args.dim, CELLS / f"dim{args.dim}"
     if args.child:
         side, config = args.child
         try:
@@ -310,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     CELLS.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
-        (CELLS / "cache_cost.json").write_text(json.dumps(cache_cost(), indent=2))
+        if CELLS.name == "decoder":
+            (CELLS / "cache_cost.json").write_text(json.dumps(cache_cost(), indent=2))
         sides = [s for s in args.sides if not (args.no_upstream and s == "upstream")]
         for config in args.configs:
             for side in sides:
@@ -326,13 +340,31 @@ def main(argv: list[str] | None = None) -> int:
                "a8w4_over_a8w8_flash": ratio, "rows": rows,
                "cache_cost_vs_float_cache": cost}
     (CELLS / "decoder.json").write_text(json.dumps(summary, indent=2, default=str))
-    (CELLS / "table.md").write_text(table(rows) + "\n")
-    print(table(rows))
-    for c in cost:
-        print(f"float decoder, {c['cache']} cache vs float cache over {c['steps']} greedy steps: last-step logits "
-              f"SQNR {c['sqnr_db']:.1f} dB, tokens equal {c['token_agreement']:.2f}")
-    print(f"ours a8w4/a8w8 flash: {_fmt(ratio, '.3f')} (goal <= 0.55); model {MODEL}, prompt {PROMPT_LEN}")
+    text = table(rows) + "\n\n" + "\n".join(notes(rows, cost, ratio)) + "\n"
+    (CELLS / "table.md").write_text(text)
+    print(text)
     return 0
+
+
+def notes(rows: list[dict], cost: list[dict], ratio: float | None) -> list[str]:
+    """What the table's numbers are measured on, what of a8w4 stays 8-bit, and the int cache's own cost."""
+    memory = next((r["decode"]["memory_config"] for r in rows if r["side"] == "ours" and "decode" in r
+                   and "memory_config" in r["decode"]), "-")
+    lines = [f"Model: StaticCacheDecoder {MODEL}, prefill {PROMPT_LEN} tokens, SQNR after {STEPS} greedy steps; "
+             f"{TARGET}, vela memory config {memory}.",
+             f"a8w4/a8w8 weight stream: {_fmt(ratio, '.3f')} (goal <= 0.55). Every linear (q/k/v/o, gate/up/down, "
+             "LM head) is 4-bit; what stays 8-bit: the token and position embedding tables (TOSA GATHER takes "
+             "int8/int16/int32 values, no int4), the RMSNorm weights (operands of an elementwise MUL: no int4 "
+             "either) and vela's per-output-channel bias/scale words (the same size at 4 and 8 bits); these "
+             "grow with dim, the 4-bit weights with dim^2, so the ratio falls "
+             "with the model width (`--dim`, results in decoder/dim<N>)."]
+    lines += [f"ours {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside the "
+              "partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
+              "leave them on the CPU)." for r in rows if r["side"] == "ours" and r.get("kept_int8")]
+    lines += [f"KV cache stored {c['cache']}: its own cost (float decoder, cache rounded to the fixed scale vs a "
+              f"float cache, {c['steps']} greedy steps): last-step logits SQNR {c['sqnr_db']:.1f} dB, tokens equal "
+              f"{c['token_agreement']:.2f}." for c in cost]
+    return lines
 
 
 if __name__ == "__main__":

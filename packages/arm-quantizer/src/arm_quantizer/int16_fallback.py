@@ -69,11 +69,18 @@ class _Decide(Partitioner):
             tagged = node.meta.pop("delegation_tag", None)
             if node.op != "call_function" or tagged is not None:
                 continue
-            reason = self.inner.own_reason(node)
+            reason = self.inner.own_reason(node) or _own_lowering_failure(node)
             name = _source_name(node, self.graph_id)
             if reason is not None and name is not None:
                 self.reasons[name] = reason
         return PartitionResult(tagged_exported_program=ep, partition_tags={})
+
+
+def _own_lowering_failure(node: fx.Node) -> str | None:
+    """The partitioner's trial lowering of `node` itself failed (its reason, not a neighbour's): e.g. an
+    int16 SiLU whose TABLE is off, decomposed to sigmoid * x, leaves a sigmoid with no quantize after it."""
+    reason = node.meta.get("arm_reason")
+    return reason if isinstance(reason, str) and reason.startswith("its lowering failed") else None
 
 
 def _source_name(node: fx.Node, graph_id: int) -> str | None:

@@ -22,6 +22,9 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from arm_tosa_core.quantized import is_dequantize, is_quantize
 
+from .config import get_symmetric_quantization_config
+from .int16_fallback import KEPT_INT8_META, MAX_ROUNDS, int16_nodes, own_cpu_reasons
+
 
 def share_buffers(modules: dict[str, GraphModule], suffix: str = "_cache", names: set[str] = frozenset()) -> None:
     """Make every module use the first module's buffers whose names end with `suffix` or are in `names`."""
@@ -46,16 +49,69 @@ def reset_buffers(modules: dict[str, GraphModule], suffix: str = "_cache", names
 
 def quantize_methods(programs: dict[str, torch.export.ExportedProgram], make_quantizer: Callable,
                      calibrate: Callable[[Callable[[str, tuple], torch.Tensor]], object],
-                     cache_qparams: dict[str, tuple[float, int]] | None = None) -> dict[str, GraphModule]:
+                     cache_qparams: dict[str, tuple[float, int]] | None = None,
+                     partitioner=None) -> dict[str, GraphModule]:
     """prepare every method, share their caches, `calibrate(run)` (run(method, inputs) on the prepared
     modules), convert, share again and zero the caches. Returns the converted modules by method.
 
     `cache_qparams` (buffer name -> (scale, zero_point), e.g. from `calibrate_cache_qparams`) fixes the
-    caches' qparams in every method and stores the caches quantized (`store_caches_quantized`)."""
+    caches' qparams in every method and stores the caches quantized (`store_caches_quantized`).
+
+    With the target's `partitioner` (a `TOSAPartitioner`), int16 goes only where it lowers, as in mixed
+    precision (`int16_fallback`): the single int16 ops a method's partitioner leaves on the CPU by their
+    own rules (an int16 TABLE more than 1 LSB off: RMSNorm's rsqrt, softmax's exp and reciprocal) are set
+    back to int8 (RESCALEs around them stay in the partition), so an a16w8 decoder is one partition per
+    method. Each module's `meta[KEPT_INT8_META]` lists them with the reasons."""
+    return _int16_where_it_lowers(programs, partitioner, lambda kept: _quantize_once(
+        programs, make_quantizer, calibrate, cache_qparams, kept))
+
+
+def _int16_where_it_lowers(programs: dict[str, torch.export.ExportedProgram], partitioner,
+                           quantize: Callable[[dict[str, dict[str, str]]], dict[str, GraphModule]]
+                           ) -> dict[str, GraphModule]:
+    """`quantize(kept)` (method -> {node name: reason}, those nodes int8) with none kept, then with the
+    int16 nodes each method's partitioner leaves on the CPU, until none is new (`MAX_ROUNDS`). No int8
+    reference is asked for (`keep_int8_where_int16_stays_on_cpu` asks one): a node the target leaves on
+    the CPU at int8 too would also be set int8, which costs precision only on a CPU node."""
+    kept: dict[str, dict[str, str]] = {name: {} for name in programs}
+    converted = quantize(kept)
+    if partitioner is None:
+        return converted
+    reasons = {name: own_cpu_reasons(partitioner, ep.example_inputs[0]) for name, ep in programs.items()}
+    for _ in range(MAX_ROUNDS):
+        new = False
+        for name, module in converted.items():
+            wide = int16_nodes(module)
+            cpu = reasons[name](module) if wide else {}
+            reset_buffers(converted, names=_mutated_state(programs))  # the decision ran the module on the shared state
+            for node, reason in cpu.items():
+                if node in wide and node not in kept[name]:
+                    kept[name][node], new = reason, True
+        if not new:
+            break
+        converted = quantize(kept)
+    for name, module in converted.items():
+        module.meta[KEPT_INT8_META] = dict(kept[name])
+    return converted
+
+
+def _mutated_state(programs: dict[str, torch.export.ExportedProgram]) -> set[str]:
+    """The buffers some method writes."""
+    return {name for ep in programs.values() for name in ep.graph_signature.buffers_to_mutate.values()}
+
+
+def _quantize_once(programs: dict[str, torch.export.ExportedProgram], make_quantizer: Callable,
+                   calibrate: Callable[[Callable[[str, tuple], torch.Tensor]], object],
+                   cache_qparams: dict[str, tuple[float, int]] | None,
+                   kept: dict[str, dict[str, str]]) -> dict[str, GraphModule]:
     # the state every method writes (transformers' StaticCache also keeps a `cumulative_length_<i>`)
-    state = {name for ep in programs.values() for name in ep.graph_signature.buffers_to_mutate.values()}
-    prepared = {name: prepare_pt2e(ep.module(), _with_cache_qparams(make_quantizer(), cache_qparams))
-                for name, ep in programs.items()}
+    state = _mutated_state(programs)
+    prepared = {}
+    for name, ep in programs.items():
+        quantizer = _with_cache_qparams(make_quantizer(), cache_qparams)
+        for node in kept.get(name, ()):
+            quantizer.set_node_name(node, get_symmetric_quantization_config())
+        prepared[name] = prepare_pt2e(ep.module(), quantizer)
     share_buffers(prepared, names=state)
     reset_buffers(prepared, names=state)
     calibrate(module_runner(prepared))
