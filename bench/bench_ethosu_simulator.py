@@ -60,6 +60,7 @@ def measure(size: int, runs: int) -> dict:
     import tosa_reference_model as trm
     from executorch.runtime import Runtime
 
+    import runtime_cpp  # noqa: F401  (registers EthosUBackend in the pip runtime)
     from arm_ethosu import parse_binstream
     from arm_ethosu.deployable import pte_variants
     from arm_ethosu.program_report import ethosu_payloads
