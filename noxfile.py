@@ -175,6 +175,8 @@ def bench(session: nox.Session) -> None:
                 external=True)
     # decoder with a static KV cache (issue 21): ours vs the competitor on ethos-u85-256, a8w8 / a8w4 / a16w8
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/bench_decoder.py", external=True)
+    # Ethos-U simulator (issue 20): MobileNetV2 224 on ethos-u55-128, simulator vs the TOSA reference model
+    session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/bench_ethosu_simulator.py", external=True)
     # runtime-cpp (issue 13): MobileNetV2 INT8 through executorch.runtime per backend vs XNNPACK
     session.run("uv", "run", "--frozen", "--no-sync", "python", "bench/runtime_bench.py", external=True)
     # Vulkan delegate (issue 12): lavapipe vs XNNPACK and ncnn-Vulkan, then the recorded GPU table

@@ -13,22 +13,14 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
+import runtime_cpp_test_programs as progs  # registered by conftest.py
 import torch
-from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 from executorch.runtime import Runtime
 from torch.utils import _pytree as pytree
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-from arm_ethosu import (
-    EthosUCompileSpec,
-    EthosUPartitioner,
-    EthosUQuantizer,
-    build_binstream,
-    parse_binstream,
-)
 from arm_quantizer import get_symmetric_a16w8_quantization_config
 from arm_tosa_core import run_on_reference_model
 
@@ -115,37 +107,12 @@ def all_cases() -> dict[str, SimCase]:
 
 
 def lower(case: SimCase, target: str):
-    spec = EthosUCompileSpec(target).include_host_graph()
-    quantizer = EthosUQuantizer(spec)
-    if case.a16w8:
-        quantizer.set_global(get_symmetric_a16w8_quantization_config())
-    prepared = prepare_pt2e(torch.export.export(case.module.eval(), case.inputs).module(), quantizer)
-    with torch.no_grad():
-        prepared(*case.inputs)
-    return to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), case.inputs),
-                                       partitioner=[EthosUPartitioner(spec)],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    return progs.ethosu_lower(case.module, case.inputs, target,
+                              get_symmetric_a16w8_quantization_config() if case.a16w8 else None)
 
 
-def lowered_modules(edge) -> list:
-    from executorch.exir.lowered_backend_module import executorch_call_delegate
-
-    gm = edge.exported_program().graph_module
-    return [getattr(gm, n.args[0].target) for n in gm.graph.nodes
-            if n.op == "call_function" and n.target is executorch_call_delegate]
-
-
-def deployable_pte(edge) -> bytes:
-    """The .pte with every Ethos-U payload stripped to what the device gets (no host graph)."""
-    modules = lowered_modules(edge)
-    originals = [m._processed_bytes for m in modules]
-    try:
-        for m in modules:
-            m._processed_bytes = build_binstream(replace(parse_binstream(bytes(m.processed_bytes)), extra={}))
-        return edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
-    finally:
-        for m, payload in zip(modules, originals, strict=True):
-            m._processed_bytes = payload
+lowered_modules = progs.lowered_modules
+deployable_pte = progs.deployable_pte
 
 
 def run_case(case: SimCase, target: str) -> Outcome:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 from executorch.exir.lowered_backend_module import executorch_call_delegate
@@ -25,17 +27,26 @@ def tosa_fp_edge(seed: int = 0):
                                        partitioner=[TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP"))])
 
 
-def ethosu_edge(seed: int = 0, target: str = "ethos-u55-128"):
+def ethosu_lower(model: nn.Module, inputs: tuple, target: str = "ethos-u55-128", quantization_config=None):
+    """`model` quantized with EthosUQuantizer (its global config replaced by `quantization_config`
+    when given) and lowered for `target` with the host graph kept, so the reference model can run
+    the same TOSA graph the deployable payload's command stream was compiled from."""
     from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
 
-    x = (torch.randn(INPUT),)
-    spec = EthosUCompileSpec(target).include_host_graph()  # what the host runs
-    prepared = prepare_pt2e(torch.export.export(tiny_model(seed), x).module(), EthosUQuantizer(spec))
+    spec = EthosUCompileSpec(target).include_host_graph()
+    quantizer = EthosUQuantizer(spec)
+    if quantization_config is not None:
+        quantizer.set_global(quantization_config)
+    prepared = prepare_pt2e(torch.export.export(model.eval(), inputs).module(), quantizer)
     with torch.no_grad():
-        prepared(*x)
-    return to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), x),
+        prepared(*inputs)
+    return to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), inputs),
                                        partitioner=[EthosUPartitioner(spec)],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
+
+
+def ethosu_edge(seed: int = 0, target: str = "ethos-u55-128"):
+    return ethosu_lower(tiny_model(seed), (torch.randn(INPUT),), target)
 
 
 def lowered_modules(edge) -> list:
@@ -57,3 +68,20 @@ def pte_with_payload(edge, payload: bytes) -> bytes:
         return pte(edge)
     finally:
         module._processed_bytes = original
+
+
+def deployable_pte(edge, edit=None) -> bytes:
+    """The .pte with every Ethos-U payload stripped to what the device gets (no host graph);
+    `edit(BinStream) -> BinStream` changes the payload further."""
+    from arm_ethosu import build_binstream, parse_binstream
+
+    modules = lowered_modules(edge)
+    originals = [m._processed_bytes for m in modules]
+    try:
+        for m in modules:
+            stream = replace(parse_binstream(bytes(m.processed_bytes)), extra={})
+            m._processed_bytes = build_binstream(edit(stream) if edit else stream)
+        return pte(edge)
+    finally:
+        for m, payload in zip(modules, originals, strict=True):
+            m._processed_bytes = payload

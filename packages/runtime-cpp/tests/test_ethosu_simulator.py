@@ -19,16 +19,11 @@ from dataclasses import replace
 import pytest
 import runtime_cpp_test_programs as progs
 import torch
-from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 from executorch.runtime import Runtime
 from torch import nn
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import runtime_cpp  # noqa: F401  (registers the backends)
 from arm_ethosu import (
-    EthosUCompileSpec,
-    EthosUPartitioner,
-    EthosUQuantizer,
     build_binstream,
     parse_binstream,
 )
@@ -39,32 +34,6 @@ TARGETS = ("ethos-u55-128", "ethos-u65-256")
 SET_OFM_BASE0 = 0x4010  # cmd1 NPU_SET_OFM_BASE0
 SET_WEIGHT_LENGTH = 0x4021  # cmd1 NPU_SET_WEIGHT_LENGTH
 SET_ACTIVATION = 0x0125  # cmd0 NPU_SET_ACTIVATION
-
-
-def _lower(model: nn.Module, inputs: tuple, target: str):
-    """Quantize and lower with the host graph kept, so the reference model can run the same TOSA."""
-    spec = EthosUCompileSpec(target).include_host_graph()
-    prepared = prepare_pt2e(torch.export.export(model, inputs).module(), EthosUQuantizer(spec))
-    with torch.no_grad():
-        prepared(*inputs)
-    return to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), inputs),
-                                       partitioner=[EthosUPartitioner(spec)],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
-
-
-def _deployable_pte(edge, edit=None) -> bytes:
-    """The .pte with every Ethos-U payload stripped to what the device gets (no host graph);
-    `edit(BinStream) -> BinStream` changes the payload further."""
-    modules = progs.lowered_modules(edge)
-    originals = [m._processed_bytes for m in modules]
-    try:
-        for m in modules:
-            stream = replace(parse_binstream(bytes(m.processed_bytes)), extra={})
-            m._processed_bytes = build_binstream(edit(stream) if edit else stream)
-        return edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=False)).buffer
-    finally:
-        for m, payload in zip(modules, originals, strict=True):
-            m._processed_bytes = payload
 
 
 def _method(pte: bytes):
@@ -94,7 +63,7 @@ def _patch_cmd1(stream, code: int, data: int):
 @pytest.mark.parametrize("target", TARGETS)
 def test_deployable_pte_runs_on_the_simulator_bit_exactly(target):
     edge = progs.ethosu_edge(0, target)
-    _program, method = _method(_deployable_pte(edge))
+    _program, method = _method(progs.deployable_pte(edge))
     for seed in range(3):
         torch.manual_seed(seed)
         x = torch.randn(progs.INPUT) * (1 + seed)
@@ -128,8 +97,8 @@ class _Block(nn.Module):
 def test_op_mix_block_bit_exact_against_the_reference_model():
     torch.manual_seed(0)
     inputs = (torch.randn(1, 3, 16, 16),)
-    edge = _lower(_Block().eval(), inputs, "ethos-u55-128")
-    _program, method = _method(_deployable_pte(edge))
+    edge = progs.ethosu_lower(_Block().eval(), inputs, "ethos-u55-128")
+    _program, method = _method(progs.deployable_pte(edge))
     (got,) = method.execute(list(inputs))
     expected = run_on_reference_model(edge, *inputs)
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
@@ -143,8 +112,8 @@ MODEL_CASES = [(m, t) for m in SIZES for t in TARGETS]
 @pytest.mark.parametrize(("model_name", "target"), MODEL_CASES)
 def test_in_repo_models_bit_exact_against_the_reference_model(model_name, target):
     model, inputs = get_example(model_name).build(seed=0, input_size=SIZES[model_name])
-    edge = _lower(model, inputs, target)
-    _program, method = _method(_deployable_pte(edge))
+    edge = progs.ethosu_lower(model, inputs, target)
+    _program, method = _method(progs.deployable_pte(edge))
     (got,) = method.execute(list(inputs))
     expected = run_on_reference_model(edge, *inputs)
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
@@ -163,7 +132,7 @@ def test_stream_the_simulator_lacks_is_refused_or_runs_its_host_graph(capfd):
     # the hardware TANH activation (type 3; vela uses LUTs instead) is not simulated
     edge = progs.ethosu_edge(0, "ethos-u55-128")
     program = Runtime.get().load_program(
-        _deployable_pte(edge, lambda s: _patch_cmd0(s, SET_ACTIVATION, 3)))
+        progs.deployable_pte(edge, lambda s: _patch_cmd0(s, SET_ACTIVATION, 3)))
     with pytest.raises(RuntimeError, match="Failed to load method"):
         program.load_method("forward")
     err = capfd.readouterr().err
@@ -192,7 +161,7 @@ def test_malformed_command_streams_name_the_command_and_offset(capfd):
 
     for edit, log in ((truncated, "truncated cmd_data: the CmdStream tag declares"),
                       (unknown_opcode, "unknown cmd0 opcode 0x3f0 at cmd_data offset")):
-        program = Runtime.get().load_program(_deployable_pte(edge, edit))
+        program = Runtime.get().load_program(progs.deployable_pte(edge, edit))
         with pytest.raises(RuntimeError, match="Failed to load method"):
             program.load_method("forward")
         assert log in capfd.readouterr().err
@@ -200,10 +169,60 @@ def test_malformed_command_streams_name_the_command_and_offset(capfd):
     for edit, log in ((lambda s: _patch_cmd1(s, SET_OFM_BASE0, 0x7FFF_FF00),
                        "at cmd_data offset 288: an OFM address lies outside its (writable) region"),
                       (lambda s: _patch_cmd1(s, SET_WEIGHT_LENGTH, 16), "weight")):
-        _program, method = _method(_deployable_pte(edge, edit))
+        _program, method = _method(progs.deployable_pte(edge, edit))
         with pytest.raises(RuntimeError):
             method.execute([x])
         assert log in capfd.readouterr().err
-    _program, method = _method(_deployable_pte(edge))
+    _program, method = _method(progs.deployable_pte(edge))
     (got,) = method.execute([x])
     assert torch.equal(got, run_on_reference_model(edge, x))
+
+
+class _Add(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+def test_add_rescaled_stream_computes_what_its_registers_say():
+    """vela's stream for arm-ethosu's `add_rescaled` graph (two int8 inputs RESCALEd by x1024 (zero point
+    2) and x512 (zero point -1), ADD, RESCALE by 2^-10 (zero point 1): a + b/2 + 1) is one ELEMENTWISE
+    ADD with IFM_PRECISION scale mode 2 (IFM2 scaled by OPA_SCALE 512, shift 0), OPB_SCALE 1024 and
+    OFM_SCALE 1 >> 10. In the 32-bit scale modes (1, 2) the NPU does not read OPB_SCALE: the unscaled
+    operand is shifted left by 19, the fixed point vela's advanced add scaling assumes (its OPB_SCALE
+    is 0 there) and the one that makes every model's ADD bit-exact here. So this stream computes
+    a * 2^19 + b * 512 >> 10, not the graph's a * 1024 + b * 512 >> 10: the two agree only where a = 0.
+    vela writes the 16-bit mode's second scale into a 32-bit-mode stream for this fused RESCALE form
+    (to confirm on an FVP); the simulator follows the registers."""
+    import importlib.util
+    from pathlib import Path
+
+    import numpy as np
+    import tosa_reference_model as trm
+
+    from arm_ethosu import compile_with_vela
+
+    spec = importlib.util.spec_from_file_location(  # arm-ethosu's hand-written TOSA graphs
+        "runtime_cpp_test_tosa_graphs", Path(__file__).parents[2] / "arm-ethosu" / "tests" / "tosa_graphs.py")
+    graphs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graphs)
+    graph = graphs.add_rescaled(c=8)
+    torch.manual_seed(0)
+    wrapper = progs.ethosu_lower(_Add(), (torch.randn(1, 8, 4, 4), torch.randn(1, 8, 4, 4)))
+    gm = wrapper.exported_program().graph_module
+    quant = [n.args[1:3] for n in gm.graph.nodes if n.op == "call_function" and "quantize_per_tensor" in str(n.target)]
+    (s0, z0), (s1, z1), (so, zo) = quant[0], quant[1], quant[-1]  # the inputs', the output's dequantize
+    pte = progs.pte_with_payload(wrapper, build_binstream(compile_with_vela(graph, "ethos-u55-128")))
+    _program, method = _method(pte)
+    rng = np.random.default_rng(0)
+    q0 = rng.integers(0, 5, (1, 4, 4, 8)).astype(np.int8)  # a = q0 - 2 in -2..2: a = 0 for a fifth
+    q1 = rng.integers(-60, 60, (1, 4, 4, 8)).astype(np.int8)
+    # the stream reads the delegate's input bytes as NHWC [1, 4, 4, 8]
+    (got,) = method.execute([torch.tensor(((q0.astype(np.float64) - z0) * s0).reshape(1, 8, 4, 4), dtype=torch.float32),
+                             torch.tensor(((q1.astype(np.float64) - z1) * s1).reshape(1, 8, 4, 4), dtype=torch.float32)])
+    simulated = np.round(got.numpy().astype(np.float64) / so + zo).astype(np.int64).reshape(1, 4, 4, 8)
+    a, b = q0.astype(np.int64) - 2, q1.astype(np.int64) + 1
+    registers = np.clip(((a << 19) + b * 512 + (1 << 9) >> 10) + 1, -128, 127)  # natural rounding
+    assert np.array_equal(simulated, registers)
+    reference = np.asarray(trm.run(graph, [q0, q1])[0][0]).astype(np.int64)  # (outputs, status)
+    assert np.array_equal(reference, np.clip(np.floor((a * 1024 + b * 512) / 1024 + 0.5) + 1, -128, 127))
+    assert np.array_equal(simulated[a == 0], reference[a == 0]) and (simulated[a != 0] != reference[a != 0]).all()

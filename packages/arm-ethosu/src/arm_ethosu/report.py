@@ -58,6 +58,9 @@ class PartitionReport:
     vela_seconds: float = 0.0  # wall time of the vela compile (set by EthosUBackend)
     mac_utilization: float = 0.0  # nn_macs / (cycles_npu x macs_per_cycle(target))
     tune: dict | None = None  # arm-compile --tune: every candidate and its cycles (see arm_ethosu.tune)
+    # Where each layer row's kick-offs end in the command stream (vela_runner.layer_kickoffs): how
+    # arm_ethosu.simulate names the simulator's per-op record after vela's layers
+    layer_kickoffs: list[dict[str, int]] = field(default_factory=list)
 
     @classmethod
     def from_vela(cls, result: VelaResult, name: str = "partition_0",
@@ -89,6 +92,7 @@ class PartitionReport:
                 scratch_size=result.scratch_size,
                 scratch_fast_size=result.scratch_fast_size,
                 layers=[dict(row) for row in result.per_layer],
+                layer_kickoffs=list(result.layer_kickoffs),
             )
         except KeyError as exc:
             raise ValueError(

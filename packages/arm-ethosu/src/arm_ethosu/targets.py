@@ -85,9 +85,28 @@ def _target_sqnr(program: CompiledProgram) -> str:
     return f"{'met' if result.met else 'not met'}, {len(result.moved)} unit(s) moved"
 
 
+def _simulate(program: CompiledProgram) -> str:
+    """Run the deployable .pte's command stream on runtime_cpp's NPU simulator, compare it with the TOSA
+    reference model bit for bit, and print the per-op record next to vela's per-layer estimate."""
+    from .deployable import pte_variants
+    from .simulate import simulate_pte, write_simulation_json
+
+    deployable = pte_variants(program.lowered).deployable if program.options.get("host_graph") else program.pte.written
+    result = simulate_pte(deployable, program.lowered, program.example_inputs)
+    print("simulated command stream, per vela layer (vela's estimate | what the stream does):", file=sys.stdout)
+    print(result.format_table(), file=sys.stdout)
+    macs = "equal to vela's" if result.macs == result.vela_macs else f"vela reports {result.vela_macs}"
+    print(f"simulator: {result.verdict()}; {result.macs} MACs ({macs})", file=sys.stdout)
+    path = write_simulation_json(result, program.report_dir)
+    return f"{'bit-exact' if result.bit_exact else 'DIFFERS'}, {result.macs} MACs; {path.name}"
+
+
 def _ethosu_stages(options: dict[str, Any]):
     goal = options.get("target_sqnr")
-    return [] if goal is None else [(f"mixed precision search (target {goal:g} dB)", _target_sqnr)]
+    stages = [] if goal is None else [(f"mixed precision search (target {goal:g} dB)", _target_sqnr)]
+    if options.get("simulate"):
+        stages.append(("simulate the command stream", _simulate))
+    return stages
 
 
 def _npu_cycles_per_node(pte: bytes) -> dict[str, dict[str, float]]:
@@ -131,6 +150,11 @@ def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
     ethos.add_argument("--host-graph", action="store_true", help="keep each partition's TOSA INT graph in "
                        "the .pte so it also runs on a host (executorch.runtime + runtime_cpp); the default "
                        ".pte is the deployable one, vela's payload only")
+    ethos.add_argument("--simulate", action="store_true",
+                       help="run the deployable .pte's command stream on the host NPU simulator (runtime_cpp), "
+                            "check it bit for bit against the TOSA reference model, and print the per-op "
+                            "record (kick-offs, MACs, DMA bytes) next to vela's per-layer estimate; writes "
+                            "simulation.json in the report folder")
     ethos.add_argument("--tune", action="store_true",
                        help="per partition, compile with vela's scheduling options that change cycles "
                             "(optimise Size/Performance, cascading, buffering, ...) and the alternative "
@@ -143,7 +167,7 @@ def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
 
 
 ETHOSU_OPTIONS = ("system_config", "memory_mode", "vela_config", "vela_flags", "sram_limit", "host_graph",
-                  "target_sqnr", "tune")
+                  "target_sqnr", "tune", "simulate")
 
 
 def ethosu_family() -> TargetFamily:

@@ -1,8 +1,10 @@
 """Run ethos-u-vela in-process on a TOSA flatbuffer and collect everything it writes.
 
 vela is called through ``ethosu.vela.vela.main(argv)`` with ``--output-format raw`` (so it writes
-``<name>_vela.npz``) and ``--verbose-performance`` (so it writes ``<name>_per-layer.csv``); it
-always writes ``<name>_summary_<system_config>.csv``. Its console output is captured, including
+``<name>_vela.npz``), ``--verbose-performance`` (so it writes ``<name>_per-layer.csv``) and
+``--enable-debug-db`` (so it writes ``<name>_debug.xml``, whose "queue" table says which per-layer
+row each kick-off of the command stream belongs to); it always writes
+``<name>_summary_<system_config>.csv``. Its console output is captured, including
 what its C++ core (Regor) prints straight to file descriptors 1 and 2.
 """
 
@@ -40,6 +42,7 @@ _RESERVED_FLAGS = (
     "--supported-ops-report",
     "--version",
     "--help",
+    "--enable-debug-db",
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -98,6 +101,8 @@ class VelaResult:
     per_layer: list[dict[str, int | float | str]]
     cpu_ops: int
     npu_ops: int
+    # One per scheduled operation that vela emitted as kick-offs, in stream order (see layer_kickoffs)
+    layer_kickoffs: list[dict[str, int]] = field(default_factory=list)
     stdout: str = ""
     stderr: str = ""
     npz_path: Path | None = None
@@ -159,7 +164,8 @@ def compile_with_vela(
         "--output-format": "raw",
         "--output-dir": str(out_dir),
     }
-    argv = [str(tosa_path), *(x for kv in options.items() for x in kv), "--verbose-performance"]
+    argv = [str(tosa_path), *(x for kv in options.items() for x in kv), "--verbose-performance",
+            "--enable-debug-db"]
     argv += flags
     command = shlex.join(["vela", *argv])
 
@@ -194,6 +200,9 @@ def compile_with_vela(
         raise VelaCompileError(
             f"could not read vela's outputs in {out_dir}: {exc}", command, cap.stdout, cap.stderr
         ) from exc
+    debug_path = out_dir / f"{name}_debug.xml"
+    if debug_path.is_file():
+        result["layer_kickoffs"] = layer_kickoffs(debug_path.read_text())
     result.update(
         target=target,
         limits=limits,
@@ -287,6 +296,39 @@ def _read_outputs(npz_path: Path, summary_path: Path, layers_path: Path | None) 
         raise ValueError(f"{summary_path.name} has {len(rows)} data rows, expected 1")
     out["summary"] = rows[0]
     out["per_layer"] = _read_csv(layers_path) if layers_path else []
+    return out
+
+
+def _debug_tables(xml_text: str) -> dict[str, list[dict[str, str]]]:
+    """The CSV tables of vela's debug database (``<table name=...><![CDATA[csv]]></table>``)."""
+    tables = {}
+    for match in re.finditer(r'<table name="([^"]+)">\s*<!\[CDATA\[\n(.*?)\]\]>', xml_text, re.DOTALL):
+        tables[match.group(1)] = list(csv.DictReader(io.StringIO(match.group(2))))
+    return tables
+
+
+def layer_kickoffs(xml_text: str) -> list[dict[str, int]]:
+    """Where each per-layer row's work ends in the command stream, from vela's debug database.
+
+    One dict per row of the "queue" table (a scheduled operation that became kick-offs), in stream
+    order: ``offset`` (byte offset of its last kick-off in the register command stream, after the
+    driver header), ``layer`` (index of its row in the per-layer CSV: the "perf" table has the same
+    rows in the same order), and from "perf_debug" its OFM width and kernel size, which tell its
+    kick-offs from those of an operation cascaded with it.
+    """
+    tables = _debug_tables(xml_text)
+    row_of = {r["id"]: i for i, r in enumerate(tables.get("perf", []))}
+    shapes = {r["id"]: r for r in tables.get("perf_debug", [])}
+    out = []
+    for q in tables.get("queue", []):
+        sid = q.get("scheduled_id", "")
+        if sid not in row_of:
+            continue
+        d = shapes.get(sid, {})
+        out.append({"offset": int(q["offset"]), "layer": row_of[sid],
+                    **{k: int(d[c]) if d.get(c, "").isdigit() else 0
+                       for k, c in (("ofm_w", "ofm_shape_w"), ("kernel_w", "kernel_size_x"),
+                                    ("kernel_h", "kernel_size_y"))}})
     return out
 
 
