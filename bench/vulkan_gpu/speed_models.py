@@ -1,6 +1,6 @@
 """The models of the kernel-speed run (issue 19), built identically on the staging machine (to lower)
-and on the device machine (for eager CUDA / CUDA graphs): example_models' seeded ResNet-18 and
-MobileNetV2, and a square GEMM (x @ x, 4096^3).
+and on the device machine (for eager CUDA / CUDA graphs): example_models' seeded ResNet-18,
+MobileNetV2 and Llama block (128 tokens), and a square GEMM (x @ x, 4096^3).
 
 Weights are rounded to 4 significant bits and every batch norm gets gamma rounded, beta rounded,
 mean 0 and var + eps == 1 exactly, so the folded convolution weights keep 4-8 significant bits: the
@@ -17,6 +17,7 @@ from torch import nn
 CASES = [("resnet18_b1_fp32", "resnet18", 1, False), ("resnet18_b1_fp16", "resnet18", 1, True),
          ("mobilenet_v2_b1_fp32", "mobilenet_v2", 1, False), ("mobilenet_v2_b1_fp16", "mobilenet_v2", 1, True),
          ("mobilenet_v2_b8_fp32", "mobilenet_v2", 8, False),
+         ("llama_block128_fp32", "llama_block", 1, False), ("llama_block128_fp16", "llama_block", 1, True),
          ("gemm4096_fp32", "gemm", 4096, False), ("gemm4096_fp16", "gemm", 4096, True)]
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
@@ -57,7 +58,8 @@ def build(name: str, batch: int) -> tuple[nn.Module, torch.Tensor]:
         return Square().eval(), gemm_input(batch)
     import example_models
 
-    model, (x,) = example_models.get_example(name).build(input_size=224)
+    # images at 224 px; the Llama block (issue 19's fp16 goal) at 128 tokens
+    model, (x,) = example_models.get_example(name).build(input_size=128 if name == "llama_block" else 224)
     with torch.no_grad():
         for mod in model.modules():
             if isinstance(mod, nn.BatchNorm2d):
