@@ -118,20 +118,20 @@ def test_u85_mutated_streams_never_crash(add_edge, conv_edge):
 
 KICK_OFFS = {
     # per-operand IFM/IFM2 scaling with natural rounding, then the OFM scale
-    "add": _binary(torch.add),
-    "sub": _binary(torch.sub, 0.3),
-    "mul": _binary(torch.mul, 2.0),
-    "add_broadcast": _binary(torch.add, 1.0, (1, 1, 5, 1)),  # IFM2 broadcast in H and C
+    "u85_add": _binary(torch.add),
+    "u85_sub": _binary(torch.sub, 0.3),
+    "u85_mul": _binary(torch.mul, 2.0),
+    "u85_add_broadcast": _binary(torch.add, 1.0, (1, 1, 5, 1)),  # IFM2 broadcast in H and C
     # rescales chained through the NPU's internal buffers into a MAX
-    "maximum": _binary(torch.maximum, 2.0),
-    "minimum": _binary(torch.minimum, 2.0),
+    "u85_maximum": _binary(torch.maximum, 2.0),
+    "u85_minimum": _binary(torch.minimum, 2.0),
 }
 POOL = {  # one channel: NCHW is NHWC, so regor writes no transposing copy before the pool
-    "max_pool": (nn.MaxPool2d(2), (torch.randn(1, 1, 8, 8),)),
-    "max_pool_padded": (nn.MaxPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
+    "u85_max_pool": (nn.MaxPool2d(2), (torch.randn(1, 1, 8, 8),)),
+    "u85_max_pool_padded": (nn.MaxPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
 }
 KICK_OFFS.update(POOL)
-DEFAULT = ("add", "mul", "maximum", "max_pool_padded")
+DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
