@@ -134,11 +134,13 @@ def _ethosu_target(name: str) -> CompileTarget | None:
 
     return CompileTarget(name, lambda options: _ethosu_spec(name, options), EthosUPartitioner,
                          lambda spec: Pt2eFlow(EthosUQuantizer(spec)), _ethosu_report, ETHOSU_OWN_RESULT,
-                         to_pte=_ethosu_pte, extra_stages=_ethosu_stages, node_data=_npu_cycles_per_node)
+                         to_pte=_ethosu_pte, extra_stages=_ethosu_stages, node_data=_npu_cycles_per_node,
+                         runs_on="the Ethos-U NPU simulator (runtime_cpp's EthosUBackend runs vela's command stream)")
 
 
-ETHOSU_OWN_RESULT = ("not measured: no Ethos-U NPU or FVP on this machine. The .pte's host graph is the "
-                     "TOSA INT graph vela compiled, so the host run is bit-exact with the TOSA columns")
+ETHOSU_OWN_RESULT = ("not measured on an NPU or FVP: on this machine the .pte runs vela's command stream on "
+                     "the NPU simulator, bit-exact with the TOSA INT graph vela compiled (`--simulate` checks it), "
+                     "so the host run equals the TOSA columns")
 
 
 def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
