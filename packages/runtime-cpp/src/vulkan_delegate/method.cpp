@@ -226,6 +226,7 @@ Error Method::create_pipelines() {
     p.name = sb->name;
     std::memcpy(p.local, sb->local_size, sizeof(p.local));
     std::memcpy(p.tile, sb->tile, sizeof(p.tile));
+    p.folds = sb->folds;
     VkShaderModuleCreateInfo smi{};
     smi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     smi.codeSize = sb->words * 4;
@@ -252,6 +253,7 @@ Error Method::create_pipelines() {
     cpi.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, nullptr, 0, VK_SHADER_STAGE_COMPUTE_BIT,
                  p.module, "main", nullptr};
     cpi.layout = p.layout;
+    cpi.flags = VK_PIPELINE_CREATE_DISPATCH_BASE_BIT;  // record() splits > 65535 groups per axis
     VK_TRY(vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &cpi, nullptr, &p.pipeline));
   }
   return Error::Ok;
@@ -357,14 +359,18 @@ Error Method::record(const std::vector<int64_t>& symbols) {
       const uint64_t per_group = static_cast<uint64_t>(p.local[a]) * p.tile[a];  // outputs per workgroup
       groups[a] = threads <= 0 ? 0 : (static_cast<uint64_t>(threads) + per_group - 1) / per_group;
     }
-    const bool one_d = p.tile[0] == 1 && p.tile[1] == 1 && p.tile[2] == 1;
-    if (one_d && groups[0] > kMaxGroups && groups[1] == 1 && groups[2] == 1) {  // 1-D shaders fold y into x
+    for (int a = 0; a < 3; ++a) {
+      if (groups[a] * p.local[a] > UINT32_MAX) {  // shaders index with 32-bit uints
+        ET_LOG(Error, "VkComputeBackend: dispatch %zu (%s) needs more than 2^32 invocations along axis %d: "
+                      "split the tensor", i, p.name, a);
+        return Error::NotSupported;
+      }
+    }
+    // Only shaders that index by linear_id() fold x into y: a 2-D/3-D shader reads y as its own axis
+    // (a channel, a row), so a fold there would write the wrong elements.
+    if (p.folds && groups[0] > kMaxGroups && groups[1] == 1 && groups[2] == 1) {
       groups[1] = (groups[0] + kMaxGroups - 1) / kMaxGroups;
       groups[0] = kMaxGroups;
-    }
-    if (groups[0] > kMaxGroups || groups[1] > kMaxGroups || groups[2] > kMaxGroups) {
-      ET_LOG(Error, "VkComputeBackend: dispatch %zu needs more than %u workgroups per axis", i, kMaxGroups);
-      return Error::NotSupported;
     }
     if (!groups[0] || !groups[1] || !groups[2]) continue;
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
@@ -374,8 +380,17 @@ Error Method::record(const std::vector<int64_t>& symbols) {
       query_of_[i] = static_cast<int32_t>(2 * i);
       vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 2 * i);
     }
-    vkCmdDispatch(cmd_, static_cast<uint32_t>(groups[0]), static_cast<uint32_t>(groups[1]),
-                  static_cast<uint32_t>(groups[2]));
+    // At most kMaxGroups per axis and call (the least maxComputeWorkGroupCount): an axis with more runs as
+    // several calls whose base workgroup offsets gl_WorkGroupID and gl_GlobalInvocationID, so a 2-D/3-D
+    // shader sees the whole grid unchanged (it does not read gl_NumWorkGroups; linear_id() does, and
+    // its folded x axis fits one call).
+    for (uint64_t z = 0; z < groups[2]; z += kMaxGroups)
+      for (uint64_t y = 0; y < groups[1]; y += kMaxGroups)
+        for (uint64_t x = 0; x < groups[0]; x += kMaxGroups)
+          vkCmdDispatchBase(cmd_, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z),
+                            static_cast<uint32_t>(std::min<uint64_t>(kMaxGroups, groups[0] - x)),
+                            static_cast<uint32_t>(std::min<uint64_t>(kMaxGroups, groups[1] - y)),
+                            static_cast<uint32_t>(std::min<uint64_t>(kMaxGroups, groups[2] - z)));
     if (queries_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 2 * i + 1);
     vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                          &mb, 0, nullptr, 0, nullptr);

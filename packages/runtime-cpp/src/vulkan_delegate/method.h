@@ -35,6 +35,7 @@ class Method {
     VkPipeline pipeline = VK_NULL_HANDLE;
     uint32_t local[3] = {1, 1, 1};
     uint32_t tile[3] = {1, 1, 1};
+    bool folds = false;  // ShaderBinary::folds
     const char* name = "";  // the shader it runs: select_shader's choice for the device
   };
   executorch::runtime::Error create_pipelines();

@@ -15,6 +15,7 @@ struct ShaderBinary {
   uint32_t local_size[3];
   uint32_t bindings;
   uint32_t tile[3];  // outputs per invocation per axis: groups = ceil(threads / (local * tile))
+  bool folds;        // 1-D (indexes by linear_id()): the runtime may fold > 65535 x-groups into y
 };
 
 size_t shader_count();

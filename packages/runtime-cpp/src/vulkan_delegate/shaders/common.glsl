@@ -37,10 +37,12 @@ layout(push_constant) uniform PushConstants { uint p[32]; } pc;
 // The default branch of an op-code switch: unreachable (the runtime refuses unknown codes at load).
 #define UNKNOWN_OP_NAN uintBitsToFloat(0x7fc00000u)
 
-// 1-D shaders: the runtime folds more than 65535 workgroups into y.
-uint linear_id() {
-  return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-}
+// 1-D shaders: the runtime folds more than 65535 workgroups into y (only for shaders that call
+// linear_id: embed_shaders.py marks them). A macro, not a function: this file is included before the
+// shader's `layout(local_size_x = ...) in;`, and a function here would read gl_WorkGroupSize as its
+// default (1, 1, 1), so row y would start at gl_NumWorkGroups.x instead of gl_NumWorkGroups.x * local
+// size and every element past 65535 * (local + 1) - 1 would never be written.
+#define linear_id() (gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x)
 
 // torch.pow semantics for a negative base with an integer exponent (GLSL pow is undefined there).
 float pow_signed(float v, float e) {
