@@ -104,6 +104,30 @@ def test_op_mix_block_bit_exact_against_the_reference_model():
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
 
 
+
+def test_ethos_u65_512_two_cores_bit_exact_against_the_reference_model():
+    """ethos-u65-512 runs two cores (PARALLEL_MODE 1): each convolution's OFM channels are
+    interleaved between them, core 1 reading its own weight and scale streams (WEIGHT1_*, SCALE1_*),
+    and the sigmoid's LUT sits at the top of the first core's shared buffer (CONFIG counts both)."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 3, 16, 16),)
+    edge = progs.ethosu_lower(_Block().eval(), inputs, "ethos-u65-512")
+    (module,) = progs.lowered_modules(edge)
+    words, i = _stream_words(parse_binstream(bytes(module.processed_bytes)).cmd_data)
+    weight1_lengths = []
+    while i < len(words):
+        if words[i] & 0xFFFF == 0x4091:  # cmd1 NPU_SET_WEIGHT1_LENGTH
+            weight1_lengths.append(words[i + 1])
+        i += 2 if words[i] & 0x4000 else 1
+    assert any(n > 0 for n in weight1_lengths)  # the second core has weights of its own
+    _program, method = _method(progs.deployable_pte(edge))
+    for seed in range(2):
+        torch.manual_seed(seed)
+        x = torch.randn(inputs[0].shape) * (1 + seed)
+        (got,) = method.execute([x])
+        expected = run_on_reference_model(edge, x)
+        assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
+
 SIZES = {"mobilenet_v2": 32, "resnet18": 32, "deit_tiny_block": 8, "llama_block": 8}
 MODEL_CASES = [(m, t) for m in SIZES for t in TARGETS]
 

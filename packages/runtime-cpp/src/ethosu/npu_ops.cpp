@@ -171,6 +171,66 @@ void weight_order(int ofm_depth, int ifm_depth, const Kernel& k, int ofm_block_d
   }
 }
 
+
+// The convolution's weights (OHWI, in_depth 1 for depthwise) and each OFM channel's 10-byte scale
+// record (40-bit bias, 32-bit scale, 6-bit shift). With PARALLEL_MODE 1 (Ethos-U65-512) two cores
+// split the kick-off's OFM channels: core n computes channels n, n + 2, ..., from its own weight
+// stream (WEIGHT_BASE / WEIGHT1_BASE) encoded with OFM block depth ceil((block - n) / 2), and its
+// own scale stream (SCALE_BASE / SCALE1_BASE), as vela's weight encoder deinterleaves them.
+Error load_weights_and_scales(const Registers& regs, const Command& at, bool depthwise, const Memory& memory,
+                              const NpuConfig& config, const Kernel& k, const OfmShape& o, int ifm_depth,
+                              int ifm_bits, std::vector<int32_t>* weights, std::vector<const uint8_t*>* scales) {
+  static constexpr Reg1 kWeightRegs[2][2] = {{kWeightBase, kWeightLength}, {kWeight1Base, kWeight1Length}};
+  static constexpr Reg1 kScaleRegs[2][2] = {{kScaleBase, kScaleLength}, {kScale1Base, kScale1Length}};
+  const int cores = regs.p(kParallelMode) + 1;
+  const int in_depth = depthwise ? 1 : ifm_depth;
+  const size_t per_ofm = size_t(k.h) * k.w * in_depth;
+  if (uint64_t(o.c) * per_ofm > (uint64_t{1} << 24)) {
+    return fail(at, "the kernel needs more than 2^24 weights: corrupt kernel or depth registers");
+  }
+  weights->assign(size_t(o.c) * per_ofm, 0);
+  scales->assign(size_t(o.c), nullptr);
+  const int ofm_ublock = config.macs_per_cc <= 32 ? 4 : 8;
+  const int block = regs.p(kOfmBlkDepthM1) + 1;
+  std::vector<int64_t> order;
+  std::vector<int16_t> decoded;
+  for (int core = 0; core < cores && core < o.c; ++core) {
+    const int depth = (o.c - core + cores - 1) / cores;  // channels core, core + cores, ...
+    const int core_block = (std::min(block, o.c) + cores - 1 - core) / cores;
+    if (core_block == 0) return fail(at, "an OFM block depth that leaves the second core no channels");
+    const uint64_t w_len = regs.data(kWeightRegs[core][1]);
+    const uint8_t* w_bytes = region_bytes(memory, regs.p(kWeightRegion), regs.addr(kWeightRegs[core][0]), w_len);
+    if (w_bytes == nullptr) {
+      return fail(at, core == 0 ? "the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies outside its region"
+                                : "the second core's weight stream (WEIGHT1_BASE + WEIGHT1_LENGTH) lies outside its region");
+    }
+    weight_order(depth, ifm_depth, k, core_block, depthwise, ifm_bits, 8, ofm_ublock, &order);
+    decoded.clear();
+    const char* error = nullptr;
+    if (!mlw_decode(w_bytes, w_len, order.size(), &decoded, &error)) return fail(at, error);
+    if (decoded.size() != order.size()) {
+      ET_LOG(Error, "%s: %s at cmd_data offset %zu: core %d's weight stream holds %zu weights but the "
+                    "kernel %dx%d, IFM depth %d and its %d OFM channels need %zu", kTag, name_of(at),
+             at.offset, core, decoded.size(), k.h, k.w, ifm_depth, depth, order.size());
+      return Error::InvalidProgram;
+    }
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (order[i] < 0) continue;
+      const size_t local = static_cast<size_t>(order[i]);  // (channel, ky, kx, ic) of this core's kernel
+      const size_t channel = size_t(core) + size_t(cores) * (local / per_ofm);
+      (*weights)[channel * per_ofm + local % per_ofm] = decoded[i];
+    }
+    const uint8_t* s_bytes = region_bytes(memory, regs.p(kScaleRegion), regs.addr(kScaleRegs[core][0]),
+                                          uint64_t(depth) * kScaleRecord);
+    if (s_bytes == nullptr || regs.data(kScaleRegs[core][1]) < uint64_t(depth) * kScaleRecord) {
+      return fail(at, "a scale stream (SCALE_BASE / SCALE1_BASE + its LENGTH) is shorter than 10 bytes "
+                      "per OFM channel of its core or lies outside its region");
+    }
+    for (int j = 0; j < depth; ++j) (*scales)[size_t(core + cores * j)] = s_bytes + size_t(j) * kScaleRecord;
+  }
+  return Error::Ok;
+}
+
 }  // namespace
 
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
@@ -186,8 +246,9 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   if ((regs.p(kOfmPrecision) >> 8) & 1) {
     return fail(at, "global OFM scaling on a convolution is not simulated yet", Error::NotSupported);
   }
-  if (regs.data(kWeight1Length) != 0) {
-    return fail(at, "a second core's weight stream (WEIGHT1) is not simulated yet", Error::NotSupported);
+  if (regs.p(kParallelMode) > 1) return fail(at, "PARALLEL_MODE names more than the two cores an Ethos-U65 has");
+  if (regs.p(kParallelMode) == 0 && regs.data(kWeight1Length) != 0) {
+    return fail(at, "a second core's weight stream (WEIGHT1) on a one-core NPU (PARALLEL_MODE 0)");
   }
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation(regs, at, ofm.type, shram, &act));
@@ -200,39 +261,10 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   }
   if (memory == nullptr) return Error::Ok;
 
-  // Weights: decode the stream and place each value by the traversal order.
-  const int w_region = regs.p(kWeightRegion) & 7;
-  const uint64_t w_len = regs.data(kWeightLength);
-  const uint8_t* w_bytes = region_bytes(*memory, w_region, regs.addr(kWeightBase), w_len);
-  if (w_bytes == nullptr) return fail(at, "the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies outside its region");
-  if (uint64_t(o.c) * k.h * k.w * (depthwise ? 1 : ifm_depth) > (uint64_t{1} << 24)) {
-    return fail(at, "the kernel needs more than 2^24 weights: corrupt kernel or depth registers");
-  }
-  const int ofm_ublock = config.macs_per_cc <= 32 ? 4 : 8;
-  std::vector<int64_t> order;
-  weight_order(o.c, ifm_depth, k, std::min(regs.p(kOfmBlkDepthM1) + 1, o.c), depthwise,
-               ifm.type.bits, 8, ofm_ublock, &order);
-  std::vector<int16_t> decoded;
-  const char* error = nullptr;
-  if (!mlw_decode(w_bytes, w_len, order.size(), &decoded, &error)) return fail(at, error);
-  if (decoded.size() != order.size()) {
-    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream holds %zu weights but the "
-                  "kernel %dx%d, IFM depth %d and OFM depth %d need %zu", kTag, name_of(at),
-           at.offset, decoded.size(), k.h, k.w, ifm_depth, o.c, order.size());
-    return Error::InvalidProgram;
-  }
-  const int in_depth = depthwise ? 1 : ifm_depth;
-  std::vector<int32_t> weights(size_t(o.c) * k.h * k.w * in_depth, 0);
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i] >= 0) weights[static_cast<size_t>(order[i])] = decoded[i];
-  }
-  // Bias and per-channel scale.
-  const uint8_t* s_bytes = region_bytes(*memory, regs.p(kScaleRegion), regs.addr(kScaleBase),
-                                        uint64_t(o.c) * kScaleRecord);
-  if (s_bytes == nullptr || regs.data(kScaleLength) < uint64_t(o.c) * kScaleRecord) {
-    return fail(at, "the scale stream (SCALE_BASE + SCALE_LENGTH) is shorter than 10 bytes per "
-                    "OFM channel or lies outside its region");
-  }
+  std::vector<int32_t> weights;
+  std::vector<const uint8_t*> scales;
+  ET_CHECK_OK_OR_RETURN_ERROR(
+      load_weights_and_scales(regs, at, depthwise, *memory, config, k, o, ifm_depth, ifm.type.bits, &weights, &scales));
   const int rounding = (regs.p(kOfmPrecision) >> 14) & 3;
   int ifm_h, ifm_w;
   ifm_extent(k, o, &ifm_h, &ifm_w);
@@ -257,7 +289,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
         }
       }
       for (int oc = 0; oc < o.c; ++oc) {
-        const uint8_t* rec = s_bytes + size_t(oc) * kScaleRecord;
+        const uint8_t* rec = scales[size_t(oc)];
         uint64_t bias_u = 0;
         for (int b = 0; b < 5; ++b) bias_u |= uint64_t(rec[b]) << (8 * b);
         const int64_t bias = static_cast<int64_t>(bias_u << 24) >> 24;  // sign-extend 40 bits

@@ -174,10 +174,12 @@ Error activation(const Registers& regs, const Command& at, const ElemType& ofm_t
   }
   out->lut = nullptr;
   if (lut) {
-    // The eight 256-byte LUT slots sit at the top 2 KiB of the NPU's shared buffer, where the
-    // stream DMAs them (NPU_SET_DMA0_DST_REGION with the internal bit).
+    // The eight 256-byte LUT slots sit at the top 2 KiB of a core's shared buffer, where the
+    // stream DMAs them (NPU_SET_DMA0_DST_REGION with the internal bit). The CONFIG word counts the
+    // shared buffers of all cores (two on Ethos-U65-512, PARALLEL_MODE 1); the DMA writes the first.
     const size_t slot = static_cast<size_t>(type - 16) * kLutBytes;
-    if (shram == nullptr || shram->size() < kLutArea) {
+    const size_t core_shram = shram == nullptr ? 0 : shram->size() / size_t(regs.p(kParallelMode) > 0 ? 2 : 1);
+    if (core_shram < kLutArea) {
       ET_LOG(Error, "%s: %s at cmd_data offset %zu: a LUT activation but the stream's CONFIG word "
                     "declares no shared buffer for it", kTag, command_name(at.code, false), at.offset);
       return Error::InvalidProgram;
@@ -188,7 +190,7 @@ Error activation(const Registers& regs, const Command& at, const ElemType& ofm_t
                     "2 KiB LUT area, slot 0)", kTag, command_name(at.code, false), at.offset, type - 16);
       return Error::InvalidProgram;
     }
-    out->lut = shram->data() + (shram->size() - kLutArea) + slot;
+    out->lut = shram->data() + (core_shram - kLutArea) + slot;
   }
   return Error::Ok;
 }
