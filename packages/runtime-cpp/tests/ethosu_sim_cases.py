@@ -2,10 +2,11 @@
 ``runtime_cpp_ethosu_sim_cases``, like runtime_cpp_programs).
 
 Cases: one INT case per registry target from the core's op sweep (op_sweep.generate, rank 4 base
-case), the Ethos-U coverage table (test_ethosu_coverage.CASES) and the a16w8 op table
-(test_ethosu_a16w8.OPS). Each is quantized with EthosUQuantizer, lowered for the target with the host
-graph kept, and its deployable .pte (host graph stripped) is run on the simulator; the outcome is
-compared with the TOSA reference model on the same TOSA graph.
+case), the Ethos-U coverage table (test_ethosu_coverage.CASES), the a16w8 op table
+(test_ethosu_a16w8.OPS) and the core's small models (arm_tosa_core.small_models). Each is quantized
+with EthosUQuantizer, lowered for the target with the host graph kept, and its deployable .pte (host
+graph stripped) is run on the simulator; the outcome is compared with the TOSA reference model on
+the same TOSA graph.
 """
 
 from __future__ import annotations
@@ -102,8 +103,16 @@ def a16w8_cases() -> list[SimCase]:
             for name, (make, n, _lsb) in a16w8.OPS.items()]
 
 
+def small_model_cases() -> list[SimCase]:
+    """The core's small models (ConvMixer, U-Net decoder, MobileNetV3-small, KWS CNN, ViT patch
+    embedding, CRNN), each with its example input."""
+    from arm_tosa_core.small_models import SMALL_MODELS, build_small
+
+    return [SimCase(f"small:{name}", *build_small(name)) for name in SMALL_MODELS]
+
+
 def all_cases() -> dict[str, SimCase]:
-    return {c.name: c for c in op_sweep_cases() + coverage_cases() + a16w8_cases()}
+    return {c.name: c for c in op_sweep_cases() + coverage_cases() + a16w8_cases() + small_model_cases()}
 
 
 def lower(case: SimCase, target: str):
