@@ -106,3 +106,29 @@ def test_decoder_unreachable_target_reports_best():
 def test_unknown_precision_is_a_clear_error(bad):
     with pytest.raises(ValueError, match="valid: .*a8w4"):
         precision_config(bad)
+
+
+@pytest.mark.slow
+def test_transformers_llama_target_met_with_fewer_bytes():
+    """transformers' Llama with its StaticCache (`hf_static_cache`): the projections are found by module
+    path under the export wrapper (`model.model.layers.0.self_attn.q_proj`, `model.lm_head`)."""
+    from arm_tosa_core.hf_static_cache import (
+        build_hf_static_cache_llama,
+        export_hf_methods,
+        hf_runner,
+    )
+
+    model = build_hf_static_cache_llama(layers=1, max_len=16)
+    prompt = PROMPT[:6]
+    tokens, _ = greedy_decode(hf_runner(eager_runner(model)), prompt, STEPS, model.max_len)
+    model.reset_cache()
+
+    def drive(run):
+        return forced_decode(hf_runner(run), prompt, tokens, model.max_len)
+
+    result = search_decoder_precision(model, export_hf_methods(model, prompt.numel()), make_quantizer, drive, 28.0)
+    print(result.report())
+    assert result.tried[0][2] < 28.0 and result.met and result.sqnr_db >= 28.0, result.report()
+    assert result.weight_bytes < result.all_a16w8_bytes and "a8w4" in result.choice.values(), result.report()
+    assert {u.rsplit(".", 1)[-1] for u in result.choice} == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                            "up_proj", "down_proj", "lm_head"}
