@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "CONFIG"), help=argparse.SUPPRESS)
     ap.add_argument("--no-upstream", action="store_true")
     ap.add_argument("--sides", nargs="+", default=["ours", "upstream"], choices=["ours", "upstream"])
-    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    ap.add_argument("--configs", nargs="*", default=list(CONFIGS), choices=CONFIGS)
     ap.add_argument("--report-only", action="store_true", help="print the recorded cells, measure nothing")
     ap.add_argument("--mixed", type=float, nargs="*", default=[], metavar="DB",
                     help="also a mixed-precision row per target SQNR (dB): a8w4 / a8w8 / a16w8 per projection")
