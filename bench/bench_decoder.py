@@ -166,6 +166,25 @@ def ours(config: str) -> dict:
     return out
 
 
+def ours_mixed(goal_db: float) -> dict:
+    """Mixed precision (`arm_quantizer.decoder_precision`): a8w4 / a8w8 / a16w8 per projection chosen to
+    reach `goal_db` (SQNR of every step's logits, teacher-forced) with the fewest weight bytes."""
+    from arm_ethosu.decoder_precision_cli import compile_methods, decoder_case, search
+    from arm_tosa_core import kv_cache_models as km
+
+    t0 = time.perf_counter()
+    case = decoder_case("static-cache", MODEL["dim"], MODEL["layers"], PROMPT_LEN, STEPS, MODEL["vocab"],
+                        MODEL["max_len"])
+    float_tokens, float_last = _float_reference(km, case.model)
+    result = search(case, TARGET, goal_db)
+    out = {"config": f"mixed@{goal_db:g}", "target_db": goal_db, "met": result.met, "rest": result.rest,
+           "choice": result.choice, "search_sqnr_db": result.sqnr_db, "search_s": result.search_seconds,
+           "real_quantizations": len(result.tried)} | _accuracy(km, result.converted, float_tokens, float_last)
+    out |= compile_methods(case, result.converted, TARGET)
+    out["compile_s"] = time.perf_counter() - t0
+    return out
+
+
 # -- the competitor's side (its own process) -------------------------------------------------------
 def upstream(config: str) -> dict:
     import executorch.backends.arm.quantizer as uq
@@ -301,8 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "CONFIG"), help=argparse.SUPPRESS)
     ap.add_argument("--no-upstream", action="store_true")
     ap.add_argument("--sides", nargs="+", default=["ours", "upstream"], choices=["ours", "upstream"])
-    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    ap.add_argument("--configs", nargs="*", default=list(CONFIGS), choices=CONFIGS)
     ap.add_argument("--report-only", action="store_true", help="print the recorded cells, measure nothing")
+    ap.add_argument("--mixed", type=float, nargs="*", default=[], metavar="DB",
+                    help="also a mixed-precision row per target SQNR (dB): a8w4 / a8w8 / a16w8 per projection")
     ap.add_argument("--dim", type=int, default=MODEL["dim"],
                     help="model width; other than the default, the cells go to results/decoder/dim<N> (how the "
                          "a8w4/a8w8 weight ratio scales: 4-bit weights grow with dim^2, the int8 embedding "
@@ -315,7 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         side, config = args.child
         try:
             with contextlib.redirect_stdout(io.StringIO()):
-                result = (ours if side == "ours" else upstream)(config)
+                if side == "ours-mixed":
+                    result = ours_mixed(float(config))
+                else:
+                    result = (ours if side == "ours" else upstream)(config)
         except Exception as exc:  # noqa: BLE001  (recorded as the side's reason)
             traceback.print_exc()
             result = {"config": config, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
@@ -331,9 +355,14 @@ def main(argv: list[str] | None = None) -> int:
                 cell = {"side": side} | _child(side, config)
                 (CELLS / f"{side}-{config}.json").write_text(json.dumps(cell, indent=2, default=str))
                 print(f"{side} {config}: done", file=sys.stderr)
+        for goal in args.mixed:
+            cell = {"side": "ours"} | _child("ours-mixed", f"{goal:g}")
+            (CELLS / f"ours-mixed{goal:g}.json").write_text(json.dumps(cell, indent=2, default=str))
+            print(f"ours mixed@{goal:g}: done", file=sys.stderr)
     cost = json.loads((CELLS / "cache_cost.json").read_text()) if (CELLS / "cache_cost.json").exists() else []
     rows = [json.loads(p.read_text()) for config in CONFIGS for side in ("ours", "upstream")
             if (p := CELLS / f"{side}-{config}.json").exists()]
+    rows += [json.loads(p.read_text()) for p in sorted(CELLS.glob("ours-mixed*.json"))]
     ours_flash = {r["config"]: _flash(r.get("decode", {})) for r in rows if r["side"] == "ours"}
     ratio = (ours_flash["a8w4"] / ours_flash["a8w8"]) if ours_flash.get("a8w4") and ours_flash.get("a8w8") else None
     summary = {"target": TARGET, "model": MODEL, "prompt_len": PROMPT_LEN, "steps": STEPS,
@@ -361,6 +390,12 @@ def notes(rows: list[dict], cost: list[dict], ratio: float | None) -> list[str]:
     lines += [f"ours {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside the "
               "partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
               "leave them on the CPU)." for r in rows if r["side"] == "ours" and r.get("kept_int8")]
+    lines += [f"ours {r['config']}: target {r['target_db']:g} dB {'met' if r['met'] else 'NOT met'} "
+              f"({r['search_sqnr_db']:.1f} dB over every step's logits, teacher-forced; the table's SQNR is the "
+              f"last step's, greedy), rest {r['rest']}, projections " + ", ".join(
+                  f"{u} {p}" for u, p in r["choice"].items()) + f"; {r['real_quantizations']} real quantizations, "
+              f"search {r['search_s']:.0f} s." for r in rows if r.get("config", "").startswith("mixed@")
+              and "choice" in r]
     lines += [f"KV cache stored {c['cache']}: its own cost (float decoder, cache rounded to the fixed scale vs a "
               f"float cache, {c['steps']} greedy steps): last-step logits SQNR {c['sqnr_db']:.1f} dB, tokens equal "
               f"{c['token_agreement']:.2f}." for c in cost]

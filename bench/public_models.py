@@ -23,7 +23,8 @@ TIMM_MOBILE = ("timm:ghostnet_100", "timm:lcnet_050", "timm:mobilenetv4_conv_sma
                "timm:repvit_m0_9", "timm:fastvit_t8", "timm:efficientformerv2_s0", "timm:deit_tiny_patch16_224",
                "timm:levit_128s")
 #: The transformers small configs of the decoder issue (`public_transformers.PUBLIC_TRANSFORMERS`).
-TRANSFORMERS_SMALL = ("hf:bert", "hf:distilbert", "hf:gpt2", "hf:llama", "hf:vit")
+TRANSFORMERS_SMALL = ("hf:bert", "hf:distilbert", "hf:gpt2", "hf:llama", "hf:t5_encoder", "hf:vit", "hf:wav2vec2",
+                      "hf:whisper_encoder")
 ALL = TORCHVISION_ISSUE + TORCHVISION_MORE + TIMM_MOBILE + TRANSFORMERS_SMALL
 
 

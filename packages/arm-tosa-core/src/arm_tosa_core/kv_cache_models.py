@@ -11,7 +11,7 @@ The attention mask is an input (`cache_mask`): a position attends to the cache e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -146,6 +146,19 @@ def greedy_decode(run: Callable[[str, tuple], torch.Tensor], prompt: torch.Tenso
         logits = run("decode", step_inputs(prompt.numel() + i, torch.tensor([tokens[-1]]), max_len))[0, -1]
         history.append(logits)
     return tokens, history
+
+
+def forced_decode(run: Callable[[str, tuple], torch.Tensor], prompt: torch.Tensor, tokens: Sequence[int],
+                  max_len: int) -> list[torch.Tensor]:
+    """Prefill `prompt`, then one decode per token of `tokens` (given, not each model's own argmax: every
+    model sees the same sequence, so their logits compare step by step). Returns each step's
+    last-position logits (the prefill's, then one per decode)."""
+    if prompt.numel() + len(tokens) > max_len:
+        raise ValueError(f"{prompt.numel()} prompt tokens + {len(tokens)} steps exceed the cache ({max_len} positions)")
+    history = [run("prefill", step_inputs(0, prompt, max_len))[0, -1]]
+    for i, token in enumerate(tokens):
+        history.append(run("decode", step_inputs(prompt.numel() + i, torch.tensor([token]), max_len))[0, -1])
+    return history
 
 
 def methods_to_pte(edge) -> bytes:
