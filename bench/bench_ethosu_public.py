@@ -37,6 +37,7 @@ from public_models import ALL, TORCHVISION_ISSUE  # noqa: E402
 from run_bench import _git_commit, _versions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+NOTES_MARKER = "<!-- notes: hand-written, kept by re-runs -->"
 SIDES = {  # side -> (flow module, extra kwargs)
     "ours": ("our_flows", {}),
     "ours_tune": ("our_flows", {"tune": True}),
@@ -68,17 +69,23 @@ def _fmt(v, spec: str = "") -> str:
     return format(v, spec) if spec else str(v)
 
 
+def _npu(row: dict) -> str:
+    """NPU cycles, or why there are none: "not measured" (no row) or "failed" (the reason is under errors)."""
+    if not row:
+        return "not measured"
+    return "failed" if row.get("error") else _fmt(row.get("npu_cycles"), ",.0f")
+
+
 def table(rows: list[dict]) -> str:
     by = {(r["model"], r["target"], r["side"]): r for r in rows}
     head = ("model", "target", "ours NPU", "tune NPU", "comp. NPU", "ratio", "ratio tune", "ours total",
             "tune total", "comp. total", "SRAM KiB o/c", "flash KiB o/c", "CPU ops o/c", "compile s o/t/c",
-            "MAC util o/t", "tune chose")
+            "MAC util o/t", "tune chose", "commit o/t/c")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios: dict[str, list[float]] = {}
     for model, target in dict.fromkeys((r["model"], r["target"]) for r in rows):
         o, t, c = (by.get((model, target, s), {}) for s in SIDES)
-        cells = [model, target, _fmt(o.get("npu_cycles"), ",.0f"), _fmt(t.get("npu_cycles"), ",.0f"),
-                 _fmt(c.get("npu_cycles"), ",.0f")]
+        cells = [model, target, _npu(o), _npu(t), _npu(c)]
         for side, r in (("ours", o), ("tune", t)):
             if r.get("npu_cycles") and c.get("npu_cycles"):
                 ratio = r["npu_cycles"] / c["npu_cycles"]
@@ -95,11 +102,13 @@ def table(rows: list[dict]) -> str:
                   f"{_fmt(c.get('compile_s'), '.1f')}",
                   f"{_fmt(o.get('mac_util') and 100 * o['mac_util'], '.1f')}/"
                   f"{_fmt(t.get('mac_util') and 100 * t['mac_util'], '.1f')} %",
-                  ",".join(t.get("tune_chosen") or []) or "-"]
+                  ",".join(t.get("tune_chosen") or []) or "-",
+                  "/".join(r.get("commit") or "-" for r in (o, t, c))]
         lines.append("| " + " | ".join(cells) + " |")
     for key, values in ratios.items():
         geo = math.exp(sum(math.log(v) for v in values) / len(values))
-        lines.append(f"\ngeomean NPU-cycle ratio ours/competitor, {key}: {geo:.3f} over {len(values)} models")
+        lines.append(f"\ngeomean NPU-cycle ratio ours/competitor, {key}: {geo:.3f} over {len(values)} models "
+                     "(rows with both sides measured here)")
     errors = [f"- {r['model']} {r['target']} {r['side']}: {r['error']}" for r in rows if r["error"]]
     return "\n".join(lines + (["\nerrors:"] + errors if errors else []))
 
@@ -162,11 +171,15 @@ def _write(args: argparse.Namespace, meta: dict, rows: list[dict]) -> None:
     text = table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1))
-    args.out.with_suffix(".md").write_text(
+    md = args.out.with_suffix(".md")
+    # hand-written analysis below NOTES_MARKER survives a re-run
+    notes = md.read_text().partition(NOTES_MARKER)[2] if md.exists() else ""
+    md.write_text(
         f"# Ethos-U public models ({meta['date']}, input {args.input_size})\n\n"
         f"vela {meta['versions'].get('ethos-u-vela')}, the same for both sides; o = ours, t = ours --tune, "
-        f"c = competitor (executorch.backends.arm, its own process). Rows measured at commits "
-        f"{', '.join(sorted({r['commit'] for r in rows}))} (each row's commit is in the JSON).\n\n{text}\n")
+        f"c = competitor (executorch.backends.arm, its own process, measured here). Rows measured at commits "
+        f"{', '.join(sorted({r['commit'] for r in rows}))} (each row's commit is in the last column and the "
+        f"JSON).\n\n{text}\n" + (f"\n{NOTES_MARKER}{notes}" if notes else ""))
 
 
 if __name__ == "__main__":
