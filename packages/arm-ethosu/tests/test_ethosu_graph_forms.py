@@ -39,21 +39,22 @@ def test_channel_shuffle_is_one_transpose_on_u55():
 
 
 class Upsample(nn.Module):
-    """conv -> bilinear k x (half-pixel, LRASPP's form) -> conv."""
+    """conv -> bilinear (or nearest) k x (half-pixel, LRASPP's form) -> conv."""
 
-    def __init__(self, k: int, channels: int = 3, width: int = 4) -> None:
+    def __init__(self, k: int, channels: int = 3, width: int = 4, mode: str = "bilinear") -> None:
         super().__init__()
-        self.a, self.b, self.k = nn.Conv2d(channels, width, 1), nn.Conv2d(width, 4, 1), k
+        self.a, self.b, self.k, self.mode = nn.Conv2d(channels, width, 1), nn.Conv2d(width, 4, 1), k, mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(nn.functional.interpolate(self.a(x), scale_factor=self.k, mode="bilinear"))
+        return self.b(nn.functional.interpolate(self.a(x), scale_factor=self.k, mode=self.mode))
 
 
-def _upsample_on_u55_and_u85(k: int, forms: tuple[str | None, ...], shape=(1, 3, 5, 6), width: int = 4):
-    """(quantized model, inputs, U85's BILINEAR RESIZE output, {form: (U55 edge, its output)})."""
+def _upsample_on_u55_and_u85(k: int, forms: tuple[str | None, ...], shape=(1, 3, 5, 6), width: int = 4,
+                             mode: str = "bilinear"):
+    """(quantized model, inputs, U85's RESIZE output, {form: (U55 edge, its output)})."""
     torch.manual_seed(0)
     inputs = (torch.randn(*shape),)
-    quantized = flow.quantize(Upsample(k, shape[1], width).eval(), inputs)
+    quantized = flow.quantize(Upsample(k, shape[1], width, mode).eval(), inputs)
     u85 = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256").include_host_graph())
     (payload,) = ethosu_payloads(u85)
     assert tosa_op_counts(tosa_graph_of(payload))["RESIZE"] == 1
@@ -81,6 +82,21 @@ def test_bilinear_upscale_on_u55_equals_the_resize_form(k):
         assert (ops["DEPTHWISE_CONV2D"], ops["RESIZE"]) == (2 if form == "separable" else 1, 1), (form, ops)
         assert torch.equal(got, expected), form
     assert resize.depthwise_form(k) == ("full" if k == 2 else "separable")  # the plain compile's rule
+
+
+@pytest.mark.parametrize("k", [3, pytest.param(6, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)])
+def test_other_integer_upscales_on_u55_equal_the_resize_form(k):
+    """Integer factors vela has no NEAREST RESIZE for on U55 (odd 3x: copies and box(3) taps; 6x: a 2x
+    RESIZE then 3x copies; DeepLabV3's 16x: 8x then 2x RESIZEs): the very integers of U85's RESIZE, in
+    both depthwise forms, bilinear and nearest."""
+    _, _, expected, u55 = _upsample_on_u55_and_u85(k, resize.BILINEAR_FORMS)
+    for form, (_, got) in u55.items():
+        assert torch.equal(got, expected), form
+    _, _, expected, u55 = _upsample_on_u55_and_u85(k, (None,), mode="nearest")
+    (edge, got), = u55.values()
+    assert torch.equal(got, expected)
+    (payload,) = ethosu_payloads(edge)
+    assert tosa_op_counts(tosa_graph_of(payload))["DEPTHWISE_CONV2D"] == 0  # nearest is data movement only
 
 
 def test_separable_upsample_halves_lraspps_8x_on_u55():
