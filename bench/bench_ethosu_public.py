@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=RESULTS / "ethosu_public.json")
     p.add_argument("--reuse", action="store_true", help="keep the rows --out already has; run the others")
+    p.add_argument("--redo", nargs="+", default=[], help="with --reuse: measure these models again")
     p.add_argument("--timeout-s", type=float, default=1800.0, help="per compile (one model, target, side)")
     args = p.parse_args(argv)
     models = list(ALL) if args.models == ["all"] else args.models
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode = next((m for family, m in SAME_MEMORY_MODE.items() if target.startswith(family)), None)
                 if module == "our_flows" and mode:
                     kwargs = {**kwargs, "memory_mode": mode}
-                row = cached.get((model, target, side))
+                row = None if model in args.redo else cached.get((model, target, side))
                 if row and (module != "our_flows" or not mode or (row.get("vela_flags") or "").endswith(mode)):
                     rows.append(row)  # (a row of ours compiled in another memory mode is measured again)
                     continue
