@@ -195,7 +195,7 @@ def _u55_resize(node: Node, family: str) -> str | None:
         return None  # one NEAREST RESIZE, a power-of-two factor 2x..8x per axis
     mode = "bilinear" if aten_target(node.target) in resize._BILINEAR else "nearest"
     return (f"{mode} resize other than an integer upscale by 2x..{resize.MAX_U55_UPSCALE}x on both axes "
-            "(half-pixel, align_corners=False): vela 5.2 compiles no BILINEAR RESIZE and only 2x/4x/8x NEAREST "
+            "(half-pixel, align_corners=False): vela 5.2 compiles no bilinear RESIZE and only 2x/4x/8x NEAREST "
             "for Ethos-U55/U65 (the core lowers integer upscales as nearest copies + a depthwise conv)")
 
 
