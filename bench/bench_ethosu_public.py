@@ -7,7 +7,9 @@
 
 Models are `public_models` names (torchvision / timm architectures and the small transformers configs at
 seeded random init, int8 PTQ calibrated on the one seeded input). Each (model, target, side) compiles in its own fresh interpreter
-(`flow_worker.py`): `our_flows.our_ethosu` (plain, then with `tune=True`) and `upstream_flows.upstream_ethosu`.
+(`flow_worker.py`): `our_flows.our_ethosu` (plain, then with `tune=True`) and `upstream_flows.upstream_ethosu`,
+in the same vela memory mode (the competitor's default where ours differs: Sram_Only on U85, see
+`SAME_MEMORY_MODE`).
 Columns: vela's NPU and total cycles (summed over partitions), SRAM peak (the largest partition's
 `sram_memory_used`), flash (weights, KiB), CPU ops (edge-program call_function nodes left outside the
 delegates, the float-boundary quantize/dequantize included, counted the same on both sides), compile
@@ -37,6 +39,10 @@ from public_models import ALL, TORCHVISION_ISSUE  # noqa: E402
 from run_bench import _git_commit, _versions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+NOTES_MARKER = "<!-- notes: hand-written, kept by re-runs -->"
+#: vela's NPU cycles depend on where tensors live, so our side compiles in the competitor's default memory mode
+#: where the defaults differ: on U85 it uses Sram_Only (everything in SRAM), ours Dedicated_Sram_384KB.
+SAME_MEMORY_MODE = {"ethos-u85": "Sram_Only"}
 SIDES = {  # side -> (flow module, extra kwargs)
     "ours": ("our_flows", {}),
     "ours_tune": ("our_flows", {"tune": True}),
@@ -59,7 +65,7 @@ def _row(model: str, target: str, side: str, res: dict) -> dict:
             "npu_cycles": npu, "total_cycles": res.get("vela_total_cycles"),
             "sram_peak_kib": res.get("vela_sram_peak_kib"), "flash_kib": res.get("vela_flash_kib"),
             "cpu_ops": _cpu_ops(res), "compile_s": res.get("total_s"), "vela_s": res.get("vela_s"),
-            "mac_util": util, "tune_chosen": res.get("tune_chosen")}
+            "mac_util": util, "tune_chosen": res.get("tune_chosen"), "vela_flags": res.get("vela_flags")}
 
 
 def _fmt(v, spec: str = "") -> str:
@@ -68,17 +74,23 @@ def _fmt(v, spec: str = "") -> str:
     return format(v, spec) if spec else str(v)
 
 
+def _npu(row: dict) -> str:
+    """NPU cycles, or why there are none: "not measured" (no row) or "failed" (the reason is under errors)."""
+    if not row:
+        return "not measured"
+    return "failed" if row.get("error") else _fmt(row.get("npu_cycles"), ",.0f")
+
+
 def table(rows: list[dict]) -> str:
     by = {(r["model"], r["target"], r["side"]): r for r in rows}
     head = ("model", "target", "ours NPU", "tune NPU", "comp. NPU", "ratio", "ratio tune", "ours total",
             "tune total", "comp. total", "SRAM KiB o/c", "flash KiB o/c", "CPU ops o/c", "compile s o/t/c",
-            "MAC util o/t", "tune chose")
+            "MAC util o/t", "tune chose", "commit o/t/c")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ratios: dict[str, list[float]] = {}
     for model, target in dict.fromkeys((r["model"], r["target"]) for r in rows):
         o, t, c = (by.get((model, target, s), {}) for s in SIDES)
-        cells = [model, target, _fmt(o.get("npu_cycles"), ",.0f"), _fmt(t.get("npu_cycles"), ",.0f"),
-                 _fmt(c.get("npu_cycles"), ",.0f")]
+        cells = [model, target, _npu(o), _npu(t), _npu(c)]
         for side, r in (("ours", o), ("tune", t)):
             if r.get("npu_cycles") and c.get("npu_cycles"):
                 ratio = r["npu_cycles"] / c["npu_cycles"]
@@ -95,11 +107,13 @@ def table(rows: list[dict]) -> str:
                   f"{_fmt(c.get('compile_s'), '.1f')}",
                   f"{_fmt(o.get('mac_util') and 100 * o['mac_util'], '.1f')}/"
                   f"{_fmt(t.get('mac_util') and 100 * t['mac_util'], '.1f')} %",
-                  ",".join(t.get("tune_chosen") or []) or "-"]
+                  ",".join(t.get("tune_chosen") or []) or "-",
+                  "/".join(r.get("commit") or "-" for r in (o, t, c))]
         lines.append("| " + " | ".join(cells) + " |")
     for key, values in ratios.items():
         geo = math.exp(sum(math.log(v) for v in values) / len(values))
-        lines.append(f"\ngeomean NPU-cycle ratio ours/competitor, {key}: {geo:.3f} over {len(values)} models")
+        lines.append(f"\ngeomean NPU-cycle ratio ours/competitor, {key}: {geo:.3f} over {len(values)} models "
+                     "(rows with both sides measured here)")
     errors = [f"- {r['model']} {r['target']} {r['side']}: {r['error']}" for r in rows if r["error"]]
     return "\n".join(lines + (["\nerrors:"] + errors if errors else []))
 
@@ -115,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=RESULTS / "ethosu_public.json")
     p.add_argument("--reuse", action="store_true", help="keep the rows --out already has; run the others")
+    p.add_argument("--redo", nargs="+", default=[], help="with --reuse: measure these models again")
     p.add_argument("--timeout-s", type=float, default=1800.0, help="per compile (one model, target, side)")
     args = p.parse_args(argv)
     models = list(ALL) if args.models == ["all"] else args.models
@@ -128,10 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     for model in models:
         for target in args.targets:
             for side in sides:
-                if (model, target, side) in cached:
-                    rows.append(cached[(model, target, side)])
-                    continue
                 module, kwargs = SIDES[side]
+                mode = next((m for family, m in SAME_MEMORY_MODE.items() if target.startswith(family)), None)
+                if module == "our_flows" and mode:
+                    kwargs = {**kwargs, "memory_mode": mode}
+                row = None if model in args.redo else cached.get((model, target, side))
+                if row and (module != "our_flows" or not mode or (row.get("vela_flags") or "").endswith(mode)):
+                    rows.append(row)  # (a row of ours compiled in another memory mode is measured again)
+                    continue
                 log = logs / f"{model.replace(':', '_')}-{target}-{side}.log"
                 res = run_isolated_example(module, "ethosu", model, args.seed, args.input_size, log,
                                            args.timeout_s, target=target, **kwargs)
@@ -162,11 +181,15 @@ def _write(args: argparse.Namespace, meta: dict, rows: list[dict]) -> None:
     text = table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1))
-    args.out.with_suffix(".md").write_text(
+    md = args.out.with_suffix(".md")
+    # hand-written analysis below NOTES_MARKER survives a re-run
+    notes = md.read_text().partition(NOTES_MARKER)[2] if md.exists() else ""
+    md.write_text(
         f"# Ethos-U public models ({meta['date']}, input {args.input_size})\n\n"
         f"vela {meta['versions'].get('ethos-u-vela')}, the same for both sides; o = ours, t = ours --tune, "
-        f"c = competitor (executorch.backends.arm, its own process). Rows measured at commits "
-        f"{', '.join(sorted({r['commit'] for r in rows}))} (each row's commit is in the JSON).\n\n{text}\n")
+        f"c = competitor (executorch.backends.arm, its own process, measured here). Rows measured at commits "
+        f"{', '.join(sorted({r['commit'] for r in rows}))} (each row's commit is in the last column and the "
+        f"JSON).\n\n{text}\n" + (f"\n{NOTES_MARKER}{notes}" if notes else ""))
 
 
 if __name__ == "__main__":

@@ -178,9 +178,9 @@ def _ethosu_api() -> Any:
 
 @guard
 def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-128",
-               tune: bool = False) -> dict[str, Any]:
+               tune: bool = False, memory_mode: str | None = None) -> dict[str, Any]:
     """Ethos-U flow: EthosUQuantizer PTQ, EthosUPartitioner (TOSA INT + vela in process), serialize.
-    With `tune`, the spec's `enable_tune()` (arm-compile --tune)."""
+    With `tune`, the spec's `enable_tune()` (arm-compile --tune); `memory_mode`: vela's (default: ours)."""
     import_s = _import_core()
     try:
         ethosu = _ethosu_api()
@@ -202,7 +202,7 @@ def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-
     ethosu_backend.compile_with_vela = timed_vela
     c0 = cpu_seconds()
     with tempfile.TemporaryDirectory() as tmp:
-        spec = ethosu.EthosUCompileSpec(target).dump_intermediate_artifacts_to(tmp)
+        spec = ethosu.EthosUCompileSpec(target, memory_mode=memory_mode).dump_intermediate_artifacts_to(tmp)
         if tune:
             spec.enable_tune()
         ep, _, export_s, quantize_s = _quantize(module, inputs, ethosu.EthosUQuantizer(spec))

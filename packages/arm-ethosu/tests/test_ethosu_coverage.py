@@ -36,6 +36,7 @@ CASES = {
                       (1, 3, 8, 8)),
     "nearest_x2": (_resize(scale_factor=2, mode="nearest"), (1, 3, 4, 4)),
     "nearest_x2_x4": (_resize(scale_factor=(2, 4), mode="nearest"), (1, 3, 4, 4)),
+    "nearest_x3": (_resize(scale_factor=3, mode="nearest"), (1, 3, 4, 4)),  # U55: copies, no RESIZE
     "bilinear_x2": (_resize(scale_factor=2, mode="bilinear"), (1, 3, 4, 5)),
     "maxpool_dilated": (nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(3, 2, 1, dilation=2)), (1, 3, 11, 10)),
     "conv_reflect": (nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), (1, 3, 6, 6)),
@@ -48,7 +49,7 @@ CASES = {
 U55_CPU = {
     "bilinear_align_corners": (_resize(scale_factor=2, mode="bilinear", align_corners=True), (1, 3, 4, 4),
                                "vela 5.2 compiles no bilinear RESIZE"),
-    "nearest_x3": (_resize(scale_factor=3, mode="nearest"), (1, 3, 4, 4), "power-of-two upscales"),
+    "nearest_x2_x3": (_resize(scale_factor=(2, 3), mode="nearest"), (1, 3, 4, 4), "integer upscale by"),
     "conv3d_depth3": (nn.Conv3d(3, 4, 3, padding=1), (1, 3, 4, 5, 5), "kernel depth 1"),
 }
 

@@ -39,21 +39,22 @@ def test_channel_shuffle_is_one_transpose_on_u55():
 
 
 class Upsample(nn.Module):
-    """conv -> bilinear k x (half-pixel, LRASPP's form) -> conv."""
+    """conv -> bilinear (or nearest) k x (half-pixel, LRASPP's form) -> conv."""
 
-    def __init__(self, k: int, channels: int = 3, width: int = 4) -> None:
+    def __init__(self, k: int, channels: int = 3, width: int = 4, mode: str = "bilinear") -> None:
         super().__init__()
-        self.a, self.b, self.k = nn.Conv2d(channels, width, 1), nn.Conv2d(width, 4, 1), k
+        self.a, self.b, self.k, self.mode = nn.Conv2d(channels, width, 1), nn.Conv2d(width, 4, 1), k, mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(nn.functional.interpolate(self.a(x), scale_factor=self.k, mode="bilinear"))
+        return self.b(nn.functional.interpolate(self.a(x), scale_factor=self.k, mode=self.mode))
 
 
-def _upsample_on_u55_and_u85(k: int, forms: tuple[str | None, ...], shape=(1, 3, 5, 6), width: int = 4):
-    """(quantized model, inputs, U85's BILINEAR RESIZE output, {form: (U55 edge, its output)})."""
+def _upsample_on_u55_and_u85(k: int, forms: tuple[str | None, ...], shape=(1, 3, 5, 6), width: int = 4,
+                             mode: str = "bilinear"):
+    """(quantized model, inputs, U85's RESIZE output, {form: (U55 edge, its output)})."""
     torch.manual_seed(0)
     inputs = (torch.randn(*shape),)
-    quantized = flow.quantize(Upsample(k, shape[1], width).eval(), inputs)
+    quantized = flow.quantize(Upsample(k, shape[1], width, mode).eval(), inputs)
     u85 = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256").include_host_graph())
     (payload,) = ethosu_payloads(u85)
     assert tosa_op_counts(tosa_graph_of(payload))["RESIZE"] == 1
@@ -81,6 +82,21 @@ def test_bilinear_upscale_on_u55_equals_the_resize_form(k):
         assert (ops["DEPTHWISE_CONV2D"], ops["RESIZE"]) == (2 if form == "separable" else 1, 1), (form, ops)
         assert torch.equal(got, expected), form
     assert resize.depthwise_form(k) == ("full" if k == 2 else "separable")  # the plain compile's rule
+
+
+@pytest.mark.parametrize("k", [3, pytest.param(6, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)])
+def test_other_integer_upscales_on_u55_equal_the_resize_form(k):
+    """Integer factors vela has no NEAREST RESIZE for on U55 (odd 3x: copies and box(3) taps; 6x: a 2x
+    RESIZE then 3x copies; DeepLabV3's 16x: 8x then 2x RESIZEs): the very integers of U85's RESIZE, in
+    both depthwise forms, bilinear and nearest."""
+    _, _, expected, u55 = _upsample_on_u55_and_u85(k, resize.BILINEAR_FORMS)
+    for form, (_, got) in u55.items():
+        assert torch.equal(got, expected), form
+    _, _, expected, u55 = _upsample_on_u55_and_u85(k, (None,), mode="nearest")
+    (edge, got), = u55.values()
+    assert torch.equal(got, expected)
+    (payload,) = ethosu_payloads(edge)
+    assert tosa_op_counts(tosa_graph_of(payload))["DEPTHWISE_CONV2D"] == 0  # nearest is data movement only
 
 
 def test_separable_upsample_halves_lraspps_8x_on_u55():
@@ -144,3 +160,34 @@ def test_zero_pad_folds_into_the_convolution_on_u55(monkeypatch):
     assert pads == {"folded": 0, "pad ops": 2}, pads
     assert torch.equal(outs["folded"], outs["pad ops"])
     assert cycles["folded"] < cycles["pad ops"], cycles
+
+
+class DilatedPastTheInput(nn.Module):
+    """DeepLabV3's ASPP at a small input: 3x3 convs (dense and depthwise) whose dilation reaches past the
+    6x5 map, so every off-centre tap reads padding; and one of dilation 2, whose taps all stay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 1)
+        self.aspp = nn.Conv2d(8, 8, 3, padding=12, dilation=12)
+        self.dw = nn.Conv2d(8, 8, 3, padding=(6, 1), dilation=(6, 1), groups=8)
+        self.near = nn.Conv2d(8, 4, 3, padding=2, dilation=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.near(self.dw(self.aspp(self.stem(x))))
+
+
+def test_taps_that_read_only_padding_are_dropped():
+    """vela runs a dilated kernel densely ((k-1)d+1 taps a side), so taps that only ever read padding are
+    dropped first: the same integers (quantized eager within 1 LSB), far fewer NPU cycles."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 3, 6, 5),)
+    quantized = flow.quantize(DilatedPastTheInput().eval(), inputs)
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
+    assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
+    (part,) = ethosu_report(edge).partitions
+    # vela 5.2, U55-128: 27,635 NPU cycles with the taps (dense 25x25 and 13x3 kernels), 1,887 without
+    assert part.cycles_npu < 10_000, part.cycles_npu
+    with torch.no_grad():
+        err = (run_on_reference_model(edge, *inputs) - quantized(*inputs)).abs().max().item()
+    assert err <= flow.output_lsb(quantized) * 1.0001, err

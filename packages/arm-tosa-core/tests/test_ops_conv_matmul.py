@@ -21,6 +21,9 @@ CONV_CASES = [
     ("conv2d_stride_pad", nn.Conv2d(4, 6, 3, stride=2, padding=1), (2, 4, 10, 10)),
     ("conv2d_stride_uneven", nn.Conv2d(4, 6, 3, stride=2, padding=0), (1, 4, 10, 10)),
     ("conv2d_dilation", nn.Conv2d(3, 4, 3, dilation=2, padding=2), (1, 3, 12, 12)),
+    # off-centre taps past the input read only padding: lowered as 1x1 / 3x1 kernels (drop_padding_taps)
+    ("conv2d_dilation_past_input", nn.Conv2d(3, 4, 3, dilation=(8, 2), padding=(8, 2), stride=(1, 2)), (1, 3, 6, 7)),
+    ("conv2d_depthwise_dilation_past_input", nn.Conv2d(4, 4, 3, dilation=5, padding=5, groups=4), (1, 4, 5, 4)),
     ("conv2d_nobias_rect", nn.Conv2d(3, 5, (1, 3), bias=False, padding=(0, 1)), (1, 3, 6, 7)),
     ("conv2d_depthwise", nn.Conv2d(6, 6, 3, padding=1, groups=6), (1, 6, 8, 8)),
     ("conv2d_depthwise_mult", nn.Conv2d(4, 8, 3, padding=1, groups=4), (1, 4, 8, 8)),

@@ -182,20 +182,21 @@ def _u55_int32_transpose(node: Node, family: str) -> str | None:
 @target_rule(U55_U65, "resize")
 def _u55_resize(node: Node, family: str) -> str | None:
     """vela 5.2 on U55/U65: NEAREST for power-of-two upscales 2x..8x (half-pixel form) only, and no
-    BILINEAR at all, except 2x/4x/8x half-pixel, which the core lowers as NEAREST + a depthwise conv."""
+    BILINEAR at all. The core lowers an integer k x upscale (2 <= k <= resize.MAX_U55_UPSCALE, nearest or
+    bilinear half-pixel) in forms vela takes there: a NEAREST chain (+ a depthwise conv for bilinear)."""
     plan = resize._plan(node)
     if isinstance(plan, str):
         return None  # the core's own reason applies
-    if aten_target(node.target) in resize._BILINEAR:
-        if resize.bilinear_upscale_factor(plan):
-            return None
-        return ("bilinear resize other than a 2x, 4x or 8x upscale with align_corners=False: vela 5.2 compiles "
-                "no bilinear RESIZE for Ethos-U55/U65 (the core lowers those as nearest + depthwise conv)")
-    for n, d, offset, _ in plan:
-        if Fraction(n, d) not in (2, 4, 8) or 2 * offset != d - n:
-            return ("nearest resize by other than 2x, 4x or 8x on both axes: vela 5.2 takes only "
-                    "power-of-two upscales 2x..8x on Ethos-U55/U65")
-    return None
+    if resize.upscale_factor(plan):
+        return None
+    nearest_by_vela = all(Fraction(n, d) in resize.VELA_NEAREST_FACTORS and 2 * offset == d - n
+                          for n, d, offset, _ in plan)
+    if nearest_by_vela and aten_target(node.target) not in resize._BILINEAR:
+        return None  # one NEAREST RESIZE, a power-of-two factor 2x..8x per axis
+    mode = "bilinear" if aten_target(node.target) in resize._BILINEAR else "nearest"
+    return (f"{mode} resize other than an integer upscale by 2x..{resize.MAX_U55_UPSCALE}x on both axes "
+            "(half-pixel, align_corners=False): vela 5.2 compiles no bilinear RESIZE and only 2x/4x/8x NEAREST "
+            "for Ethos-U55/U65 (the core lowers integer upscales as nearest copies + a depthwise conv)")
 
 
 def _family_rules(node: Node, family: str) -> str | None:

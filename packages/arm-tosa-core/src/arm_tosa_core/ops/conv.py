@@ -94,6 +94,37 @@ def absorb_zero_pad(b, xt: T, pads: list[int], kernel, stride, dilation, input_z
     return producer.inputs[0], total
 
 
+def _live_taps(size: int, out: int, kernel: int, stride: int, dilation: int, lo: int) -> tuple[int, int]:
+    """[first, last] kernel taps along one axis that read the input (not padding) for some output."""
+    live = [t for t in range(kernel) if any(0 <= o * stride - lo + t * dilation < size for o in range(out))]
+    return (live[0], live[-1]) if live else (0, kernel - 1)
+
+
+def drop_padding_taps(ctx: LoweringContext, w: Value, pads: list[int], stride, dilation, size, out):
+    """(weight, pads, dilation) without the kernel rows/columns that read only padding for every output.
+
+    Such taps add w * 0 (FP) or w * (zp - zp) (INT): nothing. They appear where the dilation reaches past
+    the input: DeepLabV3's ASPP has 3x3 convs of dilation 12/24/36 on an 8x8 map (at 128x128 input), all
+    of whose off-centre taps read padding, and vela 5.2 runs a dilated kernel as a dense one ((k-1)d+1
+    taps a side: 73x73 for d = 36), hundreds of millions of NPU cycles for what is a 1x1 convolution.
+    The remaining taps read the very same input positions (the leading padding shrinks by first_tap * d)."""
+    kernel = list(w.shape[2:])
+    spans = [_live_taps(size[i], out[i], kernel[i], stride[i], dilation[i], pads[2 * i]) for i in (0, 1)]
+    if all(first == 0 and last == kernel[i] - 1 for i, (first, last) in enumerate(spans)):
+        return w, pads, dilation
+    new_pads, new_dilation = [], []
+    for i, (first, last) in enumerate(spans):
+        k, d = last - first + 1, dilation[i] if last > first else 1
+        lo = pads[2 * i] - first * dilation[i]
+        hi = (out[i] - 1) * stride[i] + (k - 1) * d + 1 - size[i] - lo
+        if lo < 0 or hi < 0:  # the live taps would need a crop of the input, not less padding: keep all
+            return w, pads, dilation
+        new_pads += [lo, hi]
+        new_dilation.append(d)
+    (h0, h1), (w0, w1) = spans
+    return ctx.constant(w.const[:, :, h0:h1 + 1, w0:w1 + 1].contiguous()), new_pads, new_dilation
+
+
 def _weight_axis(node: Node) -> int:
     """Per-channel axis of the weight: output channels are dim 1 of a transposed conv's weight."""
     return 1 if conv_args(node).transposed else 0
@@ -160,8 +191,11 @@ def lower_convolution(ctx: LoweringContext, node: Node, weight: Value | None = N
     xt = _nhwc_input(ctx, x, drop_h, drop_w)
     if not (drop_h or drop_w):
         xt, pads = absorb_zero_pad(ctx.b, xt, pads, (kh, kw), stride, dilation, zps[0])
-    attr = (pads, list(stride), list(dilation), False, acc_type(xdt))
     out_phys = layout.apply(out4, NHWC)
+    if w.is_const:
+        w, pads, dilation = drop_padding_taps(ctx, w, pads, stride, dilation, xt.shape[1:3], out_phys[1:3])
+        kh, kw = w.shape[2], w.shape[3]
+    attr = (pads, list(stride), list(dilation), False, acc_type(xdt))
     if groups == 1:
         y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, NHWC, wdt), bias_t, *zps], out_phys, out_dt, *attr)
     elif groups == cin:

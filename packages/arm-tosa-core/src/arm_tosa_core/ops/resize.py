@@ -29,7 +29,15 @@ the RESIZE's own, in the same units of 1/(2k)^2 (k=2: out[2i] = x[i-1]/4 + 3x[i]
 3x[i]/4 + x[i+1]/4, exactly), and the same RESCALE gives int8. For k >= 4 the kernel runs separably by
 default, a (k+1)x1 pass then a 1x(k+1) pass through an exact int16 intermediate (same integers, 2(k+1)
 taps per output instead of (k+1)^2); `bilinear_form` picks either form (Ethos-U's --tune tries both).
-arm_ethosu's constraints keep other bilinear resizes on the CPU there.
+
+Other integer factors 2 <= k <= `MAX_U55_UPSCALE` (DeepLabV3's 16x, 3x, 6x, ...) take the same road with
+two changes. The NEAREST k x is a chain of vela's NEAREST RESIZEs for the power-of-two part (nearest k1 x
+then k2 x is nearest k1*k2 x: floor(floor(o/k2)/k1) = floor(o/(k1*k2))), and for an odd factor m a
+CONCAT of m copies along C reshaped to m x the width (NHWC memory: [H, W, m*C] is [H, m*W, C]), then the
+rows the same way: pure data movement, exact. For odd k the triangle is box(k) convolved with box(k)
+(k=3: [1,2,3,2,1] / 3), so the taps are [1]*k in units of 1/k per axis instead of [1,2,..,2,1] / 2k.
+The same nearest chain runs a nearest k x upscale there. arm_ethosu's constraints keep other resizes on
+the CPU on U55/U65.
 """
 
 from __future__ import annotations
@@ -213,12 +221,16 @@ def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
     q = x.qparams
     if q is None or q.dtype != torch.int8:
         raise ValueError("quantized resize needs an int8 input")
-    if aten_target(node.target) not in _BILINEAR:
-        return lower_shared(ctx, node, lower_resize)
     plan = _plan(node)
+    if aten_target(node.target) not in _BILINEAR:
+        k = upscale_factor(plan) if ctx.spec.is_u55_subset else None
+        if k is None or k in VELA_NEAREST_FACTORS:
+            return lower_shared(ctx, node, lower_resize)
+        shape, _ = ctx.out_meta(node)  # the NEAREST chain vela takes on U55 (see the module docstring)
+        return Value(shape, torch.int8, tensor=_nearest(ctx.b, ctx.tensor(x, NHWC), k), perm=NHWC, qparams=q)
     target = output_qparams(node)
-    if ctx.spec.is_u55_subset and bilinear_upscale_factor(plan):
-        return _bilinear_as_depthwise(ctx, node, x, target, bilinear_upscale_factor(plan))
+    if ctx.spec.is_u55_subset and upscale_factor(plan):
+        return _bilinear_as_depthwise(ctx, node, x, target, upscale_factor(plan))
     (ny, *_), (nx, *_) = plan
     node.meta["arm_storage_dtype"] = torch.int8
     acc = lower_resize(ctx, node, DType.INT32)
@@ -230,18 +242,21 @@ def lower_resize_int(ctx: LoweringContext, node: Node) -> Value:
     return Value(acc.shape, torch.int8, tensor=out, perm=acc.perm, qparams=target)
 
 
-#: Integer half-pixel upscales done as NEAREST + DEPTHWISE_CONV2D under the "u55" subset: the factors vela
-#: 5.2 takes as a NEAREST RESIZE on Ethos-U55/U65.
-DEPTHWISE_BILINEAR_FACTORS = (2, 4, 8)
+#: The power-of-two upscales vela 5.2 takes as one NEAREST RESIZE on Ethos-U55/U65.
+VELA_NEAREST_FACTORS = (2, 4, 8)
+#: The largest integer upscale lowered under the "u55" subset (NEAREST chain + DEPTHWISE_CONV2D): it keeps
+#: the separable form's first-pass sums (at most 2k * 128 for even k) exact in int16.
+MAX_U55_UPSCALE = 32
 
 
-def bilinear_upscale_factor(plan) -> int | None:
-    """k when a resize plan is the k x half-pixel upscale on both axes, k in DEPTHWISE_BILINEAR_FACTORS."""
+def upscale_factor(plan) -> int | None:
+    """k when a resize plan is the same k x half-pixel integer upscale on both axes, 2 <= k <=
+    MAX_U55_UPSCALE (torch's integer-scale nearest and bilinear(align_corners=False) both plan this way)."""
     if isinstance(plan, str):
         return None
-    for k in DEPTHWISE_BILINEAR_FACTORS:
-        if all(tuple(axis) == (2 * k, 2, 1 - k, k - 1) for axis in plan):
-            return k
+    k = plan[0][0] // 2
+    if 2 <= k <= MAX_U55_UPSCALE and all(tuple(axis) == (2 * k, 2, 1 - k, k - 1) for axis in plan):
+        return k
     return None
 
 
@@ -284,8 +299,8 @@ def _depthwise(b, t, taps: torch.Tensor, kh: int, kw: int, in_zp: int) -> object
     return b.op(Op.DEPTHWISE_CONV2D, operands, shape, acc, [0, 0, 0, 0], [1, 1], [1, 1], False, acc)
 
 
-def _nearest(b, t, k: int):
-    """NEAREST k x of NHWC `t` in the half-pixel form vela takes on U55."""
+def _nearest_resize(b, t, k: int):
+    """NEAREST k x (k in VELA_NEAREST_FACTORS) of NHWC `t` in the half-pixel form vela takes on U55."""
     import tosa_serializer as ts
 
     n, d, offset, border = 2 * k, 2, 1 - k, k - 1
@@ -294,33 +309,70 @@ def _nearest(b, t, k: int):
                             b.shape_const([border, border])], shape, t.dtype, ts.ResizeMode.NEAREST)
 
 
-def _bilinear_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target, k: int) -> Value:
-    """int8 k x bilinear as NEAREST k x, replicated edges and [1,2,..,2,1] taps per axis / (2k)^2
-    (see above), in the form `depthwise_form(k)` picks.
+def _nearest_by_copies(b, t, m: int):
+    """NEAREST m x of NHWC `t` by data movement: m copies along C are m x the width in NHWC memory, then
+    m copies of each row (as one [N, H, 1, m*W*C] slab) are m x the height."""
+    n, h, w, c = t.shape
+    wide = b.reshape(b.op(Op.CONCAT, [t] * m, [n, h, w, m * c], t.dtype, 3), [n, h, 1, m * w * c])
+    tall = b.op(Op.CONCAT, [wide] * m, [n, h, m, m * w * c], t.dtype, 2)
+    return b.reshape(tall, [n, m * h, m * w, c])
 
-    "full": one (k+1)x(k+1) DEPTHWISE_CONV2D. "separable": a (k+1)x1 pass whose int32 sums (2k times the
-    column values, |sum| <= 2k * 255 <= 4080 for k <= 8) are stored exactly as int16 (RESCALE x 1), then a
-    1x(k+1) pass on them: the same integers, in 2(k+1) taps per output."""
+
+def _nearest(b, t, k: int):
+    """NEAREST k x of NHWC `t` in forms vela takes on U55: RESIZEs for the power-of-two part of k (largest
+    factors first), copies for the odd part (see the module docstring)."""
+    odd = k
+    while odd % 2 == 0:
+        odd //= 2
+    power = k // odd
+    for factor in sorted(VELA_NEAREST_FACTORS, reverse=True):
+        while power % factor == 0 and power > 1:
+            t, power = _nearest_resize(b, t, factor), power // factor
+    return _nearest_by_copies(b, t, odd) if odd > 1 else t
+
+
+def _upscale_taps(k: int) -> tuple[torch.Tensor, int]:
+    """(per-axis taps, first row of the padded upsample they read): box(k) convolved with these is the
+    half-pixel bilinear triangle, in units of 1 / taps.sum() = 1/(2k) (even k) or 1/k (odd k)."""
+    if k % 2 == 0:
+        return torch.tensor([1] + [2] * (k - 1) + [1], dtype=torch.int32), k // 2
+    return torch.ones(k, dtype=torch.int32), (k + 1) // 2
+
+
+def _bilinear_as_depthwise(ctx: LoweringContext, node: Node, x: Value, target, k: int) -> Value:
+    """int8 k x bilinear as NEAREST k x, replicated edges and `_upscale_taps(k)` per axis (see above), in
+    the form `depthwise_form(k)` picks.
+
+    "full": one KxK DEPTHWISE_CONV2D (K taps per axis). "separable": a Kx1 pass whose int32 sums (at most
+    2k * 128 <= 8192 in magnitude for k <= MAX_U55_UPSCALE) are stored exactly as int16 (RESCALE x 1),
+    then a 1xK pass on them: the same integers, in 2K taps per output."""
     b = ctx.b
     t = ctx.tensor(x, NHWC)
-    r = k // 2
-    # the input's edge rows/columns replicated once (a small copy), NEAREST k x, then a SLICE keeping r
-    # replicated rows each side: the k x upsample with replicated edges, without copying the large tensor
-    # (vela 5.2 reads the SLICE as the depthwise conv's input window; two CONCATs after the upsample cost
-    # ~0.8M of the 3.7M NPU cycles of 16x16x21 -> 8x on U55-128)
+    taps, start = _upscale_taps(k)
+    kt = len(taps)
+    # the input's edge rows/columns replicated once (a small copy), NEAREST k x, then a SLICE keeping the
+    # replicated rows the taps read: the k x upsample with replicated edges, without copying the large
+    # tensor (vela 5.2 reads the SLICE as the depthwise conv's input window; two CONCATs after the upsample
+    # cost ~0.8M of the 3.7M NPU cycles of 16x16x21 -> 8x on U55-128)
     edged = pad_axis(ctx, pad_axis(ctx, t, 1, 1, 1, "replicate"), 2, 1, 1, "replicate")
     up = _nearest(b, edged, k)
-    size = [t.shape[0], k * t.shape[1] + 2 * r, k * t.shape[2] + 2 * r, t.shape[3]]
-    padded = b.op(Op.SLICE, [up, b.shape_const([0, k - r, k - r, 0]), b.shape_const(size)], size, t.dtype)
-    taps = torch.tensor([1] + [2] * (k - 1) + [1], dtype=torch.int32)
-    zp = x.qparams.zero_point
+    size = [t.shape[0], k * t.shape[1] + kt - 1, k * t.shape[2] + kt - 1, t.shape[3]]
+    padded = b.op(Op.SLICE, [up, b.shape_const([0, start, start, 0]), b.shape_const(size)], size, t.dtype)
+    units = int(taps.sum())
     if depthwise_form(k) == "full":
-        acc = _depthwise(b, padded, taps[:, None] * taps[None, :], k + 1, k + 1, zp)
+        acc = _depthwise(b, padded, taps[:, None] * taps[None, :], kt, kt, 0)
     else:
-        columns = rescale(b, _depthwise(b, padded, taps, k + 1, 1, zp), 1.0, 0, 0, DType.INT16)
-        acc = _depthwise(b, columns, taps, 1, k + 1, 0)
-    # acc = (2k)^2 * (bilinear - zp_in) in input steps; shared qparams: out = round(acc / (2k)^2) + zp_out
-    out = rescale(b, acc, float(x.qparams.scale) / (2 * k) ** 2 / float(target.scale), 0, target.zero_point,
-                  DType.INT8)
+        columns = rescale(b, _depthwise(b, padded, taps, kt, 1, 0), 1.0, 0, 0, DType.INT16)
+        acc = _depthwise(b, columns, taps, 1, kt, 0)
+        if units & (units - 1):
+            # int48 rescales get a 16-bit multiplier, which rounds 1/units^2 differently from the RESIZE
+            # form's 32-bit one: widen exactly to int32 first (a power of two is a pure shift either way)
+            acc = rescale(b, acc, 1.0, 0, 0, DType.INT32)
+    # acc = units^2 * bilinear (raw int8 codes, zero point included), in the RESIZE form's very rounding:
+    # out = round(acc / units^2) + (zp_out - zp_in) (TOSA's RESIZE counts in (2k)^2, for odd k 4 units^2:
+    # the same 32-bit multiplier with a shift 2 larger, so the same integers)
+    if not np.isclose(float(target.scale), float(x.qparams.scale), rtol=0, atol=0) or target.dtype != torch.int8:
+        raise ValueError("quantized bilinear resize expects its output to share the input's qparams")
+    out = rescale(b, acc, 1.0 / units**2, 0, target.zero_point - x.qparams.zero_point, DType.INT8)
     shape, _ = ctx.out_meta(node)
     return Value(shape, torch.int8, tensor=out, perm=NHWC, qparams=target)
