@@ -56,7 +56,7 @@ PACKED_CASES = {
     "stem7x7_stride2": lambda: (ConvAct(nn.Conv2d(3, 16, 7, stride=2, padding=3)), r(1, 3, 33, 31)),
     "bn_res_split": lambda: (ConvAct(_conv_bn(24), res=True), r(1, 24, 7, 7)),
     "conv1d": lambda: (nn.Conv1d(12, 20, 5, stride=2, padding=2), r(2, 12, 37)),
-    "no_bias_1x1_stride2": lambda: (nn.Conv2d(40, 24, 1, stride=2, bias=False), r(1, 40, 9, 9)),
+    "no_bias_split3": lambda: (nn.Conv2d(40, 24, 3, stride=2, bias=False), r(1, 40, 9, 9)),
 }
 DEFAULT = ("c13_res_split", "stem7x7_stride2", "c3_oc65_stride2")
 
@@ -81,7 +81,9 @@ def test_packed_conv_lowering(monkeypatch):
     assert gemm.push[1:4] == [16, 13, 12] and gemm.push[11:13] == [0, 0]
     assert gemm.push[20:22] == [2, 1] and splitk.shader == "conv2d_splitk_f16"  # 2 splits, packed
     assert _dispatches(model, x, fp16=False)[0].shader.startswith("conv2d_gemm_f32")
-    pointwise = [d.shader for d in _dispatches(nn.Conv2d(16, 8, 1).eval(), r(1, 16, 5, 5))]
-    assert "conv2d_pack_f16" not in pointwise
+    for pointwise in (nn.Conv2d(16, 8, 1), nn.Conv2d(16, 8, 1, stride=2)):
+        assert "conv2d_pack_f16" not in [d.shader for d in _dispatches(pointwise.eval(), r(1, 16, 5, 5))]
+    # K = 40 * 9 = 360: 4 splits of 96 (whole K slices of 32), not 5 of 72 (no empty part)
+    assert _dispatches(PACKED_CASES["no_bias_split3"]()[0].eval(), r(1, 40, 9, 9))[2].push[20] == 4
     monkeypatch.setenv(CONV_PACK_ENV, "0")
     assert "conv2d_pack_f16" not in [d.shader for d in _dispatches(model, x)]

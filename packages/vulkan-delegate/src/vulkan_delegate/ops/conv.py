@@ -108,8 +108,7 @@ def lower_conv(ctx, node: Node) -> None:
     push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
             dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
     pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
-    packed = (groups == 1 and not transposed and not pointwise and weight_const
-              and packs_conv(ctx.sfx, [n, c, h, wd, oh, ow]))
+    packed = groups == 1 and not transposed and weight_const and packs_conv(ctx.sfx, [n, c, h, wd, oh, ow], kh * kw)
     if packed:  # channel-last padded input, weights in (kh, kw, c) order (conv2d_pack.comp)
         x, wt, push = pack_conv_input(ctx, x, w, push)
     else:
@@ -132,6 +131,10 @@ def lower_conv(ctx, node: Node) -> None:
         tile = 16 if variant.endswith("small") else 128 if variant.endswith("big") else 64
         splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile,
                          BIG_MIN_K_SHARE if packed else MIN_K_SHARE)
+        if packed:  # as many parts as K slices of 32 per part need (conv2d_gemm.comp's split of K)
+            share = -(-(c * kh * kw) // splits)
+            share = -(-share // 32) * 32
+            splits = -(-(c * kh * kw) // share)
         if splits == 1:
             ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y],
                          [*push, has_res, 1, int(packed)], (oh * ow, oc, n), variant)
@@ -201,12 +204,13 @@ CONV_PACK_ENV = "VKDG_CONV_PACK"
 BIG_MIN_K_SHARE = 64
 
 
-def packs_conv(sfx: str, sizes: list) -> bool:
-    """Whether an ungrouped fp16 convolution with a window or stride (sizes N, C, H, W, OH, OW: static
-    only) runs packed: its input copied channel-last with the padding inside (conv2d_pack.comp), then the
+def packs_conv(sfx: str, sizes: list, taps: int) -> bool:
+    """Whether an ungrouped fp16 convolution with a window of `taps` > 1 (sizes N, C, H, W, OH, OW:
+    static only; 1x1 ones read NCHW directly or, strided, gather few elements) runs packed: its input copied channel-last with the padding inside (conv2d_pack.comp), then the
     128x128 tile (`f16big`: on tensor cores `f16bigcoop`, whose im2col loads are then 128-bit, 8
     channels of one tap), split over K where the output gives too few blocks."""
-    return sfx == "f16" and all(isinstance(v, int) for v in sizes) and os.environ.get(CONV_PACK_ENV) != "0"
+    return (sfx == "f16" and taps > 1 and all(isinstance(v, int) for v in sizes)
+            and os.environ.get(CONV_PACK_ENV) != "0")
 
 
 def pack_conv_input(ctx, x: Tensor, w: torch.Tensor, push: list) -> tuple[Tensor, Tensor, list]:
