@@ -108,7 +108,7 @@ def lower_conv(ctx, node: Node) -> None:
     push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
             dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
     pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
-    packed = groups == 1 and not transposed and weight_const and packs_conv(ctx.sfx, [n, c, h, wd, oh, ow], kh * kw)
+    packed = groups == 1 and not transposed and weight_const and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw)
     if packed:  # channel-last padded input, weights in (kh, kw, c) order (conv2d_pack.comp)
         x, wt, push = pack_conv_input(ctx, x, w, push)
     else:
@@ -205,12 +205,19 @@ BIG_MIN_K_SHARE = 64
 
 
 def packs_conv(sfx: str, sizes: list, taps: int) -> bool:
-    """Whether an ungrouped fp16 convolution with a window of `taps` > 1 (sizes N, C, H, W, OH, OW:
-    static only; 1x1 ones read NCHW directly or, strided, gather few elements) runs packed: its input copied channel-last with the padding inside (conv2d_pack.comp), then the
-    128x128 tile (`f16big`: on tensor cores `f16bigcoop`, whose im2col loads are then 128-bit, 8
-    channels of one tap), split over K where the output gives too few blocks."""
-    return (sfx == "f16" and taps > 1 and all(isinstance(v, int) for v in sizes)
-            and os.environ.get(CONV_PACK_ENV) != "0")
+    """Whether an ungrouped fp16 convolution with a window of `taps` > 1 (sizes N, C, H, W, OC, OH, OW:
+    static only; 1x1 ones read NCHW directly or, strided, gather few elements) runs packed: its input
+    copied channel-last with the padding inside (conv2d_pack.comp), then the 128x128 tile (`f16big`: on
+    tensor cores `f16bigcoop`, whose im2col loads are then 128-bit, 8 channels of one tap), split over K
+    where the output gives too few blocks. Fewer than 8 channels (a stem, padded to 8) only where the
+    output gives BIG_FROM blocks: on the H100, ResNet-18 b1's 7x7 stem took 60 us packed (pack, 3 K
+    splits, their sum) against 35 us on the 64x64 tile."""
+    if sfx != "f16" or taps == 1 or not all(isinstance(v, int) for v in sizes):
+        return False
+    if os.environ.get(CONV_PACK_ENV) == "0":
+        return False
+    n, c, _, _, oc, oh, ow = sizes
+    return c >= 8 or -(-oc // 128) * -(-(oh * ow) // 128) * n >= BIG_FROM
 
 
 def pack_conv_input(ctx, x: Tensor, w: torch.Tensor, push: list) -> tuple[Tensor, Tensor, list]:
