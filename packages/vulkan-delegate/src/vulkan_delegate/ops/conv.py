@@ -170,7 +170,7 @@ TARGET_TILES, MIN_K_SHARE = 256, 128
 SMALL_BELOW, SMALL_MAX_K = 32, 1024
 #: an fp16 GEMM (matmul, conv2d_gemm) whose output gives at least BIG_FROM 128x128 tiles (two per SM of a
 #: 132-SM H100) runs on the 128x128 tile (`f16big`: 8 tensor-core subgroups where the device has
-#: cooperative matrices, else the 64x64 tile over its quarters); never split over K. fp32 keeps the 64x64
+#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed. fp32 keeps the 64x64
 #: tile (a 128x128 one with 8x8 per invocation ran 16x slower on the H100).
 BIG_FROM = 264
 
