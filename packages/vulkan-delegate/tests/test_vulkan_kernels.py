@@ -235,13 +235,13 @@ class ConvRelu(nn.Module):
     pytest.param(*p, marks=pytest.mark.slow) for p in [(130, 130, True), (15, 130, False)]])
 def test_big_conv_tile(c, oc, res, vk_check):
     """fp16 pointwise conv2d_gemm on the 128x128 block (352 tiles at 150x150): bias, residual and ReLU in
-    emit(); a 3x3 conv of that size keeps the 64x64 tile."""
+    emit(); a 3x3 conv of that size runs packed (test_vulkan_conv_packed.py)."""
     model, x = ConvRelu(c, oc, 1, res).eval(), r(1, c, 150, 150)
     assert "conv2d_gemm_f16big" in [d.shader for d in _lowered_graph(model, (x,), fp16=True).dispatches]
     vk_check(model, (x,), fp16=True)
     x16 = r(1, 16, 150, 150)
     conv3 = [d.shader for d in _lowered_graph(ConvRelu(16, 130, 3).eval(), (x16,), fp16=True).dispatches]
-    assert "conv2d_gemm_f16" in conv3 and "conv2d_gemm_f16big" not in conv3
+    assert conv3[1:3] == ["conv2d_pack_f16", "conv2d_gemm_f16big"]
 
 
 def test_big_tile_is_chosen_by_shape_and_its_twin_by_the_device():

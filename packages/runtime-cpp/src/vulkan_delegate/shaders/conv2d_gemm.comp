@@ -10,10 +10,13 @@
 // never stored); a 1x1 stride-1 unpadded convolution reads X directly. Epilogue: bias, the residual
 // (y = conv + bias + res, as a following add the lowering folded), then clamp.
 // push = N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, groups (1), has_bias, lo, hi, has_res,
-// splits. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small` variants: 1;
-// `f16big` 8x8, 128x128 per workgroup, never split (ops/conv.py names it for pointwise convs only):
-// gemm_tile_big.glsl, or f16bigcoop on tensor cores
+// splits, packed. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small`
+// variants: 1; `f16big` 8x8, 128x128 per workgroup: gemm_tile_big.glsl, or f16bigcoop on tensor cores
 // gemm_tile_big_coop.glsl, with 128-bit loads of the weight rows and of a pointwise conv's input).
+// packed (1): X is conv2d_pack.comp's channel-last copy of the input, [N][H][W][C] with the zero padding
+// inside it (the push's H, W, C are the packed sizes, PH = PW = 0, C a multiple of 8) and the weight rows
+// are ordered (kh, kw, c) to match, so 8 consecutive k from a multiple of 8 are 8 channels of one tap:
+// one 128-bit load in f16bigcoop, no bounds checks, and no (c, kh, kw) split of k per element.
 // Split-K (splits > 1, where the output alone gives too few 64x64 tiles to fill the GPU): workgroup
 // z = n * splits + s sums its share of K and writes the raw partial to Y[s][n][oc][p] (Y is then the
 // [splits, N, OC, OH*OW] scratch); conv2d_splitk.comp adds the partials and applies the epilogue.
@@ -27,8 +30,17 @@ layout(std430, binding = 4) writeonly buffer Y { T y[]; };
 
 uint xbase, K, Kend, OHW;  // K: the weight row length; loads return 0 from Kend on (this split's end)
 
+#define PACKED (PU(21) != 0u)
+
+// packed: the element offset (in the image) of B[k, p], k = (kh * KW + kw) * C + c
+uint packed_offset(uint k, uint p) {
+  uint C = PU(1), t = k / C, kw = t % PU(8), OW = PU(6), oh = p / OW, ow = p % OW;
+  return ((oh * PU(9) + (t / PU(8)) * PU(13)) * PU(3) + ow * PU(10) + kw * PU(14)) * C + k % C;
+}
+
 T load_x(uint k, uint p) {
   if (k >= Kend || p >= OHW) return T(0);
+  if (PACKED) return x[xbase + packed_offset(k, p)];
   uint H = PU(2), Wd = PU(3), KH = PU(7), KW = PU(8), OW = PU(6);
   if (KH * KW == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
     return x[xbase + k * H * Wd + p];  // pointwise: X is the input itself
@@ -44,23 +56,27 @@ T load_x(uint k, uint p) {
 // slower than this fp16 tile (the implicit-im2col loads bound it, not the multiply-adds); add the variant
 // back to the list above once gemm_tile_coop.glsl loads faster.
 #ifdef BIG_TILE
-uint img;
+uint img, part_base;  // part_base: split-K's (s * N + n) * OC, where this workgroup's raw partial goes
 void emit(uint oc, uint p, float v) {
+  if (PU(20) > 1u) {
+    y[(part_base + oc) * OHW + p] = T(v);
+    return;
+  }
   uint o = (img * PU(4) + oc) * OHW + p;
   float r = v + (PU(16) != 0u ? float(bias[oc]) : 0.0) + (PU(19) != 0u ? float(res[o]) : 0.0);
   y[o] = T(clamp(r, PF(17), PF(18)));
 }
 #ifdef COOPMAT
 // 128-bit loads (8 fp16): weight rows (K contiguous) when K is a multiple of 8; the input of a pointwise
-// stride-1 unpadded conv (pixels contiguous) when OH*OW is
-#define POINTWISE (PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
+// stride-1 unpadded conv (pixels contiguous) when OH*OW is; a packed input (8 channels of one tap) always
+#define POINTWISE (!PACKED && PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
 #define A_VEC (K % 8u == 0u)
 #define B_NVEC (POINTWISE && OHW % 8u == 0u)
-#define B_KVEC false
+#define B_KVEC PACKED
 layout(std430, binding = 0) readonly buffer X8 { uvec4 x8[]; };
 layout(std430, binding = 1) readonly buffer W8 { uvec4 w8[]; };
 #define LOAD_A8(m, k) w8[((m) * K + (k)) / 8u]
-#define LOAD_B8(k, p) x8[(xbase + (k) * OHW + (p)) / 8u]
+#define LOAD_B8(k, p) x8[(xbase + (PACKED ? packed_offset(k, p) : (k) * OHW + (p))) / 8u]
 #include "gemm_tile_big_coop.glsl"
 #else
 #include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
@@ -75,12 +91,14 @@ void main() {
   uint splits = max(PU(20), 1u), n = gl_WorkGroupID.z / splits, s = gl_WorkGroupID.z % splits;
   uint C = PU(1), OC = PU(4);
   K = C * PU(7) * PU(8);
-#ifdef BIG_TILE  // never split (the lowering picks it for outputs of hundreds of 128x128 tiles)
-  Kend = K;
+#ifdef BIG_TILE  // split over K in whole slices of 32 (gemm_tile_big_coop.glsl's BK)
+  uint share = ((K + splits - 1u) / splits + 31u) / 32u * 32u, k_begin = min(K, s * share);
+  Kend = min(K, k_begin + share);
   OHW = PU(5) * PU(6);
   xbase = n * C * PU(2) * PU(3);
   img = n;
-  gemm_big(gl_WorkGroupID.y * BIG, gl_WorkGroupID.x * BIG, 0u, K, OC, OHW);
+  part_base = (s * PU(0) + n) * OC;
+  gemm_big(gl_WorkGroupID.y * BIG, gl_WorkGroupID.x * BIG, k_begin, Kend, OC, OHW);
 #else
   uint share = (K + splits - 1u) / splits;
   share = (share + TK - 1u) / TK * TK;  // whole K steps per split

@@ -14,15 +14,17 @@
 // element (m, k) on along k, resp. from (k, n) along n, or along k with B_KVEC), A_VEC, B_NVEC, B_KVEC
 // (bools) and emit().
 // Shared tiles are f16vec4 arrays (coopMatLoad offsets and strides count f16vec4s); every row stride is a
-// multiple of 16 bytes (the coopMatLoad/Store alignment), padded by 8 fp16 against bank conflicts.
+// multiple of 16 bytes (the coopMatLoad/Store alignment), padded by 8 fp16 against bank conflicts. With
+// B_KVEC the B slice is kept as A's is, [128 n][BK k] (each 8-k chunk two f16vec4 stores), and loaded as a
+// column-major matrix; else [BK k][128 n].
 #define BIG 128u
 #define BK 32u
 #define ASTR4 ((BK + 8u) / 4u)    // A buffer: [128 m][BK k] fp16, in f16vec4
 #define BSTR4 ((BIG + 8u) / 4u)   // B buffer: [BK k][128 n] fp16, in f16vec4
 #define ASZ4 (BIG * ASTR4)
-#define BSZ4 (BK * BSTR4)
+#define BSZ4 (BIG * ASTR4)        // one B buffer: [BK k][128 n] (BK * BSTR4 f16vec4) or [128 n][BK k]
 shared f16vec4 As[2u * ASZ4];
-shared f16vec4 Bs[2u * BSZ4];
+shared f16vec4 Bs[2u * BSZ4];  // with As and Cs: 48 KiB, the least maxComputeSharedMemorySize NVIDIA gives
 shared float Cs[8u * 256u];  // one 16x16 accumulator per subgroup on its way to emit()
 
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -70,9 +72,9 @@ void big_store_b(uint c, uint buf, uvec4 v, bool kmajor) {
     Bs[at + 1u] = f16vec4(unpackFloat2x16(v.z), unpackFloat2x16(v.w));
     return;
   }
-  uint n = c / 4u, k = 8u * (c % 4u);  // 8 k of one n: a column of the row-major tile
-  f16vec2 h[4] = f16vec2[4](unpackFloat2x16(v.x), unpackFloat2x16(v.y), unpackFloat2x16(v.z), unpackFloat2x16(v.w));
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) Bs[buf * BSZ4 + (k + i) * BSTR4 + n / 4u][n % 4u] = h[i / 2u][i % 2u];
+  uint at = buf * BSZ4 + (c / 4u) * ASTR4 + 2u * (c % 4u);  // 8 k of one n: contiguous in [n][k]
+  Bs[at] = f16vec4(unpackFloat2x16(v.x), unpackFloat2x16(v.y));
+  Bs[at + 1u] = f16vec4(unpackFloat2x16(v.z), unpackFloat2x16(v.w));
 }
 
 void gemm_big(uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N) {
@@ -102,8 +104,13 @@ void gemm_big(uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N) {
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
       CM_B b0;
       CM_B b1;
-      coopMatLoad(b0, Bs, buf * BSZ4 + kk * BSTR4 + wn / 4u, BSTR4, gl_CooperativeMatrixLayoutRowMajor);
-      coopMatLoad(b1, Bs, buf * BSZ4 + kk * BSTR4 + (wn + 16u) / 4u, BSTR4, gl_CooperativeMatrixLayoutRowMajor);
+      if (kmajor) {  // [n][k]: B (k x n) column-major
+        coopMatLoad(b0, Bs, buf * BSZ4 + wn * ASTR4 + kk / 4u, ASTR4, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(b1, Bs, buf * BSZ4 + (wn + 16u) * ASTR4 + kk / 4u, ASTR4, gl_CooperativeMatrixLayoutColumnMajor);
+      } else {
+        coopMatLoad(b0, Bs, buf * BSZ4 + kk * BSTR4 + wn / 4u, BSTR4, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(b1, Bs, buf * BSZ4 + kk * BSTR4 + (wn + 16u) / 4u, BSTR4, gl_CooperativeMatrixLayoutRowMajor);
+      }
       [[unroll]] for (uint i = 0u; i < 4u; ++i) {
         CM_A a;
         coopMatLoad(a, As, buf * ASZ4 + (wm + 16u * i) * ASTR4 + kk / 4u, ASTR4, gl_CooperativeMatrixLayoutRowMajor);

@@ -56,7 +56,7 @@ def _bn_params(ctx, bn: Node):
 
 
 @register("conv2d", [aten.convolution.default],
-          ["conv2d", "conv2d_dw", "conv2d_gemm", "conv2d_splitk", "conv_transpose2d"],
+          ["conv2d", "conv2d_dw", "conv2d_gemm", "conv2d_pack", "conv2d_splitk", "conv_transpose2d"],
           support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     """2-D convolutions, and 1-D ones as 2-D of height 1 (views: no copy); transposed ones gather on
@@ -94,18 +94,28 @@ def lower_conv(ctx, node: Node) -> None:
         ctx.fused.add(act)
         last = act
     x = ctx.inp(x_node)
-    wt = ctx.g.constant(w.float()) if weight_const else ctx.inp(w_node)
-    bt = ctx.g.constant(b.float()) if b is not None else (ctx.inp(b_node) if b_node is not None else wt)
     y = ctx.out(last, [*shape_of(node)])
-    if len(x.shape) == 3:  # conv1d: [N, C, L] is [N, C, 1, L]
-        x, y, wt = (ctx.g.alias(t, [t.shape[0], t.shape[1], 1, t.shape[2]]) for t in (x, y, wt))
+    w_shape = list(w.shape) if weight_const else list(ctx.inp(w_node).shape)
+    conv1d = len(x.shape) == 3
+    if conv1d:  # [N, C, L] is [N, C, 1, L]
+        x, y = (ctx.g.alias(t, [t.shape[0], t.shape[1], 1, t.shape[2]]) for t in (x, y))
+        w_shape = [w_shape[0], w_shape[1], 1, w_shape[2]]
         stride, padding, dilation = _as_2d(stride, 1), _as_2d(padding, 0), _as_2d(dilation, 1)
     n, c, h, wd = x.shape
-    _, _, kh, kw = wt.shape
+    _, _, kh, kw = w_shape
     _, oc, oh, ow = y.shape
     has_bias = int(b_node is not None or b is not None)
     push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
             dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
+    pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
+    packed = groups == 1 and not transposed and weight_const and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw)
+    if packed:  # channel-last padded input, weights in (kh, kw, c) order (conv2d_pack.comp)
+        x, wt, push = pack_conv_input(ctx, x, w, push)
+    else:
+        wt = ctx.g.constant(w.float()) if weight_const else ctx.inp(w_node)
+        if conv1d:
+            wt = ctx.g.alias(wt, w_shape)
+    bt = ctx.g.constant(b.float()) if b is not None else (ctx.inp(b_node) if b_node is not None else wt)
     if transposed:
         ctx.dispatch("conv_transpose2d", [x, wt, bt, y], push, (oh * ow, oc, n))
         return
@@ -113,19 +123,25 @@ def lower_conv(ctx, node: Node) -> None:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
         # with bias, the residual and the clamp in its epilogue
         has_res = int(res is not None)
-        # the 128x128 block only for pointwise convolutions: on the H100 its tensor-core twin ran 1x1 convs
-        # 1.6x faster than the 64x64 tile, 3x3 ones (im2col gathered element by element) 1.3x slower
-        pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
-        variant = gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw, big=pointwise)
+        # the 128x128 block for pointwise convolutions (on the H100 its tensor-core twin ran 1x1 convs 1.6x
+        # faster than the 64x64 tile) and packed ones (im2col loads 128-bit; gathered element by element
+        # from NCHW, 3x3 convs ran 1.3x slower on it than on the 64x64 tile)
+        c = push[1]  # (packed: CP)
+        variant = "f16big" if packed else gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw, big=pointwise)
         tile = 16 if variant.endswith("small") else 128 if variant.endswith("big") else 64
-        splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile)
+        splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile,
+                         BIG_MIN_K_SHARE if packed else MIN_K_SHARE)
+        if packed:  # as many parts as K slices of 32 per part need (conv2d_gemm.comp's split of K)
+            share = -(-(c * kh * kw) // splits)
+            share = -(-share // 32) * 32
+            splits = -(-(c * kh * kw) // share)
         if splits == 1:
-            ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y], [*push, has_res, 1],
-                         (oh * ow, oc, n), variant)
+            ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y],
+                         [*push, has_res, 1, int(packed)], (oh * ow, oc, n), variant)
             return
         part = ctx.g.new_tensor([splits, n, oc, oh, ow])
-        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits], (oh * ow, oc, n * splits),
-                     variant)
+        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits, int(packed)],
+                     (oh * ow, oc, n * splits), variant)
         total = n * oc * oh * ow
         ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
                      [total, oc, oh * ow, splits, has_bias, float(lo), float(hi), has_res], (total,))
@@ -154,7 +170,7 @@ TARGET_TILES, MIN_K_SHARE = 256, 128
 SMALL_BELOW, SMALL_MAX_K = 32, 1024
 #: an fp16 GEMM (matmul, conv2d_gemm) whose output gives at least BIG_FROM 128x128 tiles (two per SM of a
 #: 132-SM H100) runs on the 128x128 tile (`f16big`: 8 tensor-core subgroups where the device has
-#: cooperative matrices, else the 64x64 tile over its quarters); never split over K. fp32 keeps the 64x64
+#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed. fp32 keeps the 64x64
 #: tile (a 128x128 one with 8x8 per invocation ran 16x slower on the H100).
 BIG_FROM = 264
 
@@ -171,15 +187,53 @@ def gemm_variant(sfx: str, m, n, batch, k, big: bool = False) -> str:
     return f"{sfx}small" if tiles < SMALL_BELOW and k <= SMALL_MAX_K else sfx
 
 
-def split_k(n: int | None, oc: int, pixels, k: int, tile: int = 64) -> int:
-    """How many parts conv2d_gemm splits K into (1: none) with `tile` x `tile` output blocks: static
-    shapes only."""
+def split_k(n: int | None, oc: int, pixels, k: int, tile: int = 64, min_share: int = MIN_K_SHARE) -> int:
+    """How many parts conv2d_gemm splits K into (1: none) with `tile` x `tile` output blocks, each part
+    at least `min_share` of K: static shapes only."""
     if n is None or not isinstance(pixels, int):
         return 1
     tiles = -(-pixels // tile) * -(-oc // tile) * n
     if tiles >= TARGET_TILES // 2:
         return 1
-    return max(1, min(-(-TARGET_TILES // tiles), k // MIN_K_SHARE, 32))
+    return max(1, min(-(-TARGET_TILES // tiles), k // min_share, 32))
+
+
+#: "0" at lowering: fp16 convolutions keep the NCHW implicit GEMM (no conv2d_pack), for timing the old path
+CONV_PACK_ENV = "VKDG_CONV_PACK"
+#: K share of one split of a packed (128x128-tile) convolution: two K slices of 32
+BIG_MIN_K_SHARE = 64
+
+
+def packs_conv(sfx: str, sizes: list, taps: int) -> bool:
+    """Whether an ungrouped fp16 convolution with a window of `taps` > 1 (sizes N, C, H, W, OC, OH, OW:
+    static only; 1x1 ones read NCHW directly or, strided, gather few elements) runs packed: its input
+    copied channel-last with the padding inside (conv2d_pack.comp), then the 128x128 tile (`f16big`: on
+    tensor cores `f16bigcoop`, whose im2col loads are then 128-bit, 8 channels of one tap), split over K
+    where the output gives too few blocks. Fewer than 8 channels (a stem, padded to 8) only where the
+    output gives BIG_FROM blocks: on the H100, ResNet-18 b1's 7x7 stem took 60 us packed (pack, 3 K
+    splits, their sum) against 35 us on the 64x64 tile."""
+    if sfx != "f16" or taps == 1 or not all(isinstance(v, int) for v in sizes):
+        return False
+    if os.environ.get(CONV_PACK_ENV) == "0":
+        return False
+    n, c, _, _, oc, oh, ow = sizes
+    return c >= 8 or -(-oc // 128) * -(-(oh * ow) // 128) * n >= BIG_FROM
+
+
+def pack_conv_input(ctx, x: Tensor, w: torch.Tensor, push: list) -> tuple[Tensor, Tensor, list]:
+    """The packed input (one conv2d_pack dispatch), the weights re-ordered to [OC, KH, KW, CP] (CP: C
+    rounded up to 8, zero rows past C) and conv2d_gemm's push with the packed sizes (C = CP, H, W with the
+    padding, no padding left)."""
+    n, c, h, wd, ph, pw = push[0], push[1], push[2], push[3], push[11], push[12]
+    cp, hp, wp = -(-c // 8) * 8, h + 2 * ph, wd + 2 * pw
+    packed = ctx.g.new_tensor([n, hp, wp, cp])
+    total = n * hp * wp * cp
+    ctx.dispatch("conv2d_pack", [x, packed], [total, c, h, wd, cp, hp, wp, ph, pw], (total,))
+    w = w.reshape(w.shape[0], c, push[7], push[8])
+    wk = torch.nn.functional.pad(w.float(), (0, 0, 0, 0, 0, cp - c)).permute(0, 2, 3, 1).contiguous()
+    push = list(push)
+    push[1:4], push[11:13] = [cp, hp, wp], [0, 0]
+    return packed, ctx.g.constant(wk), push
 
 
 def _bn_support(node: Node) -> str | None:
