@@ -6,6 +6,8 @@ RoPE, RMSNorm, grouped-query causal SDPA over the cache, SwiGLU, 4-bit grouped l
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from executorch.exir import to_edge_transform_and_lower
@@ -23,6 +25,7 @@ from vulkan_delegate.kv_decoder import (
     pte_runner,
     step_inputs,
 )
+from vulkan_delegate.lower import lower_program
 
 PROMPT = torch.tensor([3, 1, 4, 1, 5, 9])
 
@@ -71,7 +74,8 @@ def test_cache_writes_persist_across_calls_through_the_runtime():
 
 def _check_decoder(cfg: DecoderConfig, steps: int, bits: int | None = 4, group_size: int = 16):
     """Lower prefill + decode, assert both fully delegated, run `steps` greedy decodes through the .pte
-    and eagerly: the same tokens, logits within 1e-4 of eager's largest. Returns the .pte and eager logits."""
+    and eagerly: the same tokens, logits within 1e-4 of eager's largest. Returns the .pte, eager logits and
+    the lowered program."""
     model = LlamaDecoder(cfg).eval()
     if bits is not None:
         model = VulkanQuantizer(bits=bits, group_size=group_size).quantize(model)
@@ -88,7 +92,7 @@ def _check_decoder(cfg: DecoderConfig, steps: int, bits: int | None = 4, group_s
     for step, (got, want) in enumerate(zip(logits, eager_logits, strict=True)):
         comparison = compare_outputs(got, want)
         assert comparison.within(bound), f"step {step}: {comparison.max_error} > {bound} {comparison.nonfinite}"
-    return pte, eager_logits
+    return pte, eager_logits, edge
 
 
 TINY = DecoderConfig(vocab=64, dim=32, heads=4, kv_heads=2, hidden=64, layers=1, max_len=40)
@@ -98,10 +102,29 @@ def test_decoder_32_greedy_tokens_equal_eager_and_the_cache_carries_state():
     """The tiny 4-bit decoder: 32 greedy steps through the .pte give eager's tokens. Decoding the first
     generated token on a freshly loaded program (an empty cache, no prefill) gives other logits: the
     match rests on the cache prefill wrote."""
-    pte, eager_logits = _check_decoder(TINY, steps=32)
+    pte, eager_logits, _ = _check_decoder(TINY, steps=32)
     first = int(eager_logits[0].argmax())
     fresh = pte_runner(pte)("decode", step_inputs(PROMPT.numel(), torch.tensor([first])))[0, -1]
     assert (fresh - eager_logits[1]).abs().max() > 1e-2 * eager_logits[1].abs().max()
+
+
+#: 4-bit weights in groups of 32 and K a multiple of 32: the block linears run `linear_q_gemv`
+GEMV_CFG = DecoderConfig(vocab=64, dim=64, heads=4, kv_heads=2, hidden=96, layers=1, max_len=40)
+
+
+def test_decode_step_is_fused_and_its_32_greedy_tokens_equal_eager():
+    """The decode step of a 4-bit decoder whose linears run `linear_q_gemv`: 32 greedy tokens equal eager's
+    (logits within 1e-4), and the step is one dispatch per job: RoPE one `rope` per q/k (not slices, neg,
+    cat copies, muls, add), the head reshapes views (no permute copies), silu, SwiGLU's product and both
+    residual adds in the GEMV epilogues."""
+    edge = _check_decoder(GEMV_CFG, steps=32, group_size=32)[2]
+    decode = edge.exported_program("decode").graph_module.lowered_module_0.original_module
+    shaders = [re.sub(r"_(f32|i32).*", "", d.shader) for d in lower_program(decode, fp16=False).dispatches]
+    body = [s for s in shaders if s not in ("take", "compare", "copy")]  # embedding, rope tables, mask, output
+    assert body == ["norm_row", "linear_q_gemv", "linear_q_gemv", "linear_q_gemv", "rope", "rope", "index_write",
+                    "index_write", "matmul", "mask_bool", "softmax_row", "matmul", "linear_q_gemv", "norm_row", "linear_q_gemv", "linear_q_gemv",
+                    "linear_q_gemv", "norm_row", "linear_q_gemv"], shaders
+    assert shaders.count("copy") == 3, shaders  # only the logits and both caches into their output buffers
 
 
 @pytest.mark.slow

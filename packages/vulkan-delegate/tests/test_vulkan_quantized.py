@@ -62,8 +62,9 @@ def test_4bit_weights_take_half_the_bytes(vk_lower):
     lin = nn.Sequential(nn.Linear(256, 128, bias=False)).eval()
     x = (torch.randn(1, 256),)
     sizes = {b: partition_report(vk_lower(VulkanQuantizer(bits=b).quantize(lin), x)).delegates[0].payload_bytes for b in (4, 8)}
-    # 4-bit: two weights per byte (less a few bytes: its one-row program names the longer linear_q_gemv)
-    assert sizes[8] - sizes[4] >= 256 * 128 // 2 - 16, sizes
+    # 4-bit: two weights per byte (less a few bytes: its one-row program names the longer linear_q_gemv,
+    # with one more binding and push word, its epilogue's)
+    assert sizes[8] - sizes[4] >= 256 * 128 // 2 - 64, sizes
 
 
 def _payload_version(pte: bytearray, version: int) -> bytes:

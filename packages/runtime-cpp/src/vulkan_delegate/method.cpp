@@ -9,6 +9,7 @@
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "barrier_plan.h"
 #include "io_convert.h"
 #include "opcodes.h"
 #include "shader_table.h"
@@ -344,8 +345,14 @@ Error Method::record(const std::vector<int64_t>& symbols) {
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   uint32_t words[kMaxPushWords] = {};
+  // a barrier only before a dispatch that depends on one since the last barrier (barrier_plan.h); every
+  // dispatch gets one while profiling, so each timestamp pair brackets its own dispatch alone
+  const std::vector<uint8_t> need = plan_barriers(prog_);
+  const bool every = queries_ || all_barriers_forced();
+  bool owed = false;  // a planned barrier before a dispatch with no workgroups moves to the next recorded one
   for (size_t i = 0; i < prog_.dispatches.size(); ++i) {
     const DispatchDesc& dd = prog_.dispatches[i];
+    owed = owed || need[i];
     const Pipeline& p = pipelines_[dd.shader];
     std::memset(words, 0, sizeof(words));  // words a dispatch does not give read as 0
     for (size_t w = 0; w < dd.push.size(); ++w) {
@@ -373,6 +380,10 @@ Error Method::record(const std::vector<int64_t>& symbols) {
       groups[0] = kMaxGroups;
     }
     if (!groups[0] || !groups[1] || !groups[2]) continue;
+    if (i > 0 && (owed || every))
+      vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                           &mb, 0, nullptr, 0, nullptr);
+    owed = false;
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets_[i], 0, nullptr);
     vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(words), words);
@@ -392,8 +403,6 @@ Error Method::record(const std::vector<int64_t>& symbols) {
                             static_cast<uint32_t>(std::min<uint64_t>(kMaxGroups, groups[1] - y)),
                             static_cast<uint32_t>(std::min<uint64_t>(kMaxGroups, groups[2] - z)));
     if (queries_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 2 * i + 1);
-    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                         &mb, 0, nullptr, 0, nullptr);
   }
   mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
   vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,

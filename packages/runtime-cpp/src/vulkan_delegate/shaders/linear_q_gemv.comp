@@ -3,59 +3,98 @@
 #extension GL_EXT_control_flow_attributes : enable
 // variants: f32 f16
 // linear_q for few activation rows (the decode step's one token), 4-bit weights grouped along K in
-// multiples of 32: y[r, n] = sum_k x[r, k] * q[n, k] * scale[n, k / G] (+ bias[n]), the same weight
+// multiples of 32: y[r, n] = ep(sum_k x[r, k] * q[n, k] * scale[n, k / G] (+ bias[n])), the same weight
 // layout as linear_q (element i of a row in bits 4*(i%8).. of word i/8, low nibble first). Bound by the
 // weight bytes, so each thread streams whole 128-bit chunks (32 weights of one row, one group or part of
 // one): a workgroup of 128 threads computes ROWS outputs of one activation row, split-K over its
-// threads (chunk c = tid, tid + 128, ...), each thread's 32 activations loaded once for the ROWS weight
-// rows, partial sums reduced in shared memory. Sums in fp32 whatever T is. push = rows, N, K, G, groups
-// per row, has_bias (linear_q's first six words). Threads: (ceil(N / ROWS) * 128, rows).
+// threads (chunk c = tid, tid + 128, ...). The activations of 128 chunks at a time are staged in shared
+// memory by coalesced vec4 loads (a thread reading its own 32 values from global memory touched 32 cache
+// lines per warp-wide load: that, not the weight stream, bounded the first version on the H100), padded
+// to 9 vec4 per chunk so the per-thread vec4 reads are free of bank conflicts. Nibble m (value + 8) is
+// made the float 1 + m/16 by one shift and one mask-or; sum x * value = 16 sum x * (1 + m/16) - 24 sum x.
+// Sums in fp32 whatever T is. Epilogue (push 8): 0 none, 1 + other[r, n] (a residual add), 2 * other[r, n],
+// 3 silu. push = rows, N, K, G, groups per row, has_bias (linear_q's first six words), -, bits, epilogue.
+// Threads: (ceil(N / ROWS) * 128, rows).
 #include "common.glsl"
 #define ROWS 8u
 #define WG 128u
 layout(local_size_x = 128) in;
-layout(std430, binding = 0) readonly buffer X { T x[]; };
+#ifdef FP16
+#define TV4 f16vec4
+#else
+#define TV4 vec4
+#endif
+layout(std430, binding = 0) readonly buffer X { TV4 x4[]; };
 layout(std430, binding = 1) readonly buffer Q { uvec4 q[]; };
 layout(std430, binding = 2) readonly buffer S { T scale[]; };
 layout(std430, binding = 3) readonly buffer Bias { T bias[]; };
-layout(std430, binding = 4) writeonly buffer Y { T y[]; };
-shared float partial[ROWS][WG];
+layout(std430, binding = 4) readonly buffer Other { T other[]; };
+layout(std430, binding = 5) writeonly buffer Y { T y[]; };
+shared vec4 xs[WG * 9u];
+shared float partial[ROWS][WG + 1u];
+
+// one of a word's 8 nibbles (m = value + 8 after the caller's xor), moved to mantissa bits 19..22 of 1.0
+#define NIB(bits) uintBitsToFloat(0x3F800000u | ((bits) & 0x00780000u))
+
+// sum over a word's 8 weights of x * (1 + m / 16)
+float word_dot(uint w, vec4 lo, vec4 hi) {
+  float s = lo.x * NIB(w << 19);
+  s += lo.y * NIB(w << 15);
+  s += lo.z * NIB(w << 11);
+  s += lo.w * NIB(w << 7);
+  s += hi.x * NIB(w << 3);
+  s += hi.y * NIB(w >> 1);
+  s += hi.z * NIB(w >> 5);
+  s += hi.w * NIB(w >> 9);
+  return s;
+}
 
 void main() {
   uint lid = gl_LocalInvocationID.x, r = gl_WorkGroupID.y, n0 = gl_WorkGroupID.x * ROWS;
   uint N = PU(1), K = PU(2), NG = PU(4);
   uint chunks = K / 32u, chunks_per_group = PU(3) / 32u;
+  bool live = r < PU(0);  // whole workgroups reach the barriers below
   float acc[ROWS];
   [[unroll]] for (uint i = 0u; i < ROWS; ++i) acc[i] = 0.0;
-  if (r < PU(0)) {  // whole workgroups reach the barriers below
-    for (uint c = lid; c < chunks; c += WG) {
-      float xv[32];
-      uint xb = r * K + c * 32u;
-      [[unroll]] for (uint j = 0u; j < 32u; ++j) xv[j] = float(x[xb + j]);
-      uint g = c / chunks_per_group;
+  for (uint base = 0u; base < chunks; base += WG) {
+    uint here = min(WG, chunks - base);
+    if (live)
+      for (uint i = lid; i < here * 8u; i += WG)
+        xs[(i >> 3) * 9u + (i & 7u)] = vec4(x4[(r * K + base * 32u) / 4u + i]);
+    barrier();
+    if (live && lid < here) {
+      uint c = base + lid, g = c / chunks_per_group;
+      vec4 xv[8];
+      [[unroll]] for (uint j = 0u; j < 8u; ++j) xv[j] = xs[lid * 9u + j];
+      vec4 t = ((xv[0] + xv[1]) + (xv[2] + xv[3])) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
+      float xsum = (t.x + t.y) + (t.z + t.w);
       [[unroll]] for (uint i = 0u; i < ROWS; ++i) {
         uint n = min(n0 + i, N - 1u);  // outputs past N repeat row N - 1 and are not stored
-        uvec4 w = q[n * chunks + c];
-        float s = 0.0;
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-          // nibble ^ 8 = value + 8, as the mantissa of 2^23: float(value) exactly with integer ops and one
-          // subtraction (an int-to-float conversion runs at a quarter of the FMA rate, the bound here)
-          uint word = w[j] ^ 0x88888888u;
-          [[unroll]] for (uint e = 0u; e < 8u; ++e)
-            s += xv[j * 8u + e] * (uintBitsToFloat(0x4B000000u | ((word >> (e * 4u)) & 0xfu)) - 8388616.0);
-        }
-        acc[i] += s * float(scale[n * NG + g]);
+        uvec4 w = q[n * chunks + c] ^ uvec4(0x88888888u);
+        float s = (word_dot(w.x, xv[0], xv[1]) + word_dot(w.y, xv[2], xv[3]))
+                + (word_dot(w.z, xv[4], xv[5]) + word_dot(w.w, xv[6], xv[7]));
+        acc[i] += (16.0 * s - 24.0 * xsum) * float(scale[n * NG + g]);
       }
     }
+    barrier();
   }
   [[unroll]] for (uint i = 0u; i < ROWS; ++i) partial[i][lid] = acc[i];
   barrier();
-  for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1) {
-    if (lid < half_)
-      [[unroll]] for (uint i = 0u; i < ROWS; ++i) partial[i][lid] += partial[i][lid + half_];
-    barrier();
-  }
+  // 16 threads per output row (WG / ROWS), each summing 8 partials, then one thread the 16
+  uint row = lid / (WG / ROWS), part = lid % (WG / ROWS);
+  float s = 0.0;
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) s += partial[row][part * 8u + j];
+  barrier();
+  partial[row][part] = s;
+  barrier();
   uint n = n0 + lid;
-  if (lid < ROWS && n < N && r < PU(0))
-    y[r * N + n] = T(partial[lid][0] + (PU(5) != 0u ? float(bias[n]) : 0.0));
+  if (lid < ROWS && n < N && live) {
+    float v = PU(5) != 0u ? float(bias[n]) : 0.0;
+    [[unroll]] for (uint j = 0u; j < WG / ROWS; ++j) v += partial[lid][j];
+    uint ep = PU(8);
+    if (ep == 1u) v += float(other[r * N + n]);
+    else if (ep == 2u) v *= float(other[r * N + n]);
+    else if (ep == 3u) v = v / (1.0 + exp(-v));
+    y[r * N + n] = T(v);
+  }
 }

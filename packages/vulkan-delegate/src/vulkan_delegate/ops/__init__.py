@@ -15,5 +15,6 @@ from . import (  # noqa: F401
     quantized_pt2e,
     reduce,
     resample,
+    rope,
     shape,
 )

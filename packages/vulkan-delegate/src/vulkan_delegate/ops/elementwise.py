@@ -78,6 +78,12 @@ def int_result(ctx, node: Node) -> str:
 @register("binary", list(BINARY) + [aten.div.Tensor_mode], ["binary"], support=_binary_support,
           variants=INT_VARIANTS)
 def lower_binary(ctx, node: Node) -> None:
+    from .rope import (
+        lower_rope,  # rope reads this module's broadcast_strides: imported here, not at the top
+    )
+
+    if _key(node) == aten.add.Tensor and lower_rope(ctx, node):
+        return
     variant = int_result(ctx, node)
     like = node.meta["val"].dtype
     a, b = operand(ctx, node.args[0], like), operand(ctx, node.args[1], like)

@@ -1,7 +1,8 @@
 """Quantized linear (from VulkanQuantizer).
 
 Weight-only layers run shader `linear_q` (float activations, integer weights dequantized in registers),
-or for up to GEMV_MAX_ROWS rows of 4-bit weights in 32-element groups (the decode step) `linear_q_gemv`;
+or for up to GEMV_MAX_ROWS rows of 4-bit weights in 32-element groups (the decode step) `linear_q_gemv`
+(with a following silu, or an add/mul of an earlier tensor of the same shape, in its epilogue);
 it reads the [N, K] integer weights flattened row-major, two's complement, packed into 32-bit words:
 8-bit values four per word, 4-bit values two per byte (eight per word, element i in bits 4*(i % 8)..
 of word i / 8, i.e. low nibble first). Weights whose values all fit in [-8, 7] (every 4-bit layer)
@@ -22,10 +23,12 @@ import torch
 from torch.fx import Node
 
 from ..graph import F32, I32, U8, Tensor, numel
+from ..lower import shape_of
 from ..quantizer import linear_q  # noqa: F401  (registers the op)
-from ..registry import register
+from ..registry import aten_key, register
 
 OP = torch.ops.vulkan_delegate.linear_q.default
+aten = torch.ops.aten
 
 #: quantize_rows modes: symmetric per row ([-127, 127], VulkanQuantizer), asymmetric per row (torch's
 #: choose_qparams_per_token_asymmetric + quantize_per_token, [-128, 127] with a zero point)
@@ -53,21 +56,54 @@ def lower_linear_q(ctx, node: Node) -> None:
         raise ValueError("linear_q weights must be constants")
     x = ctx.inp(x_arg)
     bias = ctx.inp(b_arg) if b_arg is not None else None
-    y = ctx.out(node)
+    rows = numel(x.shape[:-1])
+    bits = weight_bits(q)
+    n_out, k = q.shape
+    gemv = not dyn and uses_gemv(rows, k, int(group), bits)
+    last, epilogue, other = gemv_epilogue(ctx, node) if gemv else (node, EP_NONE, None)
+    y = ctx.out(last, shape_of(node))
     if dyn:
         dispatch_integer_linear(ctx, x, q, s, int(group), bias, y, ACT_SYMMETRIC)
         return
-    bits = weight_bits(q)
     w = ctx.g.constant(pack_weights(q, bits), U8)
     sc = ctx.g.constant(s.float())
-    n_out, k = q.shape
-    rows = numel(x.shape[:-1])
     push = [rows, n_out, k, int(group), int(k // group), int(bias is not None), 0, bits]
-    if uses_gemv(rows, k, int(group), bits):
-        ctx.dispatch("linear_q_gemv", [x, w, sc, bias if bias is not None else sc, y], push,
+    if gemv:
+        ctx.dispatch("linear_q_gemv", [x, w, sc, bias if bias is not None else sc,
+                                       other if other is not None else sc, y], [*push, epilogue],
                      (-(-n_out // 8) * 128, rows))
         return
     ctx.dispatch("linear_q", [x, w, sc, bias if bias is not None else sc, y], push, (n_out, rows))
+
+
+#: linear_q_gemv's epilogues (push word 8): none, + other (a residual add), * other (SwiGLU's product), silu
+EP_NONE, EP_ADD, EP_MUL, EP_SILU = 0, 1, 2, 3
+
+
+def gemv_epilogue(ctx, node: Node) -> tuple[Node, int, Tensor | None]:
+    """The elementwise op folded into a `linear_q_gemv` (its only user; marked fused): silu, or an add /
+    mul whose other operand is computed earlier, has the output's shape and dtype (no broadcast) and is
+    a float tensor. Returns (the node whose value the dispatch writes, EP_*, the other operand)."""
+    users = list(node.users)
+    if len(users) != 1 or users[0].op != "call_function":
+        return node, EP_NONE, None
+    user = users[0]
+    key = aten_key(user.target)
+    if key == aten.silu.default and user.args[0] is node and len(user.args) == 1:
+        ctx.fused.add(user)
+        return user, EP_SILU, None
+    if key not in (aten.add.Tensor, aten.mul.Tensor) or len(user.args) != 2 or user.kwargs:
+        return node, EP_NONE, None
+    a, b = user.args
+    if a is b:
+        return node, EP_NONE, None
+    other = b if a is node else a
+    t = ctx.values.get(other) if isinstance(other, Node) else None
+    if (not isinstance(t, Tensor) or t.dtype != ctx.g.compute_dtype
+            or list(t.shape) != shape_of(node) or shape_of(user) != shape_of(node)):
+        return node, EP_NONE, None
+    ctx.fused.add(user)
+    return user, EP_ADD if key == aten.add.Tensor else EP_MUL, t
 
 
 def uses_gemv(rows, k: int, group: int, bits: int) -> bool:

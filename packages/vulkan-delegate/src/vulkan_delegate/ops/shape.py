@@ -61,6 +61,10 @@ def lower_permute(ctx, node: Node) -> None:  # exir turns t and transpose into p
     x_shape = shape_of(node.args[0])
     rank = len(x_shape)
     perm = [d % rank for d in node.args[1]]
+    moved = [p for p in perm if not (isinstance(x_shape[p], int) and x_shape[p] == 1)]
+    if moved == sorted(moved):  # only dims of size 1 move (a decode step's [1, 1, H, D] -> [1, H, 1, D]): a view
+        ctx.values[node] = ctx.g.alias(ctx.inp(node.args[0]), shape_of(node))
+        return
     s = contiguous_strides(x_shape)
     _copy_from(ctx, node, perm, [s[p] for p in perm])
 
