@@ -8,7 +8,7 @@
 # (COMPILE_BUDGET_S, default 240: cases after that many seconds of compiling are written as skipped).
 # RUNS: timed calls per Vulkan row (default 200; batch-32 rows a quarter). ROW_TIMEOUT_S: seconds per
 # Vulkan row (default 120). PROFILE=1: then one more run of ours per case with VKDG_PROFILE (per-dispatch
-# GPU times: profile/<stem>.csv, 20 calls).
+# GPU times of 20 calls, all cases in $OUT/profile.csv).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/vkzoo B=bundle.tar.gz
@@ -38,9 +38,12 @@ if [[ " $PARTS " == *" vulkan "* ]]; then
       fi | tee -a "$LOG"
     done
     if [ "${PROFILE:-0}" = 1 ] && [ -f "$D/$stem.vkdg.pte" ]; then
-      mkdir -p "$O/profile"
-      VKDG_PROFILE="$O/profile/$stem.csv" timeout "${ROW_TIMEOUT_S:-120}" "$D/vkdg_runner" "$D/$stem.vkdg.pte" $dims \
+      # one profile.csv for all cases (model column first): the run tool returns only 8 files per call
+      VKDG_PROFILE="$D/profile.tmp.csv" timeout "${ROW_TIMEOUT_S:-120}" "$D/vkdg_runner" "$D/$stem.vkdg.pte" $dims \
         --runs 20 --lib "$D/libvulkan_delegate_runtime.so" > /dev/null 2>>"$ERR"
+      [ -f "$O/profile.csv" ] || echo "model,dispatch,shader,name,calls,mean_us" > "$O/profile.csv"
+      tail -n +2 "$D/profile.tmp.csv" 2>/dev/null | sed "s/^/$stem,/" >> "$O/profile.csv"
+      rm -f "$D/profile.tmp.csv"
     fi
   done
 fi
