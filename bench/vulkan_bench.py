@@ -187,7 +187,8 @@ ZOO_ENGINES = [("vkdg", "ours"), ("etvk", "ET-VK"), ("eager-cuda", "eager"), ("c
 
 def print_zoo_table(folder: Path = GPU) -> dict | None:
     """Print the newest zoo run (*_zoo_*.jsonl of bench/vulkan_gpu/run_zoo.sh, with its _cases.json)."""
-    files = sorted(folder.glob("*_zoo_*.jsonl"))
+    # newest by the run's date (the GPU prefix differs: h100_zoo_... sorts before an older h200_zoo_...)
+    files = sorted(folder.glob("*_zoo_*.jsonl"), key=lambda f: f.name.split("_zoo_", 1)[1])
     if not files:
         print(f"\nno recorded zoo run in {folder}")
         return None

@@ -49,7 +49,8 @@ def _compiled(model, x, half):
 
 def main(folder: Path, what: str) -> None:
     print(torch.__version__, torch.cuda.get_device_name(0), file=sys.stderr)
-    cases = json.loads((folder / "cases.json").read_text())
+    # our quantized-linear kernel cases need vulkan_delegate, which the device machine lacks
+    cases = [c for c in json.loads((folder / "cases.json").read_text()) if c["model"] not in zoo_models.KERNELS]
     if what == "eager":
         for case in cases:
             print(json.dumps(_row("eager-cuda", case, folder, eager_call)), flush=True)

@@ -138,6 +138,22 @@ ZOO: dict[str, Callable[[], tuple[nn.Module, tuple[int, ...]]]] = {
 THROUGHPUT = [("resnet50_b32_fp16", "resnet50", 32, True)]
 
 
+def _qlinear(n: int, k: int, int8_act: bool):
+    """One 4-bit linear (groups of 32) at a decode step's shape: linear_q (weight-only) or, with int8
+    activations, linear_qi. Ours only (vulkan_delegate's quantizer): zoo_cuda.py skips it."""
+    def build():
+        from vulkan_delegate.quantizer import VulkanQuantizer
+
+        linear = periodic_init(nn.Sequential(nn.Linear(k, n, bias=False)))
+        return VulkanQuantizer(4, 32, dynamic_activations=int8_act).quantize(linear), (1, k)
+    return build
+
+
+#: name -> builder: our quantized-linear kernels alone at the Llama-3-8B MLP's shape (one token)
+KERNELS = {"qlinear_w4_14336x4096": _qlinear(14336, 4096, False),
+           "qlinear_w4a8_14336x4096": _qlinear(14336, 4096, True)}
+
+
 def periodic_init(model: nn.Module) -> nn.Module:
     """Overwrite every floating parameter with a tiled 251-value pattern (module docstring: why)."""
     pattern = torch.randn(251, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -165,5 +181,5 @@ def runner_input(shape: tuple[int, ...]) -> torch.Tensor:
 def build(name: str, batch: int = 1) -> tuple[nn.Module, torch.Tensor]:
     """(model in eval mode with periodic weights, runner-pattern input) for one zoo model."""
     torch.manual_seed(0)
-    model, shape = ZOO[name]()
+    model, shape = {**ZOO, **KERNELS}[name]()
     return periodic_init(model.eval()), runner_input((batch, *shape[1:]))

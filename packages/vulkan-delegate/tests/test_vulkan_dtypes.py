@@ -177,6 +177,29 @@ def test_dynamic_arange_is_filled_on_the_device(vk_lower):
         assert_same(run_on_vulkan(pte, x), model(x))
 
 
+@pytest.mark.slow  # 16.8M elements on lavapipe
+def test_dynamic_float_arange_past_2_pow_24_matches_torch(vk_lower):
+    """Past 2^24, float(i) rounds: y[i] = float(i) * step + start in fp32 (before) was an ulp off torch on
+    1 in 4 elements, whose CPU kernel sums in double per 8-wide block (fill.comp). arange(1, n + 1): every
+    element, torch's own 1-ulp steps from the exact i + 1 included, must be equal. The reference runs on
+    one thread: torch's result depends on where its threads split the range (each part starts a block)."""
+    model = Fn(lambda x: x + torch.arange(1, x.shape[0] + 1, dtype=torch.float32))
+    n = (1 << 24) + 4099  # a tail of 3 after the last 8-wide block
+    edge = vk_lower(model, (torch.zeros(40),), dynamic_shapes=(({0: torch.export.Dim("n", max=1 << 25)},),))
+    # only the size arithmetic (x.shape[0] + 1, a Python int) stays on the CPU
+    assert all("built-in" in c.target for c in partition_report(edge).cpu_nodes), str(partition_report(edge))
+    x = torch.zeros(n)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ref = model(x)
+    finally:
+        torch.set_num_threads(threads)
+    y = run_on_vulkan(edge.to_executorch(), x)
+    differ = (y != ref).nonzero().flatten()
+    assert differ.numel() == 0, f"{differ.numel()} differ, first at {differ[:4].tolist()}: {y[differ[:4]]} vs {ref[differ[:4]]}"
+
+
 def test_half_model_is_delegated_with_fp16_inputs_and_outputs(vk_lower):
     """A model.half() program: fp16 tensors at the boundary (stored fp16, computed in fp32)."""
     torch.manual_seed(0)

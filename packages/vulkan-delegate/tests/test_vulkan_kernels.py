@@ -53,6 +53,17 @@ def test_gemv_linear_bias_relu(fp16, vk_check):
     vk_check(LinearRelu().eval(), (r(1, 300),), fp16=fp16)
 
 
+def test_gemv_past_65535_workgroups_along_n(vk_check):
+    """A one-row product with N > 4 * 65535 (matmul_gemv's 4 outputs per workgroup): the GEMV kernel, its
+    dispatch split by base workgroup (outputs past the first 65535 workgroups left 0 would fail the
+    comparison with eager)."""
+    n = 4 * 65535 + 9
+    model = MatMul().eval()
+    a, b = r(1, 8), r(8, n)
+    assert [d.shader for d in _lowered_graph(model, (a, b)).dispatches][0] == "matmul_gemv_f32"
+    vk_check(model, (a, b))
+
+
 def test_gemm_fp16_batched_transposed(vk_check):
     """bmm through strides (B transposed: no copy) with M, N, K off the tile grid, fp16 arithmetic."""
     class BT(nn.Module):

@@ -7,6 +7,7 @@ last elements explicitly (a shader that stops early leaves them 0).
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -56,3 +57,19 @@ def test_reduction_with_64_wide_workgroups_folded_past_65535_groups(vk_lower):
     y, ref = _run(vk_lower, RowMax(), x)
     assert torch.equal(y[-1000:], ref[-1000:]), (y[-4:], ref[-4:])
     assert torch.equal(y, ref), f"{(y != ref).sum().item()} elements differ"
+
+
+def test_tensor_past_max_storage_buffer_range_is_a_load_error(vk_lower, monkeypatch, capfd):
+    # a binding larger than maxStorageBufferRange is undefined (reads past it may return 0 on a device that
+    # enforces it; lavapipe's 128 MiB is not enforced): the load must fail, naming the limit. The limit is
+    # lowered to 16 KiB by VKDG_MAX_STORAGE_RANGE (read at each load)
+    monkeypatch.setenv("VKDG_MAX_STORAGE_RANGE", str(16 * 1024))
+    fits = torch.linspace(-1.0, 1.0, 4096)  # 16 KiB per tensor: at the limit, runs
+    y, ref = _run(vk_lower, ScaleShiftRelu(), fits)
+    assert torch.equal(y, ref)
+    over = torch.linspace(-1.0, 1.0, 4097)
+    capfd.readouterr()
+    with pytest.raises(RuntimeError):
+        _run(vk_lower, ScaleShiftRelu(), over)
+    err = capfd.readouterr().err
+    assert "maxStorageBufferRange" in err and "16388 bytes" in err and "16384 bytes" in err, err

@@ -46,6 +46,11 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
   vkGetPhysicalDeviceProperties(physical, &props);
   caps.api_version = props.apiVersion < instance_api ? props.apiVersion : instance_api;
   caps.timestamp_period_ns = props.limits.timestampPeriod;
+  caps.max_storage_range = props.limits.maxStorageBufferRange;
+  if (const char* lowered = std::getenv("VKDG_MAX_STORAGE_RANGE")) {
+    const unsigned long long v = std::strtoull(lowered, nullptr, 10);
+    if (v > 0 && v < caps.max_storage_range) caps.max_storage_range = v;
+  }
   caps.float16_int8_ext = caps.api_version < VK_API_VERSION_1_2 &&
                           vkc::device_has_extension(physical, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   // The 1.1-era structures (core in 1.2 under the same layout), so one query serves both versions.

@@ -38,6 +38,10 @@ struct Caps {
   // true only where it was enabled (an fp16 program, VKDG_COOPMAT not 0).
   bool coopmat_f16 = false;
   uint32_t timestamp_bits = 0;   // of the chosen queue family; 0: no timestamps
+  // maxStorageBufferRange: the most bytes one storage-buffer binding (one tensor) may span; a larger
+  // binding is undefined behaviour (reads past it may return zeros). VKDG_MAX_STORAGE_RANGE=<bytes>
+  // lowers it (to test the refusal on a device with a large limit).
+  uint64_t max_storage_range = 0;
   float timestamp_period_ns = 0;
 };
 

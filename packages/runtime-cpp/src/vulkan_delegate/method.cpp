@@ -289,6 +289,14 @@ Error Method::create_descriptors() {
     std::vector<VkWriteDescriptorSet> writes(dd.bindings.size());
     for (size_t b = 0; b < dd.bindings.size(); ++b) {
       const TensorDesc& t = prog_.tensors[dd.bindings[b]];
+      if (t.nbytes > dev_->caps().max_storage_range) {  // a binding past the limit: undefined, never run
+        ET_LOG(Error, "VkComputeBackend: dispatch %u (%s) binds tensor %u of %llu bytes; %s binds at most "
+               "%llu bytes per storage buffer (maxStorageBufferRange). Lower the model with a smaller batch or "
+               "input size, or run it on a device with a larger limit", i, prog_.shaders[dd.shader].c_str(),
+               dd.bindings[b], static_cast<unsigned long long>(t.nbytes), dev_->name().c_str(),
+               static_cast<unsigned long long>(dev_->caps().max_storage_range));
+        return Error::NotSupported;
+      }
       infos[b] = {(t.kind == kConst ? consts_ : arena_)->get(), t.offset, t.nbytes};
       writes[b] = {};
       writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;

@@ -1,7 +1,8 @@
 """Tensors made from numbers: arange, full/zeros/ones(_like), scalar_tensor (the forms exir's edge graphs
 hold: arange.start_step, full, full_like, scalar_tensor; zeros/ones(_like) arrive as full(_like)). Static shapes are folded
 into payload constants at compile time (lower.is_static_fill); sizes known per call (a dynamic
-sequence length) are filled on the device (shader `fill`: y[i] = start + i * step)."""
+sequence length) are filled on the device (shader `fill`: y[i] = start + i * step, in double precision
+through fp32 pairs and rounded once, as torch computes it)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ def _start_step(node: Node) -> tuple:
     return node.args[1], 0
 
 
+def _hi_lo(v: float) -> tuple[float, float]:
+    """v (a Python double) as an fp32 pair hi + lo: the fill shader computes start + i * step to double
+    precision from them, as torch's arange does (its accumulate type is double)."""
+    hi = float(torch.tensor(float(v), dtype=torch.float32))
+    return hi, float(v) - hi
+
+
 def _fill_support(node: Node) -> str | None:
     if any(isinstance(v, Node) for v in _start_step(node)):
         return "a fill value computed at run time"
@@ -50,5 +58,6 @@ def lower_fill(ctx, node: Node) -> None:
     else:
         if not all(isinstance(v, bool | int | float) for v in (start, step)):
             raise ValueError("a float fill from a size known only at run time")
-        push = [n, float(start), float(step)]
+        (start_hi, start_lo), (step_hi, step_lo) = _hi_lo(start), _hi_lo(step)
+        push = [n, start_hi, step_hi, start_lo, step_lo]
     ctx.dispatch("fill", [y], push, (n,), variant=VARIANT[y.dtype])

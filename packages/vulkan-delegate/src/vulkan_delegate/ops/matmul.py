@@ -19,9 +19,6 @@ from .elementwise import CLAMPS, INF, clamp_bounds
 from .quantized_pt2e import lower_dq_linear, match_dq_linear
 
 aten = torch.ops.aten
-#: matmul_gemv's 4 outputs per workgroup, at most 65535 workgroups along N
-GEMV_MAX_N = 4 * 65535
-
 
 def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_strides: list,
                     batch: list, bias: Tensor | None = None, alpha: float = 1.0, act=(-INF, INF)) -> None:
@@ -33,7 +30,9 @@ def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_
     push = [m, n, k, batch[1], *a_strides, *b_strides, int(bias is not None), float(alpha), float(act[0]),
             float(act[1])]
     bindings = [a, b, bias if bias is not None else b, y]
-    if m == 1 and isinstance(n, int) and n <= GEMV_MAX_N:  # one row: matmul_gemv (4 outputs per workgroup)
+    # one row: matmul_gemv (4 outputs per workgroup; past 65535 workgroups along N the runtime splits the
+    # dispatch with a base workgroup, which the kernel's gl_WorkGroupID includes)
+    if m == 1 and isinstance(n, int):
         ctx.dispatch("matmul_gemv", bindings, push, (n, 1, batch[0] * batch[1]))
         return
     variant = gemm_variant(ctx.sfx, m, n, batch[0] * batch[1], k, big=True)
