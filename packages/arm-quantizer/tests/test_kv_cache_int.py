@@ -67,3 +67,51 @@ def test_int_decoder_32_greedy_steps_equal_fake_quant():
     worst = max(float((a - b).abs().max()) for a, b in zip(logits, fq_logits, strict=True))
     assert all(torch.isfinite(a).all() for a in logits)
     assert worst <= lsb * 1.0001, f"{worst / lsb:.2f} LSB"
+
+
+class _NamedState(torch.nn.Module):
+    """State named as transformers' StaticCache names it (`keys`, a length: no `_cache` suffix), written
+    in place; torch.export's program keeps the in-place ops, with an empty `buffers_to_mutate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("keys", torch.zeros(1, 2, 6, 4))
+        self.register_buffer("length", torch.tensor(0))
+
+    def forward(self, pos: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        self.length.copy_(pos[0])
+        self.keys[:, :, pos] = new * 2  # index_put_ on the buffer
+        return self.keys + self.length
+
+
+def test_quantize_methods_shares_and_zeroes_state_not_named_cache():
+    """The fake-quant modules held the calibration's last cache (`_mutated_state` found no written buffer
+    in torch.export's program and `reset_buffers` only zeroed `*_cache`), so a greedy run of transformers'
+    StaticCache Llama on them started from a stale cache and left the lowered program's tokens after 5
+    steps (logits 0.37 off); the lowered program itself matched fake-quant to the bit on the same cache."""
+    torch.manual_seed(0)
+    model = _NamedState()
+    examples = {"prefill": (torch.arange(2), torch.randn(1, 2, 2, 4)), "decode": (torch.tensor([2]), torch.randn(1, 2, 1, 4))}
+    programs = {}
+    for name, example in examples.items():
+        programs[name] = torch.export.export(model, example, strict=False)
+        model.keys.zero_(), model.length.zero_()
+
+    def calibrate(run):
+        run("prefill", (torch.arange(2), torch.randn(1, 2, 2, 4)))
+        for p in range(2, 6):
+            run("decode", (torch.tensor([p]), torch.randn(1, 2, 1, 4)))
+
+    converted = quantize_methods(programs, lambda: TOSAQuantizer(TosaCompileSpec(SPEC)).set_global(
+        get_symmetric_quantization_config()), calibrate)
+    for name, module in converted.items():
+        state = dict(module.named_buffers())
+        assert not state["keys"].any() and not state["length"].any(), f"{name}: calibration state left"
+    assert converted["prefill"].keys is converted["decode"].keys
+    step = (torch.tensor([2]), torch.ones(1, 2, 1, 4))
+    first = converted["decode"](*step)
+    for module in converted.values():
+        module.keys.zero_(), module.length.zero_()
+    assert torch.equal(first, converted["decode"](*step))
+    reset_buffers(converted)  # the written state is zeroed without naming it
+    assert not converted["decode"].keys.any()
