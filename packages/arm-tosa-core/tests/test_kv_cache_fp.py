@@ -11,14 +11,13 @@ from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report
 from arm_tosa_core.kv_cache_models import (
     StaticCacheDecoder,
+    assert_greedy_decodes_alike,
     eager_runner,
     export_methods,
-    greedy_decode,
     methods_to_pte,
     pte_runner,
     step_inputs,
 )
-from arm_tosa_core.testing import compare_outputs
 
 PROMPT = torch.tensor([3, 1, 4, 1, 5, 9])
 
@@ -36,14 +35,7 @@ def _check_decode(model, steps):
         assert len(report.delegates) == 1 and not report.cpu_nodes, f"{method}:\n{report}"
         assert report.delegates[0].ops.get("SCATTER", 0) == 2 * len(model.blocks), report
     pte = methods_to_pte(edge)
-    eager_tokens, eager_logits = greedy_decode(eager_runner(model), PROMPT, steps, model.max_len)
-    tokens, logits = greedy_decode(pte_runner(pte), PROMPT, steps, model.max_len)
-    assert tokens == eager_tokens
-    bound = 1e-5 * max(float(e.abs().max()) for e in eager_logits)
-    for step, (got, want) in enumerate(zip(logits, eager_logits, strict=True)):
-        comparison = compare_outputs(got, want)
-        assert comparison.within(bound), f"step {step}: {comparison.max_error} > {bound} {comparison.nonfinite}"
-    return pte, eager_logits
+    return pte, assert_greedy_decodes_alike(pte_runner(pte), eager_runner(model), PROMPT, steps, model.max_len, rel=1e-5)
 
 
 def test_decoder_index_put_cache_runs_through_the_pte():

@@ -13,8 +13,7 @@ from arm_tosa_core.hf_static_cache import (
     hf_eager_runner,
     hf_runner,
 )
-from arm_tosa_core.kv_cache_models import greedy_decode
-from arm_tosa_core.testing import compare_outputs
+from arm_tosa_core.kv_cache_models import assert_greedy_decodes_alike
 from vulkan_delegate import VulkanPartitioner, partition_report
 from vulkan_delegate.kv_decoder import methods_to_pte, pte_runner
 
@@ -32,10 +31,5 @@ def test_static_cache_llama_fully_delegated_decodes_as_eager(layers, max_len, st
     for method in ("prefill", "decode"):
         report = partition_report(edge.exported_program(method))
         assert len(report.delegates) == 1 and not report.cpu_nodes, f"{method}:\n{report}"
-    eager_tokens, eager_logits = greedy_decode(hf_eager_runner(model), PROMPT, steps, max_len)
-    tokens, logits = greedy_decode(hf_runner(pte_runner(methods_to_pte(edge))), PROMPT, steps, max_len)
-    assert tokens == eager_tokens
-    bound = 1e-4 * max(float(e.abs().max()) for e in eager_logits)
-    for step, (got, want) in enumerate(zip(logits, eager_logits, strict=True)):
-        comparison = compare_outputs(got, want)
-        assert comparison.within(bound), f"step {step}: {comparison.max_error} > {bound} {comparison.nonfinite}"
+    assert_greedy_decodes_alike(hf_runner(pte_runner(methods_to_pte(edge))), hf_eager_runner(model), PROMPT, steps,
+                                max_len, rel=1e-4)

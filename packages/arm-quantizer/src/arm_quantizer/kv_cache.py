@@ -25,6 +25,9 @@ from arm_tosa_core.quantized import is_dequantize, is_quantize
 from .config import get_symmetric_quantization_config
 from .int16_fallback import KEPT_INT8_META, MAX_ROUNDS, int16_nodes, own_cpu_reasons
 
+#: the buffers some method writes (`_mutated_state`), on each module `quantize_methods` returns
+STATE_META = "arm_state_buffers"
+
 
 def share_buffers(modules: dict[str, GraphModule], suffix: str = "_cache", names: set[str] = frozenset()) -> None:
     """Make every module use the first module's buffers whose names end with `suffix` or are in `names`."""
@@ -41,9 +44,12 @@ def share_buffers(modules: dict[str, GraphModule], suffix: str = "_cache", names
 
 
 def reset_buffers(modules: dict[str, GraphModule], suffix: str = "_cache", names: set[str] = frozenset()) -> None:
+    """Zero the buffers whose names end with `suffix` or are in `names`, and the state a method of
+    `quantize_methods` writes (`STATE_META`: e.g. transformers' `key_cache_0`, `cumulative_length_0`)."""
     for module in modules.values():
+        state = module.meta.get(STATE_META, ()) if hasattr(module, "meta") else ()
         for name, buf in module.named_buffers():
-            if name.endswith(suffix) or name in names:
+            if name.endswith(suffix) or name in names or name in state:
                 buf.zero_()
 
 
@@ -96,8 +102,34 @@ def _int16_where_it_lowers(programs: dict[str, torch.export.ExportedProgram], pa
 
 
 def _mutated_state(programs: dict[str, torch.export.ExportedProgram]) -> set[str]:
-    """The buffers some method writes."""
-    return {name for ep in programs.values() for name in ep.graph_signature.buffers_to_mutate.values()}
+    """The buffers some method writes: its signature's mutations (a functionalized program) and every
+    buffer an in-place op writes, directly or through a view. `torch.export.export`'s program keeps
+    `index_copy_` / `copy_` on the buffer and its `buffers_to_mutate` is empty, so the signature alone
+    found nothing, and the state of transformers' StaticCache (`key_cache_0`, `cumulative_length_0`: no
+    `_cache` suffix) was neither shared, nor zeroed after calibration."""
+    names = set()
+    for ep in programs.values():
+        names |= set(ep.graph_signature.buffers_to_mutate.values())
+        buffers = ep.graph_signature.inputs_to_buffers
+        names |= {buffers[n.name] for n in ep.graph.nodes if n.op == "placeholder" and n.name in buffers
+                  and _written(n)}
+    return names
+
+
+def _written(node: torch.fx.Node) -> bool:
+    """Whether an in-place op writes `node`'s tensor, or a view of it (its schema's alias annotations)."""
+    for user in node.users:
+        schema = getattr(user.target, "_schema", None)
+        if user.op != "call_function" or schema is None:
+            continue
+        for i, arg in enumerate(schema.arguments):
+            value = user.args[i] if i < len(user.args) else user.kwargs.get(arg.name)
+            if value is node and arg.alias_info is not None and arg.alias_info.is_write:
+                return True
+        if any(r.alias_info is not None for r in schema.returns) and user.args and user.args[0] is node \
+                and _written(user):
+            return True  # a view of the buffer, written in place
+    return False
 
 
 def _quantize_once(programs: dict[str, torch.export.ExportedProgram], make_quantizer: Callable,
@@ -116,6 +148,8 @@ def _quantize_once(programs: dict[str, torch.export.ExportedProgram], make_quant
     reset_buffers(prepared, names=state)
     calibrate(module_runner(prepared))
     converted = {name: convert_pt2e(module) for name, module in prepared.items()}
+    for module in converted.values():
+        module.meta[STATE_META] = sorted(state)
     if cache_qparams:
         store_caches_quantized(converted, names=set(cache_qparams))
     share_buffers(converted, names=state)

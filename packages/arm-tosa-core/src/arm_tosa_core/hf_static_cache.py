@@ -25,7 +25,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["HF_PROMPT_LEN", "build_hf_static_cache_llama", "export_hf_methods", "hf_eager_runner", "hf_runner"]
+__all__ = ["HF_PROMPT_LEN", "build_hf_static_cache_llama", "export_hf_methods", "hf_eager_runner", "hf_runner",
+           "hf_step_inputs"]
 
 HF_PROMPT_LEN = 6
 

@@ -161,6 +161,24 @@ def forced_decode(run: Callable[[str, tuple], torch.Tensor], prompt: torch.Tenso
     return history
 
 
+def assert_greedy_decodes_alike(run: Callable[[str, tuple], torch.Tensor],
+                                reference: Callable[[str, tuple], torch.Tensor], prompt: torch.Tensor, steps: int,
+                                max_len: int, *, rel: float = 0.0, atol: float = 0.0) -> list[torch.Tensor]:
+    """Greedy-decode `prompt` for `steps` with `run` (e.g. a `.pte`) and with `reference` (eager, or the
+    fake-quant modules), each over its own cache, and assert equal tokens and every step's logits within
+    `atol + rel * (the reference's largest |logit|)`, NaN-aware. Returns the reference's logits."""
+    from .testing import compare_outputs
+
+    want_tokens, want_logits = greedy_decode(reference, prompt, steps, max_len)
+    tokens, logits = greedy_decode(run, prompt, steps, max_len)
+    bound = atol + rel * max(float(w.abs().max()) for w in want_logits)
+    for step, (got, want) in enumerate(zip(logits, want_logits, strict=True)):
+        comparison = compare_outputs(got, want)
+        assert comparison.within(bound), f"step {step}: {comparison.max_error} > {bound} {comparison.nonfinite}"
+    assert tokens == want_tokens, f"tokens {tokens} != reference {want_tokens}"
+    return want_logits
+
+
 def methods_to_pte(edge) -> bytes:
     """The `.pte` of a lowered multi-method program whose methods share their mutable buffers (the
     cache): exir plans those buffers once for all methods (`share_mutable_buffers`), and the runtime

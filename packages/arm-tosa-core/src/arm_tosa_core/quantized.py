@@ -24,7 +24,10 @@ from .helpers.qparams import (  # noqa: F401  (re-exported)
     qparams_of,
     target_of,
 )
-from .registry import lookup
+from .registry import INDEX_INTEGERS, int_range, lookup
+
+#: the most integer values a bounded integer's quantize looks up (`bounded_integer_cast`)
+MAX_LOOKUP = 1 << 16
 
 
 # -- the quantized region ---------------------------------------------------------------------
@@ -82,8 +85,9 @@ def mark_quantized_region(graph: Graph) -> None:
         for node in list(candidates):
             floats = [a for a in node.all_input_nodes if _is_float(a)]
             ok = all(is_dequantize(a) or a in candidates or _float_parameter(node, a) for a in floats)
-            # a float made from no quantized value (a cast of a bool mask) has no qparams to carry
-            ok = ok and (bool(floats) or node.target is operator.getitem)
+            # a float made from no quantized value (a cast of a bool mask) has no qparams to carry,
+            # unless it is a bounded integer whose quantize is a lookup (`bounded_integer_cast`)
+            ok = ok and (bool(floats) or node.target is operator.getitem or bounded_integer_cast(node) is not None)
             if not _bool_result(node):  # a comparison's bool result goes anywhere
                 ok = ok and all(is_quantize(u) or u in candidates for u in node.users)
             ok = ok and bool(node.users) and (not _bool_result(node) or any(
@@ -128,3 +132,24 @@ def _is_float(node: Node) -> bool:
     if isinstance(val, (tuple, list)):
         return any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in val)
     return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+
+def bounded_integer_cast(node: Node) -> tuple[int, int] | None:
+    """`(lo, hi)` when `node` casts integers to float only to quantize them (every user a quantize) and
+    `registry.int_range` proves them within MAX_LOOKUP values: transformers' RoPE positions
+    (`position_ids.float()`, bounded by the cache they index). Their quantize then lowers as a lookup
+    of codes computed at compile time (`ops.quantize`), so no float tensor and no CPU cast remain.
+    None otherwise."""
+    entry = lookup(node.target) if node.op == "call_function" else None
+    if entry is None or entry.name != "clone_cast" or not _is_float(node) or not node.users:
+        return None
+    source = node.args[0]
+    val = source.meta.get("val") if isinstance(source, Node) else None
+    if not isinstance(val, torch.Tensor) or val.dtype not in INDEX_INTEGERS:
+        return None
+    if not all(is_quantize(u) and "per_tensor" in str(u.target) for u in node.users):
+        return None
+    bounds = int_range(source)
+    if bounds is None or bounds[1] - bounds[0] >= MAX_LOOKUP:
+        return None
+    return bounds

@@ -9,10 +9,13 @@ from __future__ import annotations
 import torch
 from torch.fx import Node
 
+from ..builder import DType, Op
 from ..context import LoweringContext, Value
 from ..helpers.intmath import requantize
 from ..helpers.qparams import QParams, qd, qparams_of
+from ..quantized import bounded_integer_cast
 from ..registry import register_op
+from .indexing import gather_dim
 
 aten = torch.ops.aten
 
@@ -39,6 +42,9 @@ def _boundary_support(node: Node, spec) -> str | None:
 def lower_quantize(ctx: LoweringContext, node: Node) -> Value:
     value = ctx.val(node.args[0])
     target = qparams_of(node)
+    bounds = bounded_integer_cast(node.args[0]) if value.qparams is None else None
+    if bounds is not None:
+        return _quantize_bounded_integers(ctx, node, *bounds)
     if value.qparams is None:
         raise ValueError(f"{node.name}: quantizing a float value inside a partition is not lowered")
     if value.is_const:
@@ -46,6 +52,26 @@ def lower_quantize(ctx: LoweringContext, node: Node) -> Value:
     out = requantize(ctx, value, target)
     shape, dtype = ctx.out_meta(node)
     return Value(shape, dtype, tensor=ctx.tensor(out), perm=out.perm, qparams=target)
+
+
+def _quantize_bounded_integers(ctx: LoweringContext, node: Node, lo: int, hi: int) -> Value:
+    """quantize(float(p)) for integers p in [lo, hi] (`bounded_integer_cast`): the codes of lo..hi
+    computed at compile time with the node's own op, then one GATHER at p - lo. A RESCALE of p would
+    round ties (p / scale = 63.5 for p = 7 at scale 14 / 127) up where torch rounds half to even, and a
+    1-code step in a RoPE position moves its cos/sin by many codes."""
+    cast = node.args[0]
+    reals = torch.arange(lo, hi + 1).to(cast.meta["val"].dtype)
+    codes = node.target(reals, *node.args[1:], **node.kwargs)
+    index = ctx.val(cast.args[0])
+    if lo:  # int32 ADD: the index is p - lo (positions proved by a cache index are in [-size, size))
+        t = index.tensor
+        index = ctx.emit(Op.ADD, [t, ctx.scalar(-lo, DType.INT32, len(t.shape))], index.shape, index.dtype,
+                         index.perm)
+    picked = gather_dim(ctx, ctx.constant(codes), 0, index)
+    shape, _ = ctx.out_meta(node)
+    out = ctx.reshape(picked, shape)
+    out.qparams = qparams_of(node)
+    return out
 
 
 def requantize_constant(ctx: LoweringContext, node: Node, value: Value, target: QParams) -> Value:

@@ -91,6 +91,8 @@ def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     shape, dtype = ctx.out_meta(node)
     if x.is_const:
         return ctx.constant(x.const.to(dtype))
+    if node.meta.get("arm_quantized") and dtype.is_floating_point and not x.dtype.is_floating_point:
+        return x  # bounded integers, quantized by a lookup (`quantized.bounded_integer_cast`): no float
     if tosa_dtype(dtype) == x.tensor.dtype:
         return Value(shape, dtype, tensor=x.tensor, perm=x.perm, qparams=x.qparams)
     t = x.tensor
