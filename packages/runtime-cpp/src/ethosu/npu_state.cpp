@@ -133,6 +133,37 @@ Error feature_map(const Registers& regs, Which which, const Memory* memory, cons
   return Error::Ok;
 }
 
+Kernel kernel_of(const Registers& regs, int stride_high_bits) {
+  Kernel k{};
+  const int s = regs.p(kKernelStride);
+  const int high = (1 << stride_high_bits) - 1;
+  k.stride_x = ((s & 1) | (((s >> 6) & high) << 1)) + 1;
+  k.stride_y = (((s >> 1) & 1) | (((s >> 9) & high) << 1)) + 1;
+  k.dil_x = ((s >> 3) & 1) + 1;
+  k.dil_y = ((s >> 4) & 1) + 1;
+  k.part_kernel = ((s >> 2) & 1) != 0;
+  k.eff_h = regs.p(kKernelHeightM1) + 1;
+  k.eff_w = regs.p(kKernelWidthM1) + 1;
+  k.h = regs.p(kKernelHeightM1) / k.dil_y + 1;
+  k.w = regs.p(kKernelWidthM1) / k.dil_x + 1;
+  k.pad_top = regs.p(kIfmPadTop);
+  k.pad_left = regs.p(kIfmPadLeft);
+  k.pad_bottom = regs.p(kIfmPadBottom);
+  k.pad_right = regs.p(kIfmPadRight);
+  k.upscale = regs.p(kIfmUpscale) & 3;
+  return k;
+}
+
+const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len) {
+  const Region& r = memory[static_cast<size_t>(region & 7)];
+  if (r.data == nullptr || addr > r.size || len > r.size - addr) return nullptr;
+  return r.data + addr;
+}
+
+void log_missing_stop() {
+  ET_LOG(Error, "%s: the command stream ends without NPU_OP_STOP: truncated stream", kTag);
+}
+
 int64_t scale_round(int64_t acc, int64_t scale, int shift, int rounding) {
   const __int128 v = static_cast<__int128>(acc) * scale;
   if (shift <= 0) return static_cast<int64_t>(v);

@@ -204,29 +204,6 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   return Error::Ok;
 }
 
-// Kernel geometry (U85 KERNEL_STRIDE: stride x/y low bits 0-1, dilation bits 3-4, stride x high
-// bit 6, stride y high bit 9) and the IFM padding.
-struct Window {
-  int h, w, eff_h, eff_w, stride_y, stride_x, dil_y, dil_x, pad_top, pad_left, pad_bottom, pad_right;
-};
-Window window_of(const Registers& regs) {
-  const int s = regs.p(kKernelStride);
-  Window k{};
-  k.stride_x = ((s & 1) | (((s >> 6) & 1) << 1)) + 1;
-  k.stride_y = (((s >> 1) & 1) | (((s >> 9) & 1) << 1)) + 1;
-  k.dil_x = ((s >> 3) & 1) + 1;
-  k.dil_y = ((s >> 4) & 1) + 1;
-  k.eff_h = regs.p(kKernelHeightM1) + 1;
-  k.eff_w = regs.p(kKernelWidthM1) + 1;
-  k.h = regs.p(kKernelHeightM1) / k.dil_y + 1;
-  k.w = regs.p(kKernelWidthM1) / k.dil_x + 1;
-  k.pad_top = regs.p(kIfmPadTop);
-  k.pad_left = regs.p(kIfmPadLeft);
-  k.pad_bottom = regs.p(kIfmPadBottom);
-  k.pad_right = regs.p(kIfmPadRight);
-  return k;
-}
-
 // NPU_OP_POOL in MAX mode over an NHWC or NHCWB16 IFM with padding (padded positions are
 // skipped, as TOSA's MAX_POOL2D does). AVERAGE and SUM are written below but refused: no stream
 // of ours has exercised them against the reference model yet (regor turns our average pools into
@@ -255,7 +232,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, O
   }
   const Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
-  const Window k = window_of(regs);
+  const Kernel k = kernel_of(regs, kU85StrideHighBits);
   const int oh = regs.p(kOfmHeightM1) + 1, ow = regs.p(kOfmWidthM1) + 1, oc = regs.p(kOfmDepthM1) + 1;
   // The IFM extent the NPU derives from the OFM size, the kernel and the padding.
   const int ih = (oh - 1) * k.stride_y + k.eff_h - k.pad_top - k.pad_bottom;
@@ -311,41 +288,24 @@ Error run_dma_u85(const Registers& regs, const Command& at, const Memory* memory
 }  // namespace
 
 Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpRecord>* records) {
-  Registers regs;
   Chains chains;
-  for (const Command& c : stream.commands) {
-    if (c.is_cmd1 && c.code == kOpBranch) return unsupported(c, "control flow (NPU_OP_BRANCH)");
-    if (c.is_cmd1 || c.code >= 0x100) {
-      regs.set(c);
-      continue;
-    }
-    OpRecord rec{};
-    OpRecord* r = records != nullptr ? &rec : nullptr;
-    Error err = Error::Ok;
+  return walk_commands(stream, records, [&](const Registers& regs, const Command& c, OpRecord* r) {
+    if (c.is_cmd1) return unsupported(c, "control flow (NPU_OP_BRANCH)");
     switch (c.code) {
-      case kOpStop:
-        return Error::Ok;
       case kOpElementwise:
-        err = run_elementwise(regs, c, memory, &chains, r);
-        break;
+        return run_elementwise(regs, c, memory, &chains, r);
       case kOpDmaStart:
-        err = run_dma_u85(regs, c, memory, r);
-        break;
+        return run_dma_u85(regs, c, memory, r);
       case kOpPool:
-        err = run_pool(regs, c, memory, r);
-        break;
+        return run_pool(regs, c, memory, r);
       case kOpConv:
       case kOpDepthwise:
       case kOpResize:
         return unsupported(c, "this operation");
       default:  // IRQ, DMA_WAIT, KERNEL_WAIT, PMU_MASK: ordering and events only
-        continue;
+        return Error::Ok;
     }
-    if (err != Error::Ok) return err;
-    if (records != nullptr) records->push_back(rec);
-  }
-  ET_LOG(Error, "%s: the command stream ends without NPU_OP_STOP: truncated stream", kTag);
-  return Error::InvalidProgram;
+  });
 }
 
 }  // namespace u85
