@@ -6,7 +6,6 @@
 
 #include <executorch/runtime/platform/log.h>
 
-#include "ethosu/mlw_decoder.h"
 #include "ethosu/npu_state.h"
 
 namespace runtime_cpp {
@@ -166,10 +165,6 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   if (memory == nullptr) return Error::Ok;
 
   // Weights: decode the stream and place each value by the traversal order.
-  const int w_region = regs.p(kWeightRegion) & 7;
-  const uint64_t w_len = regs.data(kWeightLength);
-  const uint8_t* w_bytes = region_bytes(*memory, w_region, regs.addr(kWeightBase), w_len);
-  if (w_bytes == nullptr) return fail(at, "the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies outside its region");
   if (uint64_t(o.c) * k.h * k.w * (depthwise ? 1 : ifm_depth) > (uint64_t{1} << 24)) {
     return fail(at, "the kernel needs more than 2^24 weights: corrupt kernel or depth registers");
   }
@@ -177,20 +172,9 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   std::vector<int64_t> order;
   weight_order(o.c, ifm_depth, k, std::min(regs.p(kOfmBlkDepthM1) + 1, o.c), depthwise,
                ifm.type.bits, 8, ofm_ublock, &order);
-  std::vector<int16_t> decoded;
-  const char* error = nullptr;
-  if (!mlw_decode(w_bytes, w_len, order.size(), &decoded, &error)) return fail(at, error);
-  if (decoded.size() != order.size()) {
-    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream holds %zu weights but the "
-                  "kernel %dx%d, IFM depth %d and OFM depth %d need %zu", kTag, name_of(at),
-           at.offset, decoded.size(), k.h, k.w, ifm_depth, o.c, order.size());
-    return Error::InvalidProgram;
-  }
-  const int in_depth = depthwise ? 1 : ifm_depth;
-  std::vector<int32_t> weights(size_t(o.c) * k.h * k.w * in_depth, 0);
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i] >= 0) weights[static_cast<size_t>(order[i])] = decoded[i];
-  }
+  std::vector<int32_t> weights;
+  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, order, {o.c, k.h, k.w, ifm_depth},
+                                             depthwise ? 1 : ifm_depth, &weights));
   // Bias and per-channel scale.
   const uint8_t* s_bytes = region_bytes(*memory, regs.p(kScaleRegion), regs.addr(kScaleBase),
                                         uint64_t(o.c) * kScaleRecord);
@@ -229,17 +213,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
         const int64_t scale = int64_t(rec[5]) | int64_t(rec[6]) << 8 | int64_t(rec[7]) << 16 |
                               int64_t(rec[8]) << 24;
         const int shift = rec[9] & 0x3F;
-        int64_t acc = bias;
-        for (int t = 0; t < k.h * k.w; ++t) {
-          if (!valid[size_t(t)]) continue;
-          if (depthwise) {
-            acc += patch[size_t(t) * ifm_depth + oc] * weights[size_t(oc) * k.h * k.w + t];
-          } else {
-            const int64_t* p = &patch[size_t(t) * ifm_depth];
-            const int32_t* w = &weights[(size_t(oc) * k.h * k.w + t) * ifm_depth];
-            for (int c = 0; c < ifm_depth; ++c) acc += p[c] * w[c];
-          }
-        }
+        const int64_t acc = accumulate(bias, patch, valid, weights, k.h * k.w, ifm_depth, oc, depthwise);
         const int64_t v = apply_activation(act, scale_round(acc, scale, shift, rounding) + ofm.zero_point);
         if (!ofm.write(oy, ox, oc, v)) return fail(at, "an OFM address lies outside its (writable) region");
       }

@@ -4,6 +4,8 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "ethosu/mlw_decoder.h"
+
 namespace runtime_cpp {
 namespace npu {
 namespace {
@@ -158,6 +160,36 @@ const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uin
   const Region& r = memory[static_cast<size_t>(region & 7)];
   if (r.data == nullptr || addr > r.size || len > r.size - addr) return nullptr;
   return r.data + addr;
+}
+
+Error decode_weights(const Registers& regs, const Command& at, const Memory& memory,
+                     const std::vector<int64_t>& order, const std::array<int, 4>& shape, int in_depth,
+                     std::vector<int32_t>* weights) {
+  const char* name = command_name(at.code, false);
+  const uint64_t len = regs.data(kWeightLength);
+  const uint8_t* bytes = region_bytes(memory, regs.p(kWeightRegion), regs.addr(kWeightBase), len);
+  if (bytes == nullptr) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies "
+                  "outside its region", kTag, name, at.offset);
+    return Error::InvalidProgram;
+  }
+  std::vector<int16_t> decoded;
+  const char* error = nullptr;
+  if (!mlw_decode(bytes, len, order.size(), &decoded, &error)) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: %s", kTag, name, at.offset, error);
+    return Error::InvalidProgram;
+  }
+  if (decoded.size() != order.size()) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream holds %zu weights but the "
+                  "kernel %dx%d, IFM depth %d and OFM depth %d need %zu", kTag, name, at.offset,
+           decoded.size(), shape[1], shape[2], shape[3], shape[0], order.size());
+    return Error::InvalidProgram;
+  }
+  weights->assign(size_t(shape[0]) * shape[1] * shape[2] * in_depth, 0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] >= 0) (*weights)[static_cast<size_t>(order[i])] = decoded[i];
+  }
+  return Error::Ok;
 }
 
 void log_missing_stop() {

@@ -111,6 +111,31 @@ Error walk_commands(const CommandStream& stream, std::vector<OpRecord>* records,
 // A checked byte range of a region, or null when it lies outside it (or the region is unmapped).
 const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len);
 
+// Decodes a kick-off's weight stream (WEIGHT_REGION/BASE/LENGTH, mlw-coded) and places the value
+// at each stream position where `order` says (an OHWI index; -1 is padding) into `weights`, of
+// shape[0] OFM x shape[1] x shape[2] taps x `in_depth`; shape[3] is the IFM depth named in errors.
+Error decode_weights(const Registers& regs, const Command& at, const Memory& memory,
+                     const std::vector<int64_t>& order, const std::array<int, 4>& shape, int in_depth,
+                     std::vector<int32_t>* weights);
+
+// Adds OFM channel `o`'s products over a gathered receptive field to `acc`: `patch` holds the
+// zero-point-adjusted IFM values tap by tap (`depth` per tap), `valid` which of the `taps` lie inside
+// the IFM, `weights` the OHWI weights (OHW1 for depthwise, which multiplies IFM channel `o` only).
+inline int64_t accumulate(int64_t acc, const std::vector<int64_t>& patch, const std::vector<uint8_t>& valid,
+                          const std::vector<int32_t>& weights, int taps, int depth, int o, bool depthwise) {
+  for (int t = 0; t < taps; ++t) {
+    if (!valid[size_t(t)]) continue;
+    if (depthwise) {
+      acc += patch[size_t(t) * depth + o] * weights[size_t(o) * taps + t];
+    } else {
+      const int64_t* p = &patch[size_t(t) * depth];
+      const int32_t* w = &weights[(size_t(o) * taps + t) * depth];
+      for (int c = 0; c < depth; ++c) acc += p[c] * w[c];
+    }
+  }
+  return acc;
+}
+
 // The NPU's scale-and-shift of an accumulator with its rounding mode (0 TFL double rounding,
 // 1 truncate, 2 natural round-half-up).
 int64_t scale_round(int64_t acc, int64_t scale, int shift, int rounding);
