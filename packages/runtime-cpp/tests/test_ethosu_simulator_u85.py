@@ -1,8 +1,9 @@
 """EthosUBackend on Ethos-U85 payloads (regor's command stream, vela 5.x): the stream decodes into
-named register state per kick-off, a mutated stream is an Error and never a crash, the elementwise
-kick-offs the U85 simulator covers run bit-exactly against the TOSA reference model on ethos-u85-256,
-and a stream with a kick-off it does not cover is refused at load naming the command (or runs its
-host graph when the payload has one).
+named register state per kick-off, a mutated stream is an Error and never a crash, the kick-offs the
+U85 simulator covers (elementwise, pooling, convolution and depthwise with regor's weight streams,
+int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
+ethos-u85-256, and a stream with a kick-off it does not cover is refused at load naming the command
+(or runs its host graph when the payload has one).
 """
 
 from __future__ import annotations
@@ -129,30 +130,80 @@ KICK_OFFS = {
 POOL = {  # one channel: NCHW is NHWC, so regor writes no transposing copy before the pool
     "u85_max_pool": (nn.MaxPool2d(2), (torch.randn(1, 1, 8, 8),)),
     "u85_max_pool_padded": (nn.MaxPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
+    # several channels: regor's transposing copies (1x1 SUM pools into transposed OFMs) around it
+    "u85_max_pool_channels": (nn.MaxPool2d(2), (torch.randn(1, 6, 8, 8),)),
 }
 KICK_OFFS.update(POOL)
-DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded")
+
+
+class _Flip(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.flip(x, [self.dim])
+
+
+# a 1x1 pool into a reversed OFM (OFM_PRECISION's reverse field)
+KICK_OFFS["u85_flip"] = (_Flip(3), (torch.randn(1, 4, 5, 6),))
+
+
+def _conv(cin: int, cout: int, k: int, hw: int, **kw) -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    return nn.Conv2d(cin, cout, k, **kw), (torch.randn(1, cin, hw, hw),)
+
+
+CONV = {  # regor's U85 weight stream (its traversal order, mlw-coded) and its scale stream
+    # a multi-channel input: regor's NCHW-to-NHWC copy (a 1x1 SUM pool into a transposed OFM), the
+    # convolution, and the NHWC-to-NCHW copy of its output
+    "u85_conv": _conv(3, 4, 3, 8, padding=1),
+    "u85_conv_sparse": _conv(1, 4, 3, 8, padding=1),  # weights regor stores 2:4-sparse
+    "u85_conv_strided": _conv(8, 16, 3, 9, stride=2, padding=1),  # the kernel's stride phases
+    "u85_conv_dilated": _conv(4, 8, 3, 10, padding=2, dilation=2),
+    "u85_conv_deep": _conv(40, 70, 3, 6, padding=1),  # several IFM and OFM blocks
+    "u85_conv_1x1_deep": _conv(130, 40, 1, 4),  # IFM blocks walked back and forth per OFM block
+    "u85_conv_7x7": _conv(3, 8, 7, 12, stride=2, padding=3),  # part-kernel-first traversal
+    "u85_depthwise": _conv(8, 8, 3, 8, padding=1, groups=8),
+    "u85_depthwise_5x5_s2": _conv(16, 16, 5, 11, stride=2, padding=2, groups=16),
+    "u85_linear": (nn.Linear(20, 12), (torch.randn(3, 20),)),  # a 1x1 convolution
+}
+A16W8 = {  # int16 activations: 48-bit accumulators and their scale-stream records
+    "u85_conv_a16w8": _conv(3, 4, 3, 8, padding=1),
+    "u85_depthwise_a16w8": _conv(8, 8, 3, 8, padding=1, groups=8),
+}
+LUT = {"u85_sigmoid": (nn.Sigmoid(), (torch.randn(1, 1, 4, 8) * 3,))}  # LUT_S8_S8: a slot DMAed in
+KICK_OFFS.update(CONV)
+KICK_OFFS.update(A16W8)
+KICK_OFFS.update(LUT)
+DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
+           "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
                                   for n in KICK_OFFS])
 def test_u85_kick_offs_bit_exact_against_the_reference_model(name):
     module, inputs = KICK_OFFS[name]
-    outcome = sim.run_case(sim.SimCase(name, module, inputs), TARGET)
+    outcome = sim.run_case(sim.SimCase(name, module, inputs, a16w8=name in A16W8), TARGET)
     assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
 
 
-def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(conv_edge, capfd):
-    x = torch.randn(progs.INPUT)
-    stream = parse_binstream(_payload(conv_edge))
-    program = Runtime.get().load_program(progs.pte_with_payload(conv_edge, build_binstream(replace(stream, extra={}))))
+@pytest.fixture(scope="module")
+def resize_edge():
+    torch.manual_seed(0)
+    return _lower(nn.Upsample(scale_factor=2, mode="bilinear"), (torch.randn(1, 1, 4, 4),))
+
+
+def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(resize_edge, capfd):
+    x = torch.randn(1, 1, 4, 4)
+    stream = parse_binstream(_payload(resize_edge))
+    program = Runtime.get().load_program(progs.pte_with_payload(resize_edge, build_binstream(replace(stream, extra={}))))
     with pytest.raises(RuntimeError, match="Failed to load method"):
         program.load_method("forward")
     err = capfd.readouterr().err
-    # (its first kick-off regor writes is a 1x1 SUM pool into a transposed OFM: NCHW to NHWC)
-    assert re.search(r"NPU_OP_\w+ at cmd_data offset \d+: .* is not simulated for Ethos-U85 yet", err)
+    assert re.search(r"NPU_OP_RESIZE at cmd_data offset \d+: .* is not simulated for Ethos-U85 yet", err)
     assert "--host-graph" in err
     # with its host graph the same payload runs that graph on the reference model
-    method = Runtime.get().load_program(progs.pte(conv_edge)).load_method("forward")
+    method = Runtime.get().load_program(progs.pte(resize_edge)).load_method("forward")
     (got,) = method.execute([x])
-    assert torch.equal(got, run_on_reference_model(conv_edge, x))
+    assert torch.equal(got, run_on_reference_model(resize_edge, x))

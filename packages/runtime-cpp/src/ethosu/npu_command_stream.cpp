@@ -3,6 +3,7 @@
 #include <executorch/runtime/platform/log.h>
 
 #include "common/tensor_io.h"
+#include "ethosu/command_names.h"
 #include "ethosu/u85_commands.h"
 
 namespace runtime_cpp {
@@ -20,12 +21,7 @@ constexpr uint32_t kDaReadApb = 0x03;
 constexpr uint32_t kDaDumpShram = 0x04;
 constexpr uint32_t kDaNop = 0x05;
 
-struct Name {
-  uint16_t code;
-  const char* name;
-};
-
-constexpr Name kCmd0Names[] = {
+constexpr CommandName kCmd0Names[] = {
     {kOpStop, "NPU_OP_STOP"}, {kOpIrq, "NPU_OP_IRQ"}, {kOpConv, "NPU_OP_CONV"},
     {kOpDepthwise, "NPU_OP_DEPTHWISE"}, {kOpPool, "NPU_OP_POOL"},
     {kOpElementwise, "NPU_OP_ELEMENTWISE"}, {kOpDmaStart, "NPU_OP_DMA_START"},
@@ -58,7 +54,7 @@ constexpr Name kCmd0Names[] = {
     {kIfm2IbStart, "NPU_SET_IFM2_IB_START"}, {kIfm2Region, "NPU_SET_IFM2_REGION"},
 };
 
-constexpr Name kCmd1Names[] = {
+constexpr CommandName kCmd1Names[] = {
     {kIfmBase0, "NPU_SET_IFM_BASE0"}, {kIfmBase1, "NPU_SET_IFM_BASE1"},
     {kIfmBase2, "NPU_SET_IFM_BASE2"}, {kIfmBase3, "NPU_SET_IFM_BASE3"},
     {kIfmStrideX, "NPU_SET_IFM_STRIDE_X"}, {kIfmStrideY, "NPU_SET_IFM_STRIDE_Y"},
@@ -78,14 +74,6 @@ constexpr Name kCmd1Names[] = {
     {kWeight1Base, "NPU_SET_WEIGHT1_BASE"}, {kWeight1Length, "NPU_SET_WEIGHT1_LENGTH"},
     {kScale1Base, "NPU_SET_SCALE1_BASE"}, {kScale1Length, "NPU_SET_SCALE1_LENGTH"},
 };
-
-template <size_t N>
-const char* find_name(const Name (&table)[N], uint16_t code) {
-  for (const Name& n : table) {
-    if (n.code == code) return n.name;
-  }
-  return nullptr;
-}
 
 }  // namespace
 

@@ -6,7 +6,6 @@
 
 #include <executorch/runtime/platform/log.h>
 
-#include "ethosu/mlw_decoder.h"
 #include "ethosu/npu_state.h"
 
 namespace runtime_cpp {
@@ -21,34 +20,6 @@ const char* name_of(const Command& at) { return command_name(at.code, at.is_cmd1
 Error fail(const Command& at, const char* what, Error err = Error::InvalidProgram) {
   ET_LOG(Error, "%s: %s at cmd_data offset %zu: %s", kTag, name_of(at), at.offset, what);
   return err;
-}
-
-// Kernel geometry from KERNEL_*, stride, dilation and padding registers.
-struct Kernel {
-  int h, w, eff_h, eff_w, stride_x, stride_y, dil_x, dil_y;
-  bool part_kernel;
-  int pad_top, pad_left, pad_bottom, pad_right;
-  int upscale;  // 0 none, 1 nearest 2x, 2 transpose (zero insertion) 2x
-};
-
-Kernel kernel_of(const Registers& regs) {
-  Kernel k{};
-  const int s = regs.p(kKernelStride);
-  k.stride_x = ((s & 1) | (((s >> 6) & 7) << 1)) + 1;
-  k.stride_y = (((s >> 1) & 1) | (((s >> 9) & 7) << 1)) + 1;
-  k.dil_x = ((s >> 3) & 1) + 1;
-  k.dil_y = ((s >> 4) & 1) + 1;
-  k.part_kernel = ((s >> 2) & 1) != 0;
-  k.eff_h = regs.p(kKernelHeightM1) + 1;
-  k.eff_w = regs.p(kKernelWidthM1) + 1;
-  k.h = regs.p(kKernelHeightM1) / k.dil_y + 1;
-  k.w = regs.p(kKernelWidthM1) / k.dil_x + 1;
-  k.pad_top = regs.p(kIfmPadTop);
-  k.pad_left = regs.p(kIfmPadLeft);
-  k.pad_bottom = regs.p(kIfmPadBottom);
-  k.pad_right = regs.p(kIfmPadRight);
-  k.upscale = regs.p(kIfmUpscale) & 3;
-  return k;
 }
 
 struct OfmShape {
@@ -105,13 +76,6 @@ void ifm_read_extent(const Kernel& k, const OfmShape& o, int* shape) {
     shape[0] = (shape[0] + 1) / 2;
     shape[1] = (shape[1] + 1) / 2;
   }
-}
-
-// Reads a checked byte range of a region.
-const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len) {
-  const Region& r = memory[static_cast<size_t>(region & 7)];
-  if (r.data == nullptr || addr > r.size || len > r.size - addr) return nullptr;
-  return r.data + addr;
 }
 
 // The stream order in which the NPU consumes weights (ofm, ky, kx, ifm) for one kick-off;
@@ -238,7 +202,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   FeatureMap ifm, ofm;
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
-  const Kernel k = kernel_of(regs);
+  const Kernel k = kernel_of(regs, kU55StrideHighBits);
   const OfmShape o = ofm_shape(regs);
   const int ifm_depth = depthwise ? o.c : regs.p(kIfmDepthM1) + 1;
   if (ifm.type.bits == 32) return fail(at, "a 32-bit IFM is not valid for convolution");
@@ -296,17 +260,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
         const int64_t scale = int64_t(rec[5]) | int64_t(rec[6]) << 8 | int64_t(rec[7]) << 16 |
                               int64_t(rec[8]) << 24;
         const int shift = rec[9] & 0x3F;
-        int64_t acc = bias;
-        for (int t = 0; t < k.h * k.w; ++t) {
-          if (!valid[size_t(t)]) continue;
-          if (depthwise) {
-            acc += patch[size_t(t) * ifm_depth + oc] * weights[size_t(oc) * k.h * k.w + t];
-          } else {
-            const int64_t* p = &patch[size_t(t) * ifm_depth];
-            const int32_t* w = &weights[(size_t(oc) * k.h * k.w + t) * ifm_depth];
-            for (int c = 0; c < ifm_depth; ++c) acc += p[c] * w[c];
-          }
-        }
+        const int64_t acc = accumulate(bias, patch, valid, weights, k.h * k.w, ifm_depth, oc, depthwise);
         const int64_t v = apply_activation(act, scale_round(acc, scale, shift, rounding) + ofm.zero_point);
         if (!ofm.write(oy, ox, oc, v)) return fail(at, "an OFM address lies outside its (writable) region");
       }
@@ -321,7 +275,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
   const int mode = at.param;  // 0 max, 1 average, 2 reduce sum
-  const Kernel k = kernel_of(regs);
+  const Kernel k = kernel_of(regs, kU55StrideHighBits);
   const OfmShape o = ofm_shape(regs);
   if (mode > 2) return fail(at, "pooling mode is not MAX, AVERAGE or REDUCE_SUM");
   // REDUCE_SUM adds up the IFM's channels (and the kernel window) into a one-channel OFM.

@@ -4,6 +4,8 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "ethosu/mlw_decoder.h"
+
 namespace runtime_cpp {
 namespace npu {
 namespace {
@@ -131,6 +133,67 @@ Error feature_map(const Registers& regs, Which which, const Memory* memory, cons
     return Error::InvalidProgram;
   }
   return Error::Ok;
+}
+
+Kernel kernel_of(const Registers& regs, int stride_high_bits) {
+  Kernel k{};
+  const int s = regs.p(kKernelStride);
+  const int high = (1 << stride_high_bits) - 1;
+  k.stride_x = ((s & 1) | (((s >> 6) & high) << 1)) + 1;
+  k.stride_y = (((s >> 1) & 1) | (((s >> 9) & high) << 1)) + 1;
+  k.dil_x = ((s >> 3) & 1) + 1;
+  k.dil_y = ((s >> 4) & 1) + 1;
+  k.part_kernel = ((s >> 2) & 1) != 0;
+  k.eff_h = regs.p(kKernelHeightM1) + 1;
+  k.eff_w = regs.p(kKernelWidthM1) + 1;
+  k.h = regs.p(kKernelHeightM1) / k.dil_y + 1;
+  k.w = regs.p(kKernelWidthM1) / k.dil_x + 1;
+  k.pad_top = regs.p(kIfmPadTop);
+  k.pad_left = regs.p(kIfmPadLeft);
+  k.pad_bottom = regs.p(kIfmPadBottom);
+  k.pad_right = regs.p(kIfmPadRight);
+  k.upscale = regs.p(kIfmUpscale) & 3;
+  return k;
+}
+
+const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len) {
+  const Region& r = memory[static_cast<size_t>(region & 7)];
+  if (r.data == nullptr || addr > r.size || len > r.size - addr) return nullptr;
+  return r.data + addr;
+}
+
+Error decode_weights(const Registers& regs, const Command& at, const Memory& memory,
+                     const std::vector<int64_t>& order, const std::array<int, 4>& shape, int in_depth,
+                     std::vector<int32_t>* weights) {
+  const char* name = command_name(at.code, false);
+  const uint64_t len = regs.data(kWeightLength);
+  const uint8_t* bytes = region_bytes(memory, regs.p(kWeightRegion), regs.addr(kWeightBase), len);
+  if (bytes == nullptr) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies "
+                  "outside its region", kTag, name, at.offset);
+    return Error::InvalidProgram;
+  }
+  std::vector<int16_t> decoded;
+  const char* error = nullptr;
+  if (!mlw_decode(bytes, len, order.size(), &decoded, &error)) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: %s", kTag, name, at.offset, error);
+    return Error::InvalidProgram;
+  }
+  if (decoded.size() != order.size()) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream holds %zu weights but the "
+                  "kernel %dx%d, IFM depth %d and OFM depth %d need %zu", kTag, name, at.offset,
+           decoded.size(), shape[1], shape[2], shape[3], shape[0], order.size());
+    return Error::InvalidProgram;
+  }
+  weights->assign(size_t(shape[0]) * shape[1] * shape[2] * in_depth, 0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] >= 0) (*weights)[static_cast<size_t>(order[i])] = decoded[i];
+  }
+  return Error::Ok;
+}
+
+void log_missing_stop() {
+  ET_LOG(Error, "%s: the command stream ends without NPU_OP_STOP: truncated stream", kTag);
 }
 
 int64_t scale_round(int64_t acc, int64_t scale, int shift, int rounding) {

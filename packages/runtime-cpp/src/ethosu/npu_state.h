@@ -70,6 +70,72 @@ enum class Which { kIfm, kIfm2, kOfm };
 Error feature_map(const Registers& regs, Which which, const Memory* memory, const Command& at,
                   FeatureMap* out);
 
+// Kernel geometry from KERNEL_*, stride, dilation and padding registers.
+struct Kernel {
+  int h, w, eff_h, eff_w, stride_x, stride_y, dil_x, dil_y;
+  bool part_kernel;
+  int pad_top, pad_left, pad_bottom, pad_right;
+  int upscale;  // 0 none, 1 nearest 2x, 2 transpose (zero insertion) 2x
+};
+// KERNEL_STRIDE keeps each stride's low bit at bits 0 (x) and 1 (y) and its high bits from bit 6
+// (x) and bit 9 (y): three high bits on Ethos-U55/U65, one on Ethos-U85.
+constexpr int kU55StrideHighBits = 3;
+constexpr int kU85StrideHighBits = 1;
+Kernel kernel_of(const Registers& regs, int stride_high_bits);
+
+// Logs the error of a stream that ends without NPU_OP_STOP.
+void log_missing_stop();
+
+// The command loop both architectures share: register commands update `regs`; every kick-off
+// (a cmd0 below 0x100, or a cmd1 from 0x100 up: U85's NPU_OP_BRANCH) but STOP calls
+// `execute(regs, command, &record)`, which fills `record.op` when the kick-off did work worth a
+// work record (the waits and IRQs leave it null). STOP ends the walk; a stream without it is an
+// InvalidProgram.
+template <class Execute>
+Error walk_commands(const CommandStream& stream, std::vector<OpRecord>* records, Execute execute) {
+  Registers regs;
+  for (const Command& c : stream.commands) {
+    const bool kick_off = c.is_cmd1 ? c.code >= 0x100 : c.code < 0x100;
+    if (!kick_off) {
+      regs.set(c);
+      continue;
+    }
+    if (!c.is_cmd1 && c.code == kOpStop) return Error::Ok;
+    OpRecord rec{};
+    ET_CHECK_OK_OR_RETURN_ERROR(execute(static_cast<const Registers&>(regs), c, &rec));
+    if (records != nullptr && rec.op != nullptr) records->push_back(rec);
+  }
+  log_missing_stop();
+  return Error::InvalidProgram;
+}
+// A checked byte range of a region, or null when it lies outside it (or the region is unmapped).
+const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len);
+
+// Decodes a kick-off's weight stream (WEIGHT_REGION/BASE/LENGTH, mlw-coded) and places the value
+// at each stream position where `order` says (an OHWI index; -1 is padding) into `weights`, of
+// shape[0] OFM x shape[1] x shape[2] taps x `in_depth`; shape[3] is the IFM depth named in errors.
+Error decode_weights(const Registers& regs, const Command& at, const Memory& memory,
+                     const std::vector<int64_t>& order, const std::array<int, 4>& shape, int in_depth,
+                     std::vector<int32_t>* weights);
+
+// Adds OFM channel `o`'s products over a gathered receptive field to `acc`: `patch` holds the
+// zero-point-adjusted IFM values tap by tap (`depth` per tap), `valid` which of the `taps` lie inside
+// the IFM, `weights` the OHWI weights (OHW1 for depthwise, which multiplies IFM channel `o` only).
+inline int64_t accumulate(int64_t acc, const std::vector<int64_t>& patch, const std::vector<uint8_t>& valid,
+                          const std::vector<int32_t>& weights, int taps, int depth, int o, bool depthwise) {
+  for (int t = 0; t < taps; ++t) {
+    if (!valid[size_t(t)]) continue;
+    if (depthwise) {
+      acc += patch[size_t(t) * depth + o] * weights[size_t(o) * taps + t];
+    } else {
+      const int64_t* p = &patch[size_t(t) * depth];
+      const int32_t* w = &weights[(size_t(o) * taps + t) * depth];
+      for (int c = 0; c < depth; ++c) acc += p[c] * w[c];
+    }
+  }
+  return acc;
+}
+
 // The NPU's scale-and-shift of an accumulator with its rounding mode (0 TFL double rounding,
 // 1 truncate, 2 natural round-half-up).
 int64_t scale_round(int64_t acc, int64_t scale, int shift, int rounding);

@@ -2,17 +2,14 @@
 
 #include <cstddef>
 
+#include "ethosu/command_names.h"
+
 namespace runtime_cpp {
 namespace npu {
 namespace u85 {
 namespace {
 
-struct Name {
-  uint16_t code;
-  const char* name;
-};
-
-constexpr Name kCmd0Names[] = {
+constexpr CommandName kCmd0Names[] = {
     {0x000, "NPU_OP_STOP"}, {0x001, "NPU_OP_IRQ"}, {0x002, "NPU_OP_CONV"},
     {0x003, "NPU_OP_DEPTHWISE"}, {0x005, "NPU_OP_POOL"}, {0x006, "NPU_OP_ELEMENTWISE"},
     {0x007, "NPU_OP_RESIZE"}, {0x010, "NPU_OP_DMA_START"}, {0x011, "NPU_OP_DMA_WAIT"},
@@ -45,7 +42,7 @@ constexpr Name kCmd0Names[] = {
     {0x18C, "NPU_SET_IFM2_HEIGHT1_M1"}, {0x18F, "NPU_SET_IFM2_REGION"},
 };
 
-constexpr Name kCmd1Names[] = {
+constexpr CommandName kCmd1Names[] = {
     {0x000, "NPU_SET_IFM_BASE0"}, {0x001, "NPU_SET_IFM_BASE1"}, {0x002, "NPU_SET_IFM_BASE2"},
     {0x003, "NPU_SET_IFM_BASE3"}, {0x004, "NPU_SET_IFM_STRIDE_X"}, {0x005, "NPU_SET_IFM_STRIDE_Y"},
     {0x006, "NPU_SET_IFM_STRIDE_C"}, {0x010, "NPU_SET_OFM_BASE0"}, {0x011, "NPU_SET_OFM_BASE1"},
@@ -67,14 +64,6 @@ constexpr Name kCmd1Names[] = {
     {0x095, "NPU_SET_WEIGHT3_LENGTH"}, {0x096, "NPU_SET_RESIZE_X"}, {0x097, "NPU_SET_RESIZE_Y"},
     {0x100, "NPU_OP_BRANCH"},
 };
-
-template <size_t N>
-const char* find_name(const Name (&table)[N], uint16_t code) {
-  for (const Name& n : table) {
-    if (n.code == code) return n.name;
-  }
-  return nullptr;
-}
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include "ethosu/npu_state.h"
 #include "ethosu/u85_commands.h"
+#include "ethosu/u85_weights.h"
 
 namespace runtime_cpp {
 namespace npu {
@@ -85,6 +86,72 @@ void clamp_range(const Registers& regs, const ElemType& type, int64_t* lo, int64
   }
 }
 
+constexpr size_t kLutRam = 2048;  // the U85's LUT memory: eight 256-byte slots, filled by DMA
+
+// ACTIVATION (function bits 0-4, table bits 5-7) with ACTIVATION_MIN/MAX: an optional LUT, then
+// the clamp. LUT_S8_S8 reads one 256-byte slot; the other LUT functions (unsigned, widening,
+// 16-bit, the built-in TANH/SIGMOID) are refused.
+Error activation_of(const Registers& regs, const Command& at, const ElemType& ofm_type,
+                    const std::vector<uint8_t>& lut, Activation* out) {
+  clamp_range(regs, ofm_type, &out->lo, &out->hi);
+  const int act = regs.p(kActivation);
+  const int function = act & 0x1F, table = (act >> 5) & 7;
+  out->lut = nullptr;
+  out->lut16 = false;
+  if (function == 0) return Error::Ok;
+  if (lut.size() != kLutRam) return fail(at, "a LUT activation without the NPU's LUT memory");
+  if (function == 4 && ofm_type.bits == 8 && ofm_type.is_signed) {
+    out->lut = lut.data() + size_t(table) * 256;
+    return Error::Ok;
+  }
+  // LUT_S16_S16 (the whole 2 KiB) is refused: int16 TABLEs stay on the CPU in our flow, so no
+  // stream of ours has checked its format against the reference model.
+  return unsupported(at, "this LUT activation (only LUT_S8_S8 is simulated)");
+}
+
+// The OFM as stored: the operation's (y, x, c) mirrored by ACTIVATION_REVERSE (OFM_PRECISION bits
+// 9-10: H, W or C) or permuted by ACTIVATION_TRANSPOSE (bits 11-13: the stored tensor's H, W, C
+// are the operation's WHC, HCW, WCH, CHW or CWH); the OFM size registers give the shape before
+// the transposition, the tiles and strides the stored tensor's.
+struct OfmWriter {
+  FeatureMap fm;
+  int reverse = 0, transpose = 0;
+  int h = 0, w = 0, c = 0;
+  bool write(int y, int x, int ch, int64_t v) const {
+    if (reverse == 1) y = h - 1 - y;
+    if (reverse == 2) x = w - 1 - x;
+    if (reverse == 3) ch = c - 1 - ch;
+    switch (transpose) {
+      case 1: return fm.write(x, y, ch, v);
+      case 2: return fm.write(y, ch, x, v);
+      case 3: return fm.write(x, ch, y, v);
+      case 6: return fm.write(ch, y, x, v);
+      case 7: return fm.write(ch, x, y, v);
+      default: return fm.write(y, x, ch, v);
+    }
+  }
+};
+
+// The OFM of a kick-off that writes memory (2x2-tiled storage); NotSupported for 3x1 tiles, a
+// chained or an unwritten OFM.
+Error ofm_writer(const Registers& regs, const Command& at, const Memory* memory, OfmWriter* out) {
+  const int prec = regs.p(kOfmPrecision);
+  if (storage_of(prec) != 0) return unsupported(at, "a chained, 3x1-tiled or unwritten OFM here");
+  out->reverse = (prec >> 9) & 3;
+  out->transpose = (prec >> 11) & 7;
+  if (out->transpose == 4 || out->transpose == 5) return fail(at, "OFM transpose mode is not defined");
+  if (out->reverse != 0 && out->transpose != 0) return fail(at, "an OFM both reversed and transposed");
+  out->h = regs.p(kOfmHeightM1) + 1;
+  out->w = regs.p(kOfmWidthM1) + 1;
+  out->c = regs.p(kOfmDepthM1) + 1;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &out->fm));
+  if (out->fm.mem != nullptr &&
+      uint64_t(out->h) * out->w * out->c * uint64_t(out->fm.type.bytes()) > out->fm.mem->size) {
+    return fail(at, "the OFM shape needs more bytes than its region holds");
+  }
+  return Error::Ok;
+}
+
 struct Operand {
   FeatureMap fm;
   const Chain* chain = nullptr;  // when the operand is a chain buffer
@@ -131,7 +198,7 @@ Error operand(const Registers& regs, Which which, const Command& at, const Memor
 }
 
 Error run_elementwise(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
-                      OpRecord* record) {
+                      const std::vector<uint8_t>& lut, OpRecord* record) {
   static const char* const kNames[] = {"mul", "add", "sub", "min", "max"};
   const int mode = at.param & 0x3F;
   if (mode > 4) return unsupported(at, "this elementwise mode (only MUL, ADD, SUB, MIN, MAX are)");
@@ -140,25 +207,25 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   ET_CHECK_OK_OR_RETURN_ERROR(operand(regs, Which::kIfm2, at, memory, chains, &b));
   if (a.broadcast == 8 && b.broadcast == 8) return fail(at, "both operands are scalars");
   const int ofm_prec = regs.p(kOfmPrecision);
-  const int ofm_storage = storage_of(ofm_prec);
-  if (ofm_storage == 1 || ofm_storage == 3) return unsupported(at, "a 3x1-tiled or unwritten OFM");
-  const bool ofm_chained = ofm_storage == 2;
-  FeatureMap ofm;
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, ofm_chained ? nullptr : memory, at, &ofm));
-  if (((ofm_prec >> 9) & 0x1F) != 0) return unsupported(at, "a reversed or transposed OFM");
+  const bool ofm_chained = storage_of(ofm_prec) == 2;
+  OfmWriter out;
+  if (ofm_chained) {
+    if (((ofm_prec >> 9) & 0x1F) != 0) return fail(at, "a chained OFM cannot be reversed or transposed");
+    ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, nullptr, at, &out.fm));
+  } else {
+    ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, &out));
+  }
+  const FeatureMap& ofm = out.fm;
   const int acc = regs.p(kAccFormat);
   if ((acc & 3) > 1 || ((acc >> 4) & 7) != 0) {
     return unsupported(at, "an accumulator kept from or handed to another operation");
   }
-  const int act = regs.p(kActivation);
-  if ((act & 0x1F) != 0) return unsupported(at, "a LUT activation");
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, ofm.type, lut, &act));
   if (((ofm_prec >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on an elementwise operation");
   const Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
   const int oh = regs.p(kOfmHeightM1) + 1, ow = regs.p(kOfmWidthM1) + 1, oc = regs.p(kOfmDepthM1) + 1;
-  if (ofm.mem != nullptr && uint64_t(oh) * ow * oc * uint64_t(ofm.type.bytes()) > ofm.mem->size) {
-    return fail(at, "the OFM shape needs more bytes than its region holds");
-  }
   if (ofm_chained && uint64_t(oh) * ow * oc > (uint64_t{1} << 20)) {
     return fail(at, "a chained OFM larger than the NPU's internal buffers");
   }
@@ -172,8 +239,6 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   if (memory == nullptr) return Error::Ok;
   Chain produced;
   if (ofm_chained) produced = {oh, ow, oc, std::vector<int64_t>(size_t(oh) * ow * oc)};
-  int64_t lo, hi;
-  clamp_range(regs, ofm.type, &lo, &hi);
   for (int y = 0; y < oh; ++y) {
     for (int x = 0; x < ow; ++x) {
       for (int c = 0; c < oc; ++c) {
@@ -190,10 +255,10 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
           case 3: r = std::min(va, vb); break;
           default: r = std::max(va, vb); break;
         }
-        r = std::min(hi, std::max(lo, apply(out_scale, r, true) + ofm.zero_point));
+        r = apply_activation(act, apply(out_scale, r, true) + ofm.zero_point);
         if (ofm_chained) {
           produced.values[(size_t(y) * ow + x) * oc + c] = r;
-        } else if (!ofm.write(y, x, c, r)) {
+        } else if (!out.write(y, x, c, r)) {
           return fail(at, "an OFM address lies outside its (writable) region");
         }
       }
@@ -204,37 +269,47 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   return Error::Ok;
 }
 
-// Kernel geometry (U85 KERNEL_STRIDE: stride x/y low bits 0-1, dilation bits 3-4, stride x high
-// bit 6, stride y high bit 9) and the IFM padding.
-struct Window {
-  int h, w, eff_h, eff_w, stride_y, stride_x, dil_y, dil_x, pad_top, pad_left, pad_bottom, pad_right;
-};
-Window window_of(const Registers& regs) {
-  const int s = regs.p(kKernelStride);
-  Window k{};
-  k.stride_x = ((s & 1) | (((s >> 6) & 1) << 1)) + 1;
-  k.stride_y = (((s >> 1) & 1) | (((s >> 9) & 1) << 1)) + 1;
-  k.dil_x = ((s >> 3) & 1) + 1;
-  k.dil_y = ((s >> 4) & 1) + 1;
-  k.eff_h = regs.p(kKernelHeightM1) + 1;
-  k.eff_w = regs.p(kKernelWidthM1) + 1;
-  k.h = regs.p(kKernelHeightM1) / k.dil_y + 1;
-  k.w = regs.p(kKernelWidthM1) / k.dil_x + 1;
-  k.pad_top = regs.p(kIfmPadTop);
-  k.pad_left = regs.p(kIfmPadLeft);
-  k.pad_bottom = regs.p(kIfmPadBottom);
-  k.pad_right = regs.p(kIfmPadRight);
-  return k;
+constexpr int kScaleRecord = 10;  // bias, scale and shift per OFM channel
+
+// One OFM channel's record of the scale stream: with a 32-bit accumulator a 32-bit bias and a
+// 31-bit scale, with a 48-bit one (16-bit IFMs) a 48-bit bias and a 15-bit scale; the shift in
+// byte 8.
+void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale, int* shift) {
+  uint64_t b = 0;
+  const int bias_bytes = acc48 ? 6 : 4;
+  for (int i = 0; i < bias_bytes; ++i) b |= uint64_t(rec[i]) << (8 * i);
+  const int unused = 64 - 8 * bias_bytes;
+  *bias = static_cast<int64_t>(b << unused) >> unused;
+  uint64_t sc = 0;
+  for (int i = bias_bytes; i < 8; ++i) sc |= uint64_t(rec[i]) << (8 * (i - bias_bytes));
+  *scale = static_cast<int64_t>(sc & (acc48 ? 0x7FFF : 0x7FFFFFFF));
+  *shift = rec[8] & 0x3F;
 }
 
-// NPU_OP_POOL in MAX mode over an NHWC or NHCWB16 IFM with padding (padded positions are
-// skipped, as TOSA's MAX_POOL2D does). AVERAGE and SUM are written below but refused: no stream
-// of ours has exercised them against the reference model yet (regor turns our average pools into
-// depthwise convolutions, and its 1x1 SUM copies come with transposed OFMs).
-Error run_pool(const Registers& regs, const Command& at, const Memory* memory, OpRecord* record) {
+// The scale stream's records for `channels` OFM channels, or null (with the Error in *err) when
+// it is shorter or lies outside its region.
+const uint8_t* scale_stream(const Registers& regs, const Command& at, const Memory& memory, int channels,
+                            Error* err) {
+  const uint8_t* s = region_bytes(memory, regs.p(kScaleRegion), regs.addr(kScaleBase),
+                                  uint64_t(channels) * kScaleRecord);
+  if (s == nullptr || regs.data(kScaleLength) < uint64_t(channels) * kScaleRecord) {
+    *err = fail(at, "the scale stream (SCALE_BASE + SCALE_LENGTH) is shorter than 10 bytes per "
+                    "OFM channel or lies outside its region");
+    return nullptr;
+  }
+  return s;
+}
+
+// NPU_OP_POOL in MAX or SUM mode over an NHWC or NHCWB16 IFM with padding (padded positions are
+// skipped, as TOSA's MAX_POOL2D does), with a global OFM scale or a per-channel bias and scale
+// from the scale stream (regor's rescales and its NCHW-to-NHWC copies: a 1x1 SUM into a
+// transposed OFM). AVERAGE, REDUCE_SUM, MIN, ARGMAX and the accumulator-only modes are refused:
+// no stream of ours has exercised them against the reference model yet.
+Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
+               const std::vector<uint8_t>& lut, OpRecord* record) {
   static const char* const kNames[] = {"pool_max", "pool_avg", "reduce_sum", "pool_sum"};
   const int mode = at.param & 7;
-  if (mode != 0) return unsupported(at, "this pooling mode (only MAX is)");
+  if (mode != 0 && mode != 3) return unsupported(at, "this pooling mode (MAX and SUM are)");
   // Pooling reads the IFM as stored: no broadcast and no IFM scale (regor leaves IFM_SCALE as the
   // previous elementwise operation set it).
   Operand in;
@@ -242,33 +317,35 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, O
   if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0) {
     return unsupported(at, "a broadcast, scalar or chained pooling input");
   }
-  const int ofm_prec = regs.p(kOfmPrecision);
-  if (storage_of(ofm_prec) != 0 || ((ofm_prec >> 9) & 0x1F) != 0) {
-    return unsupported(at, "a chained, 3x1-tiled, unwritten, reversed or transposed pooling OFM");
-  }
-  FeatureMap ofm;
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &ofm));
+  OfmWriter out;
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, &out));
   if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
-  if ((regs.p(kActivation) & 0x1F) != 0) return unsupported(at, "a LUT activation");
-  if ((regs.p(kAccFormat) & 3) > 1 || ((regs.p(kAccFormat) >> 4) & 7) != 0) {
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
+  const int acc_format = regs.p(kAccFormat);
+  if ((acc_format & 3) > 1 || ((acc_format >> 4) & 7) != 0) {
     return unsupported(at, "an accumulator kept from or handed to another operation");
   }
-  const Scale out_scale = scale_of(regs, kOfmScale, 3);
+  const bool per_channel = ((regs.p(kOfmPrecision) >> 8) & 1) == 0;
+  if (per_channel && mode == 0) return unsupported(at, "per-channel OFM scaling on a MAX pool");
+  Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
-  const Window k = window_of(regs);
-  const int oh = regs.p(kOfmHeightM1) + 1, ow = regs.p(kOfmWidthM1) + 1, oc = regs.p(kOfmDepthM1) + 1;
+  const Kernel k = kernel_of(regs, kU85StrideHighBits);
+  const int oh = out.h, ow = out.w, oc = out.c;
   // The IFM extent the NPU derives from the OFM size, the kernel and the padding.
   const int ih = (oh - 1) * k.stride_y + k.eff_h - k.pad_top - k.pad_bottom;
   const int iw = (ow - 1) * k.stride_x + k.eff_w - k.pad_left - k.pad_right;
   const uint64_t reads = uint64_t(oh) * ow * oc * k.h * k.w;
-  if (ofm.mem != nullptr && uint64_t(oh) * ow * oc * uint64_t(ofm.type.bytes()) > ofm.mem->size) {
-    return fail(at, "the OFM shape needs more bytes than its region holds");
-  }
   if (reads > (uint64_t{1} << 32)) return fail(at, "the operation is implausibly large (over 2^32 reads)");
   if (record != nullptr) *record = {at.offset, kNames[mode], {oh, ow, oc}, {ih, iw, oc}, {0, 0, 0}, {k.h, k.w}, reads, 0};
   if (memory == nullptr) return Error::Ok;
-  int64_t lo, hi;
-  clamp_range(regs, ofm.type, &lo, &hi);
+  const uint8_t* scales = nullptr;
+  if (per_channel) {
+    Error err = Error::Ok;
+    scales = scale_stream(regs, at, *memory, oc, &err);
+    if (scales == nullptr) return err;
+  }
+  const bool acc48 = (acc_format & 3) == 1;
   for (int oy = 0; oy < oh; ++oy) {
     for (int ox = 0; ox < ow; ++ox) {
       for (int c = 0; c < oc; ++c) {
@@ -285,67 +362,171 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, O
             ++count;
           }
         }
-        if (mode == 1 && count > 0) {  // rounded half away from zero
-          acc = acc >= 0 ? (2 * acc + count) / (2 * count) : -((-2 * acc + count) / (2 * count));
+        if (scales != nullptr) {
+          int64_t bias = 0;
+          scale_record(scales + size_t(c) * kScaleRecord, acc48, &bias, &out_scale.scale, &out_scale.shift);
+          acc += bias;
         }
-        const int64_t r = std::min(hi, std::max(lo, apply(out_scale, acc, true) + ofm.zero_point));
-        if (!ofm.write(oy, ox, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
+        const int64_t r = apply_activation(act, apply(out_scale, acc, true) + out.fm.zero_point);
+        if (!out.write(oy, ox, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
       }
     }
   }
   return Error::Ok;
 }
 
-// DMA between two mapped regions (U85 DMA0_*_REGION: region bits 0-2, internal memory bit 8,
-// source stride mode bits 9-10, index mode bit 11). Strided, indexed and internal-memory (LUT)
-// transfers are refused.
-Error run_dma_u85(const Registers& regs, const Command& at, const Memory* memory, OpRecord* record) {
+// The OFM micro-block (ACC_FORMAT bits 8-10) as height x width; its depth follows from the MACs.
+bool ublock_of(int microblock, int* h, int* w) {
+  static const int kShapes[][2] = {{1, 1}, {1, 2}, {1, 4}, {2, 2}, {2, 4}, {4, 4}};
+  if (microblock > 5) return false;
+  *h = kShapes[microblock][0];
+  *w = kShapes[microblock][1];
+  return true;
+}
+
+// NPU_OP_CONV and NPU_OP_DEPTHWISE with weights from the weight stream (standard format, one
+// weight decoder), bias and per-channel scale from the scale stream, over an IFM in memory.
+// Refused: weights from IFM2 (matmul), fast/sparse weight formats, more than one weight stream,
+// IFM upscaling, a chained, broadcast or transposed operand, global OFM scaling, LUTs and
+// accumulators kept across kick-offs.
+Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
+               const NpuConfig& config, const std::vector<uint8_t>& lut, OpRecord* record) {
+  if (!depthwise && (at.param & 1)) return unsupported(at, "a convolution with weights from IFM2 (matmul)");
+  const int wf = regs.p(kWeightFormat);
+  if (wf & 1) return unsupported(at, "the fast weight format (FWD)");
+  const bool sparse = !depthwise && ((wf >> 4) & 1);
+  if (config.macs_per_cc > 256) return unsupported(at, "a configuration with more than one weight decoder");
+  if (regs.data(kWeight1Length) != 0 || regs.data(static_cast<Reg1>(0x093)) != 0 ||
+      regs.data(static_cast<Reg1>(0x095)) != 0) {
+    return unsupported(at, "a second weight stream (WEIGHT1/2/3)");
+  }
+  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0) {
+    return unsupported(at, "a broadcast, scalar or chained convolution input");
+  }
+  if ((regs.p(kOfmPrecision) >> 8) & 1) return unsupported(at, "global OFM scaling on a convolution");
+  if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
+  const int acc = regs.p(kAccFormat);
+  if ((acc & 3) > 1) return fail(at, "accumulator format is not 32 or 48 bits");
+  if (((acc >> 4) & 3) != 0 || ((acc >> 6) & 1) != 0) {
+    return unsupported(at, "an accumulator kept from or handed to another operation");
+  }
+  const bool acc48 = (acc & 3) == 1;
+  int ub_h = 0, ub_w = 0;
+  if (!ublock_of((acc >> 8) & 7, &ub_h, &ub_w)) return fail(at, "OFM micro-block is not defined");
+  if ((regs.p(kKernelStride) >> 5) & 1) return unsupported(at, "4x4 kernel decomposition");
+  FeatureMap ifm;
+  OfmWriter out;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, &out));
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
+  if (ifm.type.bits == 32) return unsupported(at, "a 32-bit convolution IFM");
+  const Kernel k = kernel_of(regs, kU85StrideHighBits);
+  const int oh = regs.p(kOfmHeightM1) + 1, ow = regs.p(kOfmWidthM1) + 1, oc = regs.p(kOfmDepthM1) + 1;
+  const int ifm_depth = depthwise ? oc : regs.p(kIfmDepthM1) + 1;
+  const int in_depth = depthwise ? 1 : ifm_depth;
+  const int ih = (oh - 1) * k.stride_y + k.eff_h - k.pad_top - k.pad_bottom;
+  const int iw = (ow - 1) * k.stride_x + k.eff_w - k.pad_left - k.pad_right;
+  const uint64_t macs = uint64_t(oh) * ow * oc * k.h * k.w * in_depth;
+  if (macs > (uint64_t{1} << 32)) return fail(at, "the operation is implausibly large (over 2^32 MACs)");
+  if (uint64_t(oc) * k.h * k.w * in_depth > (uint64_t{1} << 24)) {
+    return fail(at, "the kernel needs more than 2^24 weights: corrupt kernel or depth registers");
+  }
+  if (record != nullptr) {
+    *record = {at.offset, depthwise ? "depthwise" : "conv", {oh, ow, oc}, {ih, iw, ifm_depth},
+               {0, 0, 0}, {k.h, k.w}, macs, 0};
+  }
+  if (memory == nullptr) return Error::Ok;
+
+  const bool part = !depthwise && k.part_kernel;
+  const int ofm_ublock_depth = config.macs_per_cc / (8 * ub_h * ub_w);
+  // The IFM block depth the hardware fixes for a convolution (depthwise ignores it).
+  const int ifm_block_depth = part                                 ? 16
+                              : ofm_ublock_depth == 16 && !sparse  ? 32
+                              : sparse && ifm.type.bits == 8       ? 128
+                                                                   : 64;
+  const WeightLayout layout{
+      depthwise ? Traversal::kDepthwise : part ? Traversal::kPartKernel : Traversal::kDepthFirst,
+      oc, in_depth, k.h, k.w, k.stride_x, k.stride_y, k.dil_x, k.dil_y,
+      regs.p(kOfmBlkDepthM1) + 1, ifm_block_depth, ofm_ublock_depth, ifm.type.bits,
+      config.macs_per_cc, sparse};
+  std::vector<int64_t> order;
+  if (ofm_ublock_depth <= 0 || !weight_order(layout, size_t{1} << 26, &order)) {
+    return fail(at, "the weight traversal the registers describe is not valid");
+  }
+  std::vector<int32_t> weights;
+  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, order, {oc, k.h, k.w, ifm_depth}, in_depth,
+                                             &weights));
+  Error err = Error::Ok;
+  const uint8_t* s_bytes = scale_stream(regs, at, *memory, oc, &err);
+  if (s_bytes == nullptr) return err;
+  Scale out_scale = scale_of(regs, kOfmScale, 3);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
+  std::vector<int64_t> patch(size_t(k.h) * k.w * ifm_depth);
+  std::vector<uint8_t> valid(size_t(k.h) * k.w);
+  for (int oy = 0; oy < oh; ++oy) {
+    for (int ox = 0; ox < ow; ++ox) {
+      for (int ky = 0; ky < k.h; ++ky) {
+        for (int kx = 0; kx < k.w; ++kx) {
+          const int iy = oy * k.stride_y - k.pad_top + ky * k.dil_y;
+          const int ix = ox * k.stride_x - k.pad_left + kx * k.dil_x;
+          const bool inside = iy >= 0 && ix >= 0 && iy < ih && ix < iw;
+          valid[size_t(ky) * k.w + kx] = inside ? 1 : 0;
+          if (!inside) continue;
+          for (int c = 0; c < ifm_depth; ++c) {
+            int64_t v = 0;
+            if (!ifm.read(iy, ix, c, &v)) return fail(at, "an IFM address lies outside its region");
+            patch[(size_t(ky) * k.w + kx) * ifm_depth + c] = v - ifm.zero_point;
+          }
+        }
+      }
+      for (int o = 0; o < oc; ++o) {
+        int64_t bias = 0;
+        scale_record(s_bytes + size_t(o) * kScaleRecord, acc48, &bias, &out_scale.scale, &out_scale.shift);
+        const int64_t sum = accumulate(bias, patch, valid, weights, k.h * k.w, ifm_depth, o, depthwise);
+        const int64_t r = apply_activation(act, apply(out_scale, sum, true) + out.fm.zero_point);
+        if (!out.write(oy, ox, o, r)) return fail(at, "an OFM address lies outside its (writable) region");
+      }
+    }
+  }
+  return Error::Ok;
+}
+
+// DMA between two mapped regions, or into the LUT memory (U85 DMA0_*_REGION: region bits 0-2,
+// internal memory bit 8, source stride mode bits 9-10, index mode bit 11). Strided, indexed and
+// from-internal transfers are refused.
+Error run_dma_u85(const Registers& regs, const Command& at, const Memory* memory, std::vector<uint8_t>* lut,
+                  OpRecord* record) {
   const int src = regs.p(kDmaSrcRegion), dst = regs.p(kDmaDstRegion);
-  if (((src | dst) >> 8) & 1) return unsupported(at, "a DMA to or from the NPU's internal memory");
+  if ((src >> 8) & 1) return unsupported(at, "a DMA from the NPU's internal memory");
   if (((src >> 9) & 3) != 0) return unsupported(at, "a 2D/3D strided DMA");
   if (((src | dst) >> 11) & 1) return unsupported(at, "an indexed DMA");
-  std::vector<uint8_t> no_shram;
-  return run_dma(regs, at, memory, &no_shram, record);
+  return run_dma(regs, at, memory, lut, record);
 }
 
 }  // namespace
 
 Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpRecord>* records) {
-  Registers regs;
   Chains chains;
-  for (const Command& c : stream.commands) {
-    if (c.is_cmd1 && c.code == kOpBranch) return unsupported(c, "control flow (NPU_OP_BRANCH)");
-    if (c.is_cmd1 || c.code >= 0x100) {
-      regs.set(c);
-      continue;
-    }
-    OpRecord rec{};
-    OpRecord* r = records != nullptr ? &rec : nullptr;
-    Error err = Error::Ok;
+  std::vector<uint8_t> lut(kLutRam, 0);
+  return walk_commands(stream, records, [&](const Registers& regs, const Command& c, OpRecord* r) {
+    if (c.is_cmd1) return unsupported(c, "control flow (NPU_OP_BRANCH)");
     switch (c.code) {
-      case kOpStop:
-        return Error::Ok;
       case kOpElementwise:
-        err = run_elementwise(regs, c, memory, &chains, r);
-        break;
+        return run_elementwise(regs, c, memory, &chains, lut, r);
       case kOpDmaStart:
-        err = run_dma_u85(regs, c, memory, r);
-        break;
+        return run_dma_u85(regs, c, memory, &lut, r);
       case kOpPool:
-        err = run_pool(regs, c, memory, r);
-        break;
+        return run_pool(regs, c, memory, lut, r);
       case kOpConv:
       case kOpDepthwise:
+        return run_conv(regs, c, c.code == kOpDepthwise, memory, stream.config, lut, r);
       case kOpResize:
         return unsupported(c, "this operation");
       default:  // IRQ, DMA_WAIT, KERNEL_WAIT, PMU_MASK: ordering and events only
-        continue;
+        return Error::Ok;
     }
-    if (err != Error::Ok) return err;
-    if (records != nullptr) records->push_back(rec);
-  }
-  ET_LOG(Error, "%s: the command stream ends without NPU_OP_STOP: truncated stream", kTag);
-  return Error::InvalidProgram;
+  });
 }
 
 }  // namespace u85
