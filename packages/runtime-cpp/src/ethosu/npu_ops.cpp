@@ -6,6 +6,7 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "ethosu/mlw_decoder.h"
 #include "ethosu/npu_state.h"
 
 namespace runtime_cpp {
