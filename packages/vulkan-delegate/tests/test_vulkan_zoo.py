@@ -137,3 +137,24 @@ def test_zoo_model_fp32(name, vk_lower):
     assert not torch.allclose(ref, other, rtol=1e-3, atol=1e-3 * float(ref.abs().max())), "output ignores input"
     comparison = compare_outputs(y, ref)  # NaN-aware: a NaN or inf where eager is finite fails
     assert comparison.max_error <= 1e-4 * comparison.max_magnitude, f"{comparison}\n{report}"
+
+
+def test_t5_position_bias_at_64_tokens_is_delegated(vk_lower):
+    """T5's relative position bias is an SDPA mask gathered from an embedding by bucket indices that
+    depend only on shapes. At 64 keys or more the flash rule folds the mask: on the partition-time
+    trial's stand-in weights that fold raised IndexError, so every SDPA stayed on the CPU, which has
+    no SDPA kernel, and `to_executorch` failed ("Missing out variants") for T5 at 128 tokens."""
+    import transformers as t
+
+    torch.manual_seed(0)
+    model = FirstTensor(t.T5EncoderModel(t.T5Config(vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=1,
+                                                    num_heads=2))).eval()
+    ids = torch.randint(0, 100, (1, 64), generator=torch.Generator().manual_seed(1))
+    edge = vk_lower(model, (ids,))
+    report = partition_report(edge)
+    assert not report.cpu_nodes and len(report.delegates) == 1, str(report)
+    y = run_on_vulkan(edge.to_executorch(), ids)
+    with torch.no_grad():
+        ref = model(ids)
+    comparison = compare_outputs(y, ref)
+    assert comparison.within(1e-4 * float(ref.abs().max())), comparison

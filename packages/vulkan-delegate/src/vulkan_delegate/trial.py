@@ -32,7 +32,13 @@ class _TrialContext(LoweringContext):
     the KV heads before their repeat_interleave) stands in as an arena tensor of its shape."""
 
     def const_value(self, node):
-        value = super().const_value(node)
+        try:
+            value = super().const_value(node)
+        except Exception:  # noqa: BLE001  (folding over stand-ins, e.g. an index into a stand-in table)
+            # The stand-ins' values are not the weights', so a fold may fail where the real lowering's
+            # succeeds (T5's position bias gathers by indices computed from stand-in buffers): the trial
+            # then treats the node as a run-time tensor, which every rule also accepts.
+            value = self._consts[node] = None
         if isinstance(value, FakeTensor):
             value = self._consts[node] = _stand_in(value)
         return value
