@@ -24,10 +24,7 @@ from .helpers.qparams import (  # noqa: F401  (re-exported)
     qparams_of,
     target_of,
 )
-from .registry import INDEX_INTEGERS, int_range, lookup
-
-#: the most integer values a bounded integer's quantize looks up (`bounded_integer_cast`)
-MAX_LOOKUP = 1 << 16
+from .registry import MAX_LOOKUP, bounded_integer_cast, lookup  # noqa: F401  (MAX_LOOKUP re-exported)
 
 
 # -- the quantized region ---------------------------------------------------------------------
@@ -132,24 +129,3 @@ def _is_float(node: Node) -> bool:
     if isinstance(val, (tuple, list)):
         return any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in val)
     return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
-
-
-def bounded_integer_cast(node: Node) -> tuple[int, int] | None:
-    """`(lo, hi)` when `node` casts integers to float only to quantize them (every user a quantize) and
-    `registry.int_range` proves them within MAX_LOOKUP values: transformers' RoPE positions
-    (`position_ids.float()`, bounded by the cache they index). Their quantize then lowers as a lookup
-    of codes computed at compile time (`ops.quantize`), so no float tensor and no CPU cast remain.
-    None otherwise."""
-    entry = lookup(node.target) if node.op == "call_function" else None
-    if entry is None or entry.name != "clone_cast" or not _is_float(node) or not node.users:
-        return None
-    source = node.args[0]
-    val = source.meta.get("val") if isinstance(source, Node) else None
-    if not isinstance(val, torch.Tensor) or val.dtype not in INDEX_INTEGERS:
-        return None
-    if not all(is_quantize(u) and "per_tensor" in str(u.target) for u in node.users):
-        return None
-    bounds = int_range(source)
-    if bounds is None or bounds[1] - bounds[0] >= MAX_LOOKUP:
-        return None
-    return bounds

@@ -23,7 +23,7 @@ import torch
 from torch.fx import Node
 
 from .helpers.common import aten_target
-from .helpers.qparams import activation_dtype
+from .helpers.qparams import activation_dtype, is_quantize
 from .helpers.table16 import int16_table_reason
 from .specification import TosaSpecification
 
@@ -602,3 +602,33 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     if reason is None and fp_only:  # the family's own reason first: it is more specific
         reason = _fp_integer_reason(node, entry, spec)
     return reason
+
+
+#: the most integer values a bounded integer's quantize looks up (`bounded_integer_cast`)
+MAX_LOOKUP = 1 << 16
+
+
+def _casts_to_float(node: Node) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+
+def bounded_integer_cast(node: Node) -> tuple[int, int] | None:
+    """`(lo, hi)` when `node` casts integers to float only to quantize them (every user a quantize) and
+    `registry.int_range` proves them within MAX_LOOKUP values: transformers' RoPE positions
+    (`position_ids.float()`, bounded by the cache they index). Their quantize then lowers as a lookup
+    of codes computed at compile time (`ops.quantize`), so no float tensor and no CPU cast remain.
+    None otherwise."""
+    entry = lookup(node.target) if node.op == "call_function" else None
+    if entry is None or entry.name != "clone_cast" or not _casts_to_float(node) or not node.users:
+        return None
+    source = node.args[0]
+    val = source.meta.get("val") if isinstance(source, Node) else None
+    if not isinstance(val, torch.Tensor) or val.dtype not in INDEX_INTEGERS:
+        return None
+    if not all(is_quantize(u) and "per_tensor" in str(u.target) for u in node.users):
+        return None
+    bounds = int_range(source)
+    if bounds is None or bounds[1] - bounds[0] >= MAX_LOOKUP:
+        return None
+    return bounds

@@ -11,11 +11,10 @@ from torch.fx import Node
 
 from ..builder import DType, Op
 from ..context import LoweringContext, Value
+from ..helpers.gather import gather_dim
 from ..helpers.intmath import requantize
 from ..helpers.qparams import QParams, qd, qparams_of
-from ..quantized import bounded_integer_cast
-from ..registry import register_op
-from .indexing import gather_dim
+from ..registry import bounded_integer_cast, register_op
 
 aten = torch.ops.aten
 

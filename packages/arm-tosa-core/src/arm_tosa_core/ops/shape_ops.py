@@ -92,7 +92,7 @@ def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     if x.is_const:
         return ctx.constant(x.const.to(dtype))
     if node.meta.get("arm_quantized") and dtype.is_floating_point and not x.dtype.is_floating_point:
-        return x  # bounded integers, quantized by a lookup (`quantized.bounded_integer_cast`): no float
+        return x  # bounded integers, quantized by a lookup (`registry.bounded_integer_cast`): no float
     if tosa_dtype(dtype) == x.tensor.dtype:
         return Value(shape, dtype, tensor=x.tensor, perm=x.perm, qparams=x.qparams)
     t = x.tensor
