@@ -193,3 +193,22 @@ def test_dont_partition_checks(three_convs, check, excluded):
     with torch.no_grad():
         out = run_on_reference_model(edge, *inputs)
     assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_grouped_dilated_conv_stays_on_cpu(target):
+    """vela and regor both write a stream whose second group differs from the graph (NPU simulator, up to
+    11 LSB): such a convolution stays on the CPU with that reason; the depthwise form still runs on the NPU."""
+    model = nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU(), nn.Conv2d(4, 8, 3, padding=2, dilation=2, groups=2),
+                          nn.ReLU(), nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8), nn.ReLU())
+    inputs = (torch.randn(1, 4, 9, 9),)
+    module = flow.quantize(model, inputs)
+    edge = flow.lower(module, inputs, EthosUCompileSpec(target).include_host_graph())
+    cpu = flow.cpu_compute(edge)
+    convs = {n: r for n, r in cpu.items() if n.startswith("aten_convolution")}
+    assert len(convs) == 1 and all("grouped convolution (2 groups) with dilation [2, 2]" in r for r in convs.values()), cpu
+    assert ethosu_payloads(edge)
+    with torch.no_grad():
+        expected = module(*inputs)
+        out = run_on_reference_model(edge, *inputs)
+    assert (out.double() - expected.double()).abs().max().item() <= 1e-6
