@@ -172,3 +172,46 @@ def test_4bit_gemv_matches_dequantized_reference(vk_lower, tmp_path, monkeypatch
     kernels = {row["shader"].rsplit("_", 1)[0] for row in csv.DictReader(profile.open())}
     assert "linear_q_gemv" in kernels and "linear_q" not in kernels, kernels
     assert rel_err(y, q(x)) <= (1e-2 if fp16 else 1e-5)
+
+
+class NormedLinears(nn.Module):
+    """An RMS norm feeding two 4-bit linears (q/k of a decode step, the second with a SwiGLU-style silu);
+    `also_residual` reads the normed row once more, so the norm's own dispatch must stay."""
+
+    def __init__(self, k: int, gain: bool, also_residual: bool) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(k, eps=1e-5, elementwise_affine=gain)
+        if gain:
+            nn.init.uniform_(self.norm.weight, 0.5, 1.5)
+        self.a, self.b = nn.Linear(k, 21), nn.Linear(k, 21, bias=False)
+        self.also_residual = also_residual
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        y = self.a(h) * torch.nn.functional.silu(self.b(h))
+        return torch.cat([y, h[..., :21]], -1) if self.also_residual else y
+
+
+@pytest.mark.parametrize("k,group,lead,gain,also_residual,fp16", [
+    pytest.param(4160, 64, (1,), True, False, False, id="K4160-group64-gain"),  # 130 chunks: two passes
+    pytest.param(160, 32, (1, 3), False, True, False, id="3rows-no-gain-norm-kept", marks=pytest.mark.slow),
+    pytest.param(4096, 32, (1,), True, False, True, id="K4096-fp16", marks=pytest.mark.slow),
+])
+def test_rms_norm_folds_into_4bit_gemv(vk_lower, tmp_path, monkeypatch, k, group, lead, gain, also_residual, fp16):
+    """`linear_q_gemv` computes the RMS norm its activations come from (sum of squares of the staged row,
+    the gain on the staged values, 1 / rms on the dot product): the norm's own dispatch is gone when only
+    GEMVs read it, kept when another op does; outputs vs eager with the norm's 1e-5 x 1e-5 in the mix."""
+    torch.manual_seed(k + len(lead))
+    model = NormedLinears(k, gain, also_residual).eval()
+    q = VulkanQuantizer(bits=4, group_size=group).quantize(model)
+    x = 3.0 * torch.randn(*lead, k) + 0.5  # rms far from 1: a missing 1 / rms shows
+    pte = vk_lower(q, (x,), fp16=fp16).to_executorch().buffer
+    profile = tmp_path / "profile.csv"
+    monkeypatch.setenv("VKDG_PROFILE", str(profile))
+    y = run_on_vulkan(pte, x)
+    kernels = [row["shader"].rsplit("_", 1)[0] for row in csv.DictReader(profile.open())]
+    assert kernels.count("linear_q_gemv") == 2, kernels
+    assert ("norm_row" in kernels or "norm" in kernels) == also_residual, kernels
+    with torch.no_grad():
+        ref = q(x)
+    assert rel_err(y, ref) <= (1e-2 if fp16 else 1e-5)

@@ -2,7 +2,8 @@
 
 Weight-only layers run shader `linear_q` (float activations, integer weights dequantized in registers),
 or for up to GEMV_MAX_ROWS rows of 4-bit weights in 32-element groups (the decode step) `linear_q_gemv`
-(with a following silu, or an add/mul of an earlier tensor of the same shape, in its epilogue);
+(with a following silu, or an add/mul of an earlier tensor of the same shape, in its epilogue, and the RMS
+norm its activations come from folded in);
 it reads the [N, K] integer weights flattened row-major, two's complement, packed into 32-bit words:
 8-bit values four per word, 4-bit values two per byte (eight per word, element i in bits 4*(i % 8)..
 of word i / 8, i.e. low nibble first). Weights whose values all fit in [-8, 7] (every 4-bit layer)
@@ -26,6 +27,7 @@ from ..graph import F32, I32, U8, Tensor, numel
 from ..lower import shape_of
 from ..quantizer import linear_q  # noqa: F401  (registers the op)
 from ..registry import aten_key, register
+from .reduce import rms_norm_eps
 
 OP = torch.ops.vulkan_delegate.linear_q.default
 aten = torch.ops.aten
@@ -69,11 +71,50 @@ def lower_linear_q(ctx, node: Node) -> None:
     sc = ctx.g.constant(s.float())
     push = [rows, n_out, k, int(group), int(k // group), int(bias is not None), 0, bits]
     if gemv:
+        norm = folded_rms_norm(ctx, x_arg, k)
+        if norm is not None:
+            x = norm.x
+            push[6] = NORM_GAIN if norm.gain is not None else NORM_PLAIN
         ctx.dispatch("linear_q_gemv", [x, w, sc, bias if bias is not None else sc,
-                                       other if other is not None else sc, y], [*push, epilogue],
+                                       other if other is not None else sc,
+                                       norm.gain if norm is not None and norm.gain is not None else sc, y],
+                     [*push, epilogue, float(norm.eps) if norm is not None else 0.0],
                      (-(-n_out // 8) * 128, rows))
         return
     ctx.dispatch("linear_q", [x, w, sc, bias if bias is not None else sc, y], push, (n_out, rows))
+
+
+#: linear_q_gemv's folded RMS norm (push word 6): none, without a gain, with a gain
+NORM_NONE, NORM_PLAIN, NORM_GAIN = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class FoldedNorm:
+    """An RMS norm a `linear_q_gemv` computes itself from the norm's input: x, its gain (None: no
+    weight) and eps."""
+
+    x: Tensor
+    gain: Tensor | None
+    eps: float
+
+
+def folded_rms_norm(ctx, x_arg, k: int) -> FoldedNorm | None:
+    """The RMS norm over the last dim (K wide) that produced the activations, folded into the GEMV:
+    `linear_q_gemv` stages the whole row anyway, so it sums its squares there and scales the dot product by
+    1 / rms (the decode step's norm_row, 34 us per 4096-wide row on the H100, was a third of the GEMVs'
+    time). The norm's own dispatch is pruned once no other op reads its output."""
+    if not isinstance(x_arg, Node) or x_arg.op != "call_function" or aten_key(x_arg.target) != aten.rms_norm.default:
+        return None
+    if not isinstance(ctx.values.get(x_arg), Tensor) or list(x_arg.args[1]) != [k]:
+        return None
+    src = ctx.values.get(x_arg.args[0])
+    if not isinstance(src, Tensor) or src.dtype != ctx.g.compute_dtype or shape_of(x_arg.args[0]) != shape_of(x_arg):
+        return None
+    w_arg = x_arg.args[2] if len(x_arg.args) > 2 else None
+    gain = ctx.inp(w_arg) if w_arg is not None else None
+    if gain is not None and (gain.dtype != ctx.g.compute_dtype or numel(gain.shape) != k):
+        return None
+    return FoldedNorm(src, gain, rms_norm_eps(x_arg))
 
 
 #: linear_q_gemv's epilogues (push word 8): none, + other (a residual add), * other (SwiGLU's product), silu

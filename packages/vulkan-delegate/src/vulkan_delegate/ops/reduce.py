@@ -152,6 +152,12 @@ def lower_layer_norm(ctx, node: Node) -> None:
     norm(ctx, x, w, b, y, rows, cols, node.args[4], node.args[2] is not None, node.args[3] is not None, False)
 
 
+def rms_norm_eps(node: Node) -> float:
+    """An aten.rms_norm node's eps (None: float32's machine epsilon)."""
+    eps = node.args[3] if len(node.args) > 3 and node.args[3] is not None else torch.finfo(torch.float32).eps
+    return float(eps)
+
+
 @register("rms_norm", [aten.rms_norm.default], ["norm", "norm_row"], support=float_tensors,
           preserve=[aten.rms_norm.default])
 def lower_rms_norm(ctx, node: Node) -> None:
@@ -159,7 +165,6 @@ def lower_rms_norm(ctx, node: Node) -> None:
     shape = list(node.args[1])
     cols = numel(shape)
     w = ctx.inp(node.args[2]) if len(node.args) > 2 and node.args[2] is not None else x
-    eps = node.args[3] if len(node.args) > 3 and node.args[3] is not None else torch.finfo(torch.float32).eps
     y = ctx.out(node)
     rows = numel(x.shape[:len(x.shape) - len(shape)])
-    norm(ctx, x, w, w, y, rows, cols, eps, len(node.args) > 2 and node.args[2] is not None, False, True)
+    norm(ctx, x, w, w, y, rows, cols, rms_norm_eps(node), len(node.args) > 2 and node.args[2] is not None, False, True)
