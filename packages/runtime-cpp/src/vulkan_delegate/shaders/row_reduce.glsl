@@ -3,8 +3,11 @@
 // subgroup with subgroupAdd/subgroupMax and the subgroups' partials through shared memory, for any
 // subgroup size that divides ROW_LANES (NVIDIA 32, lavapipe 8); the plain ones (the runtime's choice on a
 // device without subgroup arithmetic in compute shaders, or under VKDG_SUBGROUP=0) a shared-memory tree.
-// Every invocation of the workgroup must call them (they hold barriers) and gets the result.
+// Every invocation of the workgroup must call them (they hold barriers) and gets the result. A shader may
+// define ROW_LANES (a power of two) before including this, with its local size to match (norm_row_wide).
+#ifndef ROW_LANES
 #define ROW_LANES 64
+#endif
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

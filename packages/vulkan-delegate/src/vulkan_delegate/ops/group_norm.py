@@ -8,7 +8,7 @@ import torch
 from torch.fx import Node
 
 from ..registry import float_tensors, register
-from .reduce import ROW_LANES, workgroup_per_row
+from .reduce import norm_row, workgroup_per_row
 
 aten = torch.ops.aten
 
@@ -21,7 +21,8 @@ def _group_norm_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
-@register("group_norm", [aten.native_group_norm.default], ["group_norm", "norm_row"], support=_group_norm_support)
+@register("group_norm", [aten.native_group_norm.default], ["group_norm", "norm_row", "norm_row_wide"],
+          support=_group_norm_support)
 def lower_group_norm(ctx, node: Node) -> None:
     x_node, w_node, b_node, n, c, hw, groups, eps = node.args
     x = ctx.inp(x_node)
@@ -29,8 +30,8 @@ def lower_group_norm(ctx, node: Node) -> None:
     w = ctx.inp(w_node) if w_node is not None else x
     b = ctx.inp(b_node) if b_node is not None else x
     if workgroup_per_row(c // groups * hw, 1):
-        ctx.dispatch("norm_row", [x, w, b, y], [n * groups, c // groups * hw, float(eps), int(w_node is not None),
-                                                int(b_node is not None), 0, hw, groups], (n * groups * ROW_LANES,))
+        norm_row(ctx, [x, w, b, y], [n * groups, c // groups * hw, float(eps), int(w_node is not None),
+                                     int(b_node is not None), 0, hw, groups], n * groups, c // groups * hw)
     else:
         ctx.dispatch("group_norm", [x, w, b, y], [n * groups, c // groups, hw, float(eps),
                                                   int(w_node is not None), int(b_node is not None), groups],

@@ -36,6 +36,10 @@ ROW_REDUCE_ENV = "VKDG_ROW_REDUCE"
 ROW_LANES = 64
 #: shorter rows keep one invocation each: a workgroup's barriers cost more than the loop they save
 ROW_MIN = 32
+#: norm rows at least this long run `norm_row_wide` (256 lanes): at 64 lanes a single 4096-wide row is
+#: latency-bound (34 us on the H100, 64 loads per lane per pass)
+NORM_WIDE_MIN = 1024
+NORM_WIDE_LANES = 256
 
 
 def workgroup_per_row(red, inner) -> bool:
@@ -131,16 +135,25 @@ def _ln_support(node: Node) -> str | None:
     return float_tensors(node)
 
 
+def norm_row(ctx, tensors: list, push: list, rows, cols) -> None:
+    """A workgroup per norm row (push as norm_row.comp's): 256 lanes for rows of NORM_WIDE_MIN or more
+    (a symbolic length counts as long), 64 below."""
+    if not isinstance(cols, int) or cols >= NORM_WIDE_MIN:
+        ctx.dispatch("norm_row_wide", tensors, push, (rows * NORM_WIDE_LANES,))
+    else:
+        ctx.dispatch("norm_row", tensors, push, (rows * ROW_LANES,))
+
+
 def norm(ctx, x, w, b, y, rows, cols, eps: float, has_w: bool, has_b: bool, rms: bool) -> None:
     """Layer (or RMS) norm of `rows` contiguous rows of `cols`."""
     push = [rows, cols, float(eps), int(has_w), int(has_b), int(rms)]
     if workgroup_per_row(cols, 1):
-        ctx.dispatch("norm_row", [x, w, b, y], [*push, 1, 0], (rows * ROW_LANES,))
+        norm_row(ctx, [x, w, b, y], [*push, 1, 0], rows, cols)
     else:
         ctx.dispatch("norm", [x, w, b, y], push, (rows, 1, 1))
 
 
-@register("layer_norm", [aten.native_layer_norm.default], ["norm", "norm_row"], support=_ln_support)
+@register("layer_norm", [aten.native_layer_norm.default], ["norm", "norm_row", "norm_row_wide"], support=_ln_support)
 def lower_layer_norm(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
     cols = numel(list(node.args[1]))
@@ -158,7 +171,7 @@ def rms_norm_eps(node: Node) -> float:
     return float(eps)
 
 
-@register("rms_norm", [aten.rms_norm.default], ["norm", "norm_row"], support=float_tensors,
+@register("rms_norm", [aten.rms_norm.default], ["norm", "norm_row", "norm_row_wide"], support=float_tensors,
           preserve=[aten.rms_norm.default])
 def lower_rms_norm(ctx, node: Node) -> None:
     x = ctx.inp(node.args[0])
