@@ -10,6 +10,8 @@ mean 0 and var + eps == 1 exactly, so the folded convolution weights keep 4-8 si
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
@@ -19,6 +21,13 @@ CASES = [("resnet18_b1_fp32", "resnet18", 1, False), ("resnet18_b1_fp16", "resne
          ("mobilenet_v2_b8_fp32", "mobilenet_v2", 8, False),
          ("llama_block128_fp32", "llama_block", 1, False), ("llama_block128_fp16", "llama_block", 1, True),
          ("gemm4096_fp32", "gemm", 4096, False), ("gemm4096_fp16", "gemm", 4096, True)]
+
+# norm microcases, only run when SPEED_CASES names them: RMS norm of `batch` rows of 4096 ("rms_norm4096"), the
+# same lowered with the 64-lane norm_row instead of norm_row_wide ("..._lanes64": prepare_speed.py)
+NORM_CASES = [("rmsnorm4096_r1_fp32", "rms_norm4096", 1, False),
+              ("rmsnorm4096_r1_lanes64_fp32", "rms_norm4096_lanes64", 1, False),
+              ("rmsnorm4096_r128_fp32", "rms_norm4096", 128, False),
+              ("rmsnorm4096_r128_lanes64_fp32", "rms_norm4096_lanes64", 128, False)]
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
 # (the tensor-core ones exist nowhere else): "mm" x[:M, :K] @ x[M:] of one [M + K, N] input (B row-major;
@@ -40,6 +49,13 @@ CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16
           ("check_conv3_64x64x56_fp32", "conv3", 64, 64, 56, False)]  # fp32: the 64x64 tile
 
 
+# SPEED_CASES="stem,stem,..." (staging and device alike): run only these cases and checks
+_ONLY = [s for s in os.environ.get("SPEED_CASES", "").split(",") if s]
+if _ONLY:
+    CASES = [c for c in CASES + NORM_CASES if c[0] in _ONLY]
+    CHECKS = [c for c in CHECKS if c[0] in _ONLY]
+
+
 class Square(nn.Module):
     """y = x @ x: one M=N=K GEMM with both operands row-major, the input its only data."""
 
@@ -56,6 +72,11 @@ def build(name: str, batch: int) -> tuple[nn.Module, torch.Tensor]:
     """(model in eval mode, seeded input) for one case."""
     if name == "gemm":
         return Square().eval(), gemm_input(batch)
+    if name.startswith("rms_norm4096"):
+        model = nn.RMSNorm(4096, eps=1e-5)
+        with torch.no_grad():
+            model.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(0))
+        return model.eval(), torch.randn(1, batch, 4096, generator=torch.Generator().manual_seed(batch))
     import example_models
 
     # images at 224 px; the Llama block (issue 19's fp16 goal) at 128 tokens
