@@ -92,7 +92,7 @@ def test_packed_conv_lowering(monkeypatch):
     assert pack.push == [1 * 13 * 12 * 16, 13, 11, 10, 16, 13, 12, 1, 1, 1, 1]
     assert gemm.bindings[0] is pack.bindings[1] and list(gemm.bindings[1].shape) == [13, 3, 3, 16]
     assert gemm.push[1:4] == [16, 13, 12] and gemm.push[11:13] == [0, 0]
-    assert gemm.push[20:22] == [2, 2] and splitk.shader == "conv2d_splitk_f16"  # 2 splits, packed and folded
+    assert gemm.push[20:22] == [2, 1] and splitk.shader == "conv2d_splitk_f16"  # 2 splits, packed (batch 1)
     assert _dispatches(model, x, fp16=False)[0].shader.startswith("conv2d_gemm_f32")
     for pointwise in (nn.Conv2d(16, 8, 1), nn.Conv2d(16, 8, 1, stride=2)):
         assert "conv2d_pack_f16" not in [d.shader for d in _dispatches(pointwise.eval(), r(1, 16, 5, 5))]
@@ -114,6 +114,7 @@ def test_packed_conv_lowering(monkeypatch):
     monkeypatch.setattr(conv, "PACK_1X1_MIN_TILES", 1)  # (32 64x64 tiles)
     pack, gemm = _dispatches(nn.Conv2d(64, 32, 1, stride=2).eval(), r(32, 64, 9, 9))[1:3]
     assert pack.push == [32 * 5 * 5 * 64, 64, 9, 9, 64, 5, 5, 0, 0, 2, 2]
-    assert gemm.push[1:4] == [64, 5, 5] and gemm.push[9:13] == [1, 1, 0, 0] and gemm.threads[:2] == (32 * 25, 32)
+    assert gemm.push[1:4] == [64, 5, 5] and gemm.push[9:13] == [1, 1, 0, 0] and gemm.threads == (32 * 25, 32, 1)
+    assert gemm.push[21] == 2  # packed, the batch folded into the columns
     monkeypatch.setenv(CONV_PACK_ENV, "0")
     assert "conv2d_pack_f16" not in [d.shader for d in _dispatches(model, x)]

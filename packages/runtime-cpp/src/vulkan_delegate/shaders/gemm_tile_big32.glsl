@@ -3,9 +3,11 @@
 // v = sum_k A[m, k] B[k, n] over k_begin <= k < k_end, fp32 multiply-adds.
 //
 // 256 invocations (tx = lid % 16, ty = lid / 16), each an 8x8 register block: rows 4 ty + {0..3} and
-// 64 + 4 ty + {0..3}, columns 4 tx + {0..3} and 64 + 4 tx + {0..3}, held as 16 vec4 accumulators with only
-// constant indices (every loop over them [[unroll]]ed, so they stay in registers: a dynamically indexed
-// accumulator array goes to local memory, which is what made an earlier 8x8 tile 16x slower on the H100).
+// 64 + 4 ty + {0..3}, columns 4 tx + {0..3} and 64 + 4 tx + {0..3}, held as 16 named vec4 accumulators
+// c<row><half> and read by constant swizzles: no array and no dynamic component index anywhere in the K
+// loop. (A first form with a [[unroll]]ed vec4 acc[16] and a0[r] ran 2.0 TFLOP/s on the H100, as an
+// earlier float acc[8][8] tile did: an accumulator array the driver keeps in local memory is the suspect.
+// This form is not yet timed on the H100.)
 // K advances 8 at a time through two shared buffers, [k][m] and [k][n] as vec4 rows, read as vec4
 // (4 rows / 4 columns per load): while one slice is multiplied, each invocation holds its share of the next
 // (4 values of A, 4 of B) in registers and stores it into the other buffer before the one barrier per step.
@@ -43,7 +45,10 @@ vec4 big32_load_b(uint lid, uint n0, uint k0, uint k_end, uint N, bool kmajor) {
 
 void big32_store_a(uint lid, uint buf, vec4 v) {  // 4 k of row m: one component in 4 [k] rows
   uint m = lid / 2u, k = 4u * (lid % 2u), at = (buf * BK32 + k) * 32u + m / 4u, c = m % 4u;
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) As32[at + 32u * i][c] = v[i];
+  As32[at][c] = v.x;
+  As32[at + 32u][c] = v.y;
+  As32[at + 64u][c] = v.z;
+  As32[at + 96u][c] = v.w;
 }
 
 void big32_store_b(uint lid, uint buf, vec4 v, bool kmajor) {
@@ -52,14 +57,36 @@ void big32_store_b(uint lid, uint buf, vec4 v, bool kmajor) {
     return;
   }
   uint n = lid / 2u, k = 4u * (lid % 2u), at = (buf * BK32 + k) * 32u + n / 4u, c = n % 4u;
-  [[unroll]] for (uint i = 0u; i < 4u; ++i) Bs32[at + 32u * i][c] = v[i];
+  Bs32[at][c] = v.x;
+  Bs32[at + 32u][c] = v.y;
+  Bs32[at + 64u][c] = v.z;
+  Bs32[at + 96u][c] = v.w;
 }
+
+// row m of the block (4 + 4 columns: 4 tx + {0..3} and 64 + 4 tx + {0..3}) through the includer's emit()
+void big32_emit_row(uint m, uint n, vec4 lo, vec4 hi, uint M, uint N) {
+  if (m >= M) return;
+  if (n < N) emit(m, n, lo.x);
+  if (n + 1u < N) emit(m, n + 1u, lo.y);
+  if (n + 2u < N) emit(m, n + 2u, lo.z);
+  if (n + 3u < N) emit(m, n + 3u, lo.w);
+  if (n + 64u < N) emit(m, n + 64u, hi.x);
+  if (n + 65u < N) emit(m, n + 65u, hi.y);
+  if (n + 66u < N) emit(m, n + 66u, hi.z);
+  if (n + 67u < N) emit(m, n + 67u, hi.w);
+}
+
+// the 2 accumulators of block row r += a (one component of an A vec4) times the two B vec4s
+#define BIG32_FMA(r, a) c##r##0 = fma(vec4(a), b0, c##r##0); c##r##1 = fma(vec4(a), b1, c##r##1);
 
 void gemm_big(uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N) {
   uint lid = gl_LocalInvocationIndex, tx = lid % 16u, ty = lid / 16u;
   bool kmajor = B_KVEC4 && !B_NVEC4;
-  vec4 acc[16];  // acc[2 r + h]: row (r < 4 ? 4 ty + r : 64 + 4 ty + r - 4), columns 64 h + 4 tx + {0..3}
-  [[unroll]] for (uint i = 0u; i < 16u; ++i) acc[i] = vec4(0.0);
+  // c<r><h>: row (r < 4 ? 4 ty + r : 64 + 4 ty + r - 4), columns 64 h + 4 tx + {0..3}
+  vec4 c00 = vec4(0.0), c01 = vec4(0.0), c10 = vec4(0.0), c11 = vec4(0.0);
+  vec4 c20 = vec4(0.0), c21 = vec4(0.0), c30 = vec4(0.0), c31 = vec4(0.0);
+  vec4 c40 = vec4(0.0), c41 = vec4(0.0), c50 = vec4(0.0), c51 = vec4(0.0);
+  vec4 c60 = vec4(0.0), c61 = vec4(0.0), c70 = vec4(0.0), c71 = vec4(0.0);
   vec4 ra = big32_load_a(lid, m0, k_begin, k_end, M), rb = big32_load_b(lid, n0, k_begin, k_end, N, kmajor);
   big32_store_a(lid, 0u, ra);
   big32_store_b(lid, 0u, rb, kmajor);
@@ -74,12 +101,8 @@ void gemm_big(uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N) {
     [[unroll]] for (uint kk = 0u; kk < BK32; ++kk) {
       uint row = (buf * BK32 + kk) * 32u;
       vec4 a0 = As32[row + ty], a1 = As32[row + 16u + ty], b0 = Bs32[row + tx], b1 = Bs32[row + 16u + tx];
-      [[unroll]] for (uint r = 0u; r < 4u; ++r) {
-        acc[2u * r] = fma(vec4(a0[r]), b0, acc[2u * r]);
-        acc[2u * r + 1u] = fma(vec4(a0[r]), b1, acc[2u * r + 1u]);
-        acc[8u + 2u * r] = fma(vec4(a1[r]), b0, acc[8u + 2u * r]);
-        acc[8u + 2u * r + 1u] = fma(vec4(a1[r]), b1, acc[8u + 2u * r + 1u]);
-      }
+      BIG32_FMA(0, a0.x) BIG32_FMA(1, a0.y) BIG32_FMA(2, a0.z) BIG32_FMA(3, a0.w)
+      BIG32_FMA(4, a1.x) BIG32_FMA(5, a1.y) BIG32_FMA(6, a1.z) BIG32_FMA(7, a1.w)
     }
     if (more) {  // the other buffer: every invocation finished reading it before the last barrier
       big32_store_a(lid, buf ^ 1u, ra);
@@ -88,13 +111,13 @@ void gemm_big(uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N) {
     barrier();
     buf ^= 1u;
   }
-  [[unroll]] for (uint r = 0u; r < 8u; ++r) {
-    uint m = m0 + (r < 4u ? 4u * ty + r : 64u + 4u * ty + r - 4u);
-    if (m >= M) continue;
-    [[unroll]] for (uint h = 0u; h < 2u; ++h)
-      [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-        uint n = n0 + 64u * h + 4u * tx + j;
-        if (n < N) emit(m, n, acc[2u * r + h][j]);
-      }
-  }
+  uint m = m0 + 4u * ty, n = n0 + 4u * tx;
+  big32_emit_row(m, n, c00, c01, M, N);
+  big32_emit_row(m + 1u, n, c10, c11, M, N);
+  big32_emit_row(m + 2u, n, c20, c21, M, N);
+  big32_emit_row(m + 3u, n, c30, c31, M, N);
+  big32_emit_row(m + 64u, n, c40, c41, M, N);
+  big32_emit_row(m + 65u, n, c50, c51, M, N);
+  big32_emit_row(m + 66u, n, c60, c61, M, N);
+  big32_emit_row(m + 67u, n, c70, c71, M, N);
 }

@@ -139,8 +139,9 @@ def lower_conv(ctx, node: Node) -> None:
             share = -(-(c * kh * kw) // splits)
             share = -(-share // 32) * 32
             splits = -(-(c * kh * kw) // share)
-        # packed: push word 21 = 2, the batch folded into the GEMM's columns (conv2d_gemm.comp)
-        columns, images, layout = (n * oh * ow, 1, 2) if packed else (oh * ow, n, 0)
+        # packed: push word 21 = 2, the batch folded into the GEMM's columns (conv2d_gemm.comp); at batch 1
+        # 1 (one image per z: no division in the kernel's address math)
+        columns, images, layout = (n * oh * ow, 1, 2 if n > 1 else 1) if packed else (oh * ow, n, 0)
         if splits == 1:
             ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y],
                          [*push, has_res, 1, layout], (columns, oc, images), variant)
@@ -176,10 +177,12 @@ TARGET_TILES, MIN_K_SHARE = 256, 128
 SMALL_BELOW, SMALL_MAX_K = 32, 1024
 #: an fp16 GEMM (matmul, conv2d_gemm) whose output gives at least BIG_FROM 128x128 tiles (two per SM of a
 #: 132-SM H100) runs on the 128x128 tile (`f16big`: 8 tensor-core subgroups where the device has
-#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed. An fp32
-#: matmul of as many blocks runs `f32big` (an 8x8 register block per invocation); fp32 convolutions keep the
-#: 64x64 tile.
+#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed. fp32 keeps
+#: the 64x64 tile: matmul's `f32big` (an 8x8 register block per invocation) ran 2.0 TFLOP/s on the H100
+#: against the 64x64 tile's 22.6 (GEMM 4096^3), so it runs only under F32_BIG_ENV.
 BIG_FROM = 264
+#: "1" at lowering: fp32 matmuls of BIG_FROM blocks take `f32big` (for timing it; correct, but slow on the H100)
+F32_BIG_ENV = "VKDG_F32_BIG"
 
 
 def gemm_variant(sfx: str, m, n, batch, k, big: bool = False) -> str:
@@ -188,7 +191,8 @@ def gemm_variant(sfx: str, m, n, batch, k, big: bool = False) -> str:
     matmul's f16big / f32big, conv2d_gemm's f16big) its `big` twin; symbolic shapes keep the 64x64 tile."""
     if not all(isinstance(v, int) for v in (m, n, batch, k)):
         return sfx
-    if big and sfx in ("f16", "f32") and -(-m // 128) * -(-n // 128) * batch >= BIG_FROM:
+    if big and (sfx == "f16" or sfx == "f32" and os.environ.get(F32_BIG_ENV) == "1") and \
+            -(-m // 128) * -(-n // 128) * batch >= BIG_FROM:
         return f"{sfx}big"
     tiles = -(-m // 64) * -(-n // 64) * batch
     return f"{sfx}small" if tiles < SMALL_BELOW and k <= SMALL_MAX_K else sfx
