@@ -1,6 +1,8 @@
 """Stage the kernel-speed GPU run (issue 19) for the lent device machine.
 
-    uv run python bench/vulkan_gpu/prepare_speed.py [OUT]     # OUT default: out/vulkan-speed (git-ignored)
+    uv run python bench/vulkan_gpu/prepare_speed.py [OUT [STEM ...]]   # OUT default: out/vulkan-speed (git-ignored)
+
+STEMs: stage only those CASES and CHECKS (a prefix matches: `check_` = every check); default all.
 
 OUT gets run_speed.sh and bundle.tar.xz: the .pte files of speed_models.CASES (SPEED_CASES="a,b" picks
 cases of CASES and NORM_CASES by stem; set it on the device too) and of the GEMM kernel
@@ -34,9 +36,10 @@ import speed_models  # noqa: E402
 from staging import stage_runtime  # noqa: E402
 
 
-def stage(work: Path) -> None:
+def stage(work: Path, only: list[str]) -> None:
     meta = []
-    for stem, name, batch, fp16 in speed_models.CASES:
+    picked = lambda stem: not only or any(stem.startswith(o) for o in only)  # noqa: E731
+    for stem, name, batch, fp16 in filter(lambda c: picked(c[0]), speed_models.CASES):
         model, x = speed_models.build(name, batch)
         ep = torch.export.export(model, (x,))
         wide_min = reduce_ops.NORM_WIDE_MIN
@@ -50,11 +53,12 @@ def stage(work: Path) -> None:
         if name != "gemm":
             with torch.no_grad():
                 ref = model(x)
-            x.contiguous().numpy().tofile(work / f"{stem}.in.f32")
+            if name not in speed_models.ZOO_CASES:  # (those read the runner's pattern)
+                x.contiguous().numpy().tofile(work / f"{stem}.in.f32")
             ref.contiguous().numpy().tofile(work / f"{stem}.ref.f32")
         meta.append({"stem": stem, "model": name, "batch": batch, "fp16": fp16, "shape": list(x.shape)})
         print(stem, (work / f"{stem}.pte").stat().st_size, flush=True)
-    for stem, kind, m, k, n, fp16 in speed_models.CHECKS:  # reference and input made on the device
+    for stem, kind, m, k, n, fp16 in filter(lambda c: picked(c[0]), speed_models.CHECKS):  # ref. and input on the device
         model, x = speed_models.build_check(kind, m, k, n)
         ep = torch.export.export(model, (x,))
         edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner({"force_fp16": fp16})])
@@ -64,21 +68,21 @@ def stage(work: Path) -> None:
     (work / "cases.json").write_text(json.dumps(meta))
     stage_runtime(work)
     shutil.copy(example_models.__file__, work / "example_models.py")
-    for f in ("speed_cuda.py", "speed_models.py", "cuda_timing.py"):
+    for f in ("speed_cuda.py", "speed_models.py", "cuda_timing.py", "zoo_models.py"):
         shutil.copy(HERE / f, work)
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for f in ("run_speed.sh", "device_env.sh"):
         shutil.copy(HERE / f, out)
     bundle = out / "bundle.tar.xz"  # gzip inside: xz took longer than the lowering on a shared 2-core host,
     with tempfile.TemporaryDirectory() as tmp:  # and the device's tarfile reads either
-        stage(Path(tmp))
+        stage(Path(tmp), only)
         with tarfile.open(bundle, "w:gz", compresslevel=1) as tar:
             tar.add(tmp, arcname=".")
     print(bundle, bundle.stat().st_size)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "out/vulkan-speed").resolve())
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "out/vulkan-speed").resolve(), sys.argv[2:])

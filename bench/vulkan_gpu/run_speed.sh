@@ -2,7 +2,8 @@
 # On the device machine, from the repository root, with the staged folder carried (prepare_speed.py):
 #   bash out/vulkan-speed/run_speed.sh
 # Unpacks bundle.tar.xz into /tmp/vkspeed; writes to $OUT: speed.jsonl (ours per case, then the CUDA
-# baselines), profile.csv (our per-dispatch GPU times per case), env.txt (date, GPU, driver), stderr.log.
+# baselines), profile.csv (our per-dispatch GPU times per case), env.txt (date, GPU, driver), stderr.log,
+# coopmat.txt (the device's cooperative-matrix shapes).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/vkspeed B=bundle.tar.xz
@@ -13,10 +14,13 @@ D=/tmp/vkspeed B=bundle.tar.xz
 LOG=$O/speed.jsonl ERR=$O/stderr.log PROF=$O/profile.csv
 : > "$LOG"; echo "case,dispatch,shader,name,calls,mean_us" > "$PROF"
 (cd "$D" && python3 speed_cuda.py gemm-ref "$D" 2>>"$ERR")
+# the device's cooperative-matrix shapes and whether it has VK_NV_cooperative_matrix2 (device.cpp)
+VKDG_LOG_COOPMAT=1 "$D/vkdg_runner" "$D/gemm4096_fp16.pte" 4096 4096 --runs 1 --lib "$D/libvulkan_delegate_runtime.so" \
+  >/dev/null 2>"$O/coopmat.txt"
 for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open('$D/cases.json'))))"); do
   dims=$(python3 -c "import json; print(*next(c['shape'] for c in json.load(open('$D/cases.json')) if c['stem'] == '$stem'))")
   inp=(); [ -f "$D/$stem.in.f32" ] && inp=(--input "$D/$stem.in.f32")
-  runs=200; case $stem in gemm*) runs=20;; check*) runs=5;; esac  # check*: a kernel's numerics (max_rel_err)
+  runs=200; case $stem in gemm*) runs=20;; check*) runs=5;; *_b32_*) runs=40;; esac  # check*: a kernel's numerics (max_rel_err)
   "$D/vkdg_runner" "$D/$stem.pte" $dims --runs $runs --lib "$D/libvulkan_delegate_runtime.so" "${inp[@]}" \
     --ref "$D/$stem.ref.f32" 2>>"$ERR" | sed "s/^{/{\"engine\": \"vkdg\", \"model\": \"$stem\", /" | tee -a "$LOG"
   VKDG_PROFILE=/tmp/prof.csv "$D/vkdg_runner" "$D/$stem.pte" $dims --runs 10 --lib "$D/libvulkan_delegate_runtime.so" \
@@ -32,7 +36,7 @@ print(json.dumps({'engine': 'vkdg kernel', 'model': sys.argv[3], 'kernel_us': us
       --lib "$D/libvulkan_delegate_runtime.so" >/dev/null 2>>"$ERR"
     tail -n +2 /tmp/prof.csv | sed "s/^/$stem VKDG_COOPMAT=0,/" >> "$PROF";;
   esac
-  case $stem in *fp16)  # the same .pte on the generic fp16 tiles (no cooperative matrices): the A/B
+  case $stem in *_b32_*) ;; *fp16)  # the same .pte on the generic fp16 tiles (no cooperative matrices): the A/B
     VKDG_COOPMAT=0 "$D/vkdg_runner" "$D/$stem.pte" $dims --runs $runs --lib "$D/libvulkan_delegate_runtime.so" \
       "${inp[@]}" --ref "$D/$stem.ref.f32" 2>>"$ERR" \
       | sed "s/^{/{\"engine\": \"vkdg VKDG_COOPMAT=0\", \"model\": \"$stem\", /" | tee -a "$LOG";;

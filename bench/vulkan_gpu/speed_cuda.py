@@ -34,9 +34,17 @@ def _gemm_kernel_tflops(n: int, half: bool, runs: int = 50) -> float:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
+def _staged(folder: Path) -> set[str]:
+    """The stems prepare_speed.py staged (all, or those it was given)."""
+    return {c["stem"] for c in json.loads((folder / "cases.json").read_text())}
+
+
 def time_all(folder: Path) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
+    staged = _staged(folder)
     for stem, name, batch, half in speed_models.CASES:
+        if stem not in staged:
+            continue
         model, x = speed_models.build(name, batch)
         ref_file = folder / f"{stem}.ref.f32"
         model = model.cuda()
@@ -60,11 +68,14 @@ def time_all(folder: Path) -> None:
 
 
 def gemm_refs(folder: Path) -> None:
+    staged = _staged(folder)
     for stem, name, batch, _ in speed_models.CASES:
-        if name == "gemm":
+        if name == "gemm" and stem in staged:
             a = speed_models.gemm_input(batch).cuda().double()
             (a @ a).float().cpu().numpy().tofile(folder / f"{stem}.ref.f32")
     for stem, kind, m, k, n, _ in speed_models.CHECKS:  # the kernel checks: the model itself in fp64
+        if stem not in staged:
+            continue
         model, x = speed_models.build_check(kind, m, k, n)
         with torch.no_grad():
             model.cuda().double()(x.cuda().double()).float().cpu().numpy().tofile(folder / f"{stem}.ref.f32")

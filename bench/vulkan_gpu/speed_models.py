@@ -20,7 +20,11 @@ CASES = [("resnet18_b1_fp32", "resnet18", 1, False), ("resnet18_b1_fp16", "resne
          ("mobilenet_v2_b1_fp32", "mobilenet_v2", 1, False), ("mobilenet_v2_b1_fp16", "mobilenet_v2", 1, True),
          ("mobilenet_v2_b8_fp32", "mobilenet_v2", 8, False),
          ("llama_block128_fp32", "llama_block", 1, False), ("llama_block128_fp16", "llama_block", 1, True),
-         ("gemm4096_fp32", "gemm", 4096, False), ("gemm4096_fp16", "gemm", 4096, True)]
+         ("gemm4096_fp32", "gemm", 4096, False), ("gemm4096_fp16", "gemm", 4096, True),
+         # issue 19's throughput goal: zoo_models' ResNet-50 (periodic weights, the runner's pattern input)
+         ("resnet50_b32_fp16", "resnet50", 32, True)]
+#: CASES built by zoo_models.build (no input file travels: the runner's pattern; reference staged)
+ZOO_CASES = ("resnet50",)
 
 # norm microcases, only run when SPEED_CASES names them: RMS norm of `batch` rows of 4096 ("rms_norm4096"), the
 # same lowered with the 64-lane norm_row instead of norm_row_wide ("..._lanes64": prepare_speed.py)
@@ -46,7 +50,11 @@ CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16
           ("check_conv1_64x256x40_fp16", "conv1", 64, 256, 40, True),  # f16bigcoop, 128-bit input loads
           ("check_conv3_64x64x56_fp16", "conv3", 64, 64, 56, True),  # f16bigcoop, im2col element loads
           ("check_conv1_256x64x40_fp16", "conv1", 256, 64, 40, True),
-          ("check_conv3_64x64x56_fp32", "conv3", 64, 64, 56, False)]  # fp32: the 64x64 tile
+          ("check_conv3_64x64x56_fp32", "conv3", 64, 64, 56, False),  # fp32: the 64x64 tile
+          # packed 1x1 convolutions, the batch folded into the columns: stride 2 (the pack samples the
+          # pixels), and 7x7 pointwise with split-K ("conv1s<s>": Conv2d(K, M, 1, stride=s) + bias + ReLU)
+          ("check_conv1s2_128x256x28_fp16", "conv1s2", 128, 256, 28, True),
+          ("check_conv1s1_256x1024x7_fp16", "conv1s1", 256, 1024, 7, True)]
 
 
 # SPEED_CASES="stem,stem,..." (staging and device alike): run only these cases and checks
@@ -77,6 +85,9 @@ def build(name: str, batch: int) -> tuple[nn.Module, torch.Tensor]:
         with torch.no_grad():
             model.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(0))
         return model.eval(), torch.randn(1, batch, 4096, generator=torch.Generator().manual_seed(batch))
+    if name in ZOO_CASES:
+        import zoo_models
+        return zoo_models.build(name, batch)
     import example_models
 
     # images at 224 px; the Llama block (issue 19's fp16 goal) at 128 tokens
@@ -127,8 +138,8 @@ class XXt(nn.Module):
 def build_check(kind: str, m: int, k: int, n: int) -> tuple[nn.Module, torch.Tensor]:
     """(model, the runner's pattern input) for one CHECKS row."""
     if kind.startswith("conv"):
-        ks = int(kind[4:])
-        model = nn.Sequential(nn.Conv2d(k, m, ks, padding=ks // 2), nn.ReLU())
+        ks, stride = (1, int(kind[6:])) if kind.startswith("conv1s") else (int(kind[4:]), 1)
+        model = nn.Sequential(nn.Conv2d(k, m, ks, stride=stride, padding=ks // 2), nn.ReLU())
         g = torch.Generator().manual_seed(m + k + n)
         with torch.no_grad():  # seeded explicitly: the device's torch rebuilds the same weights for the reference
             model[0].weight.copy_(_round4(torch.randn(m, k, ks, ks, generator=g) / (k * ks * ks) ** 0.5))

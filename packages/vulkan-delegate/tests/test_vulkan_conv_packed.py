@@ -59,14 +59,24 @@ PACKED_CASES = {
     "bn_res_split": lambda: (ConvAct(_conv_bn(24), res=True), r(1, 24, 7, 7)),
     "conv1d": lambda: (nn.Conv1d(12, 20, 5, stride=2, padding=2), r(2, 12, 37)),
     "no_bias_split3": lambda: (nn.Conv2d(40, 24, 3, stride=2, bias=False), r(1, 40, 9, 9)),
+    # the batch folded into the GEMM's columns (30 pixels an image: images meet inside a 128 block), split
+    # over K: the partials of each image go to its own slice
+    "batch3_res_split": lambda: (ConvAct(nn.Conv2d(16, 16, 3, padding=1), res=True), r(3, 16, 5, 6)),
+    # batched 1x1 convolutions (packed from PACK_1X1_MIN_TILES tiles, forced here): strided (the pack
+    # samples every 2nd pixel), strided and padded, pointwise folded with the residual and 4 K splits
+    "1x1_stride2": lambda: (ConvAct(nn.Conv2d(64, 72, 1, stride=2)), r(2, 64, 15, 13)),
+    "1x1_pad1_stride2": lambda: (nn.Conv2d(64, 24, 1, stride=2, padding=1, bias=False), r(3, 64, 9, 10)),
+    "1x1_res_split4": lambda: (ConvAct(nn.Conv2d(256, 256, 1), res=True), r(3, 256, 7, 7)),
 }
-DEFAULT = ("c13_res_split", "stem7x7_stride2", "c5_oc65_stride2")
+DEFAULT = ("c13_res_split", "stem7x7_stride2", "c5_oc65_stride2", "batch3_res_split", "1x1_stride2",
+           "1x1_res_split4")
 
 
 @pytest.mark.parametrize("case", [c if c in DEFAULT else pytest.param(c, marks=pytest.mark.slow)
                                   for c in PACKED_CASES])
 def test_packed_conv_matches_eager(case, vk_check, monkeypatch):
     monkeypatch.setattr(conv, "BIG_FROM", 1)  # pack the narrow (C < 8) inputs too
+    monkeypatch.setattr(conv, "PACK_1X1_MIN_TILES", 1)  # and small batched 1x1 convolutions
     model, x = PACKED_CASES[case]()
     model.eval()
     shaders = [d.shader for d in _dispatches(model, x)]
@@ -79,10 +89,10 @@ def test_packed_conv_lowering(monkeypatch):
     output gives few blocks; fp32, pointwise stride-1 convs and VKDG_CONV_PACK=0 keep the NCHW GEMM."""
     model, x = PACKED_CASES["c13_res_split"]()
     pack, gemm, splitk = _dispatches(model.eval(), x)[1:4]
-    assert pack.push == [1 * 13 * 12 * 16, 13, 11, 10, 16, 13, 12, 1, 1]
+    assert pack.push == [1 * 13 * 12 * 16, 13, 11, 10, 16, 13, 12, 1, 1, 1, 1]
     assert gemm.bindings[0] is pack.bindings[1] and list(gemm.bindings[1].shape) == [13, 3, 3, 16]
     assert gemm.push[1:4] == [16, 13, 12] and gemm.push[11:13] == [0, 0]
-    assert gemm.push[20:22] == [2, 1] and splitk.shader == "conv2d_splitk_f16"  # 2 splits, packed
+    assert gemm.push[20:22] == [2, 1] and splitk.shader == "conv2d_splitk_f16"  # 2 splits, packed (batch 1)
     assert _dispatches(model, x, fp16=False)[0].shader.startswith("conv2d_gemm_f32")
     for pointwise in (nn.Conv2d(16, 8, 1), nn.Conv2d(16, 8, 1, stride=2)):
         assert "conv2d_pack_f16" not in [d.shader for d in _dispatches(pointwise.eval(), r(1, 16, 5, 5))]
@@ -92,5 +102,19 @@ def test_packed_conv_lowering(monkeypatch):
     assert not packs_conv("f16", [1, 3, 224, 224, 64, 112, 112], 49)
     assert packs_conv("f16", [32, 3, 224, 224, 64, 112, 112], 49)
     assert packs_conv("f16", [1, 8, 56, 56, 64, 56, 56], 9)
+    # ResNet-50 b32's 1x1 convolutions: strided ones packed; pointwise ones where the output gives under
+    # 264 128x128 blocks (28x28: 512 -> 128) or wastes a block's columns (14x14, 7x7), else NCHW
+    assert packs_conv("f16", [32, 256, 56, 56, 512, 28, 28], 1)  # the layer-2 downsample, stride 2
+    assert packs_conv("f16", [32, 512, 28, 28, 128, 28, 28], 1, pointwise=True)
+    assert packs_conv("f16", [32, 1024, 14, 14, 256, 14, 14], 1, pointwise=True)
+    assert packs_conv("f16", [32, 512, 7, 7, 2048, 7, 7], 1, pointwise=True)
+    assert not packs_conv("f16", [32, 64, 56, 56, 256, 56, 56], 1, pointwise=True)
+    assert not packs_conv("f16", [1, 256, 56, 56, 512, 28, 28], 1)  # batch 1: NCHW
+    # strided 1x1: the pack holds the OH x OW samples, the GEMM is 1x1 stride 1 over the folded batch
+    monkeypatch.setattr(conv, "PACK_1X1_MIN_TILES", 1)  # (32 64x64 tiles)
+    pack, gemm = _dispatches(nn.Conv2d(64, 32, 1, stride=2).eval(), r(32, 64, 9, 9))[1:3]
+    assert pack.push == [32 * 5 * 5 * 64, 64, 9, 9, 64, 5, 5, 0, 0, 2, 2]
+    assert gemm.push[1:4] == [64, 5, 5] and gemm.push[9:13] == [1, 1, 0, 0] and gemm.threads == (32 * 25, 32, 1)
+    assert gemm.push[21] == 2  # packed, the batch folded into the columns
     monkeypatch.setenv(CONV_PACK_ENV, "0")
     assert "conv2d_pack_f16" not in [d.shader for d in _dispatches(model, x)]

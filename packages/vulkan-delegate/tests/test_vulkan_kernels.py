@@ -11,7 +11,7 @@ from executorch.exir import to_edge
 from torch import nn
 
 from vulkan_delegate.lower import lower_program
-from vulkan_delegate.ops.conv import gemm_variant
+from vulkan_delegate.ops.conv import F32_BIG_ENV, gemm_variant
 from vulkan_delegate.payload import serialize
 from vulkan_delegate.profile import profile_program
 from vulkan_delegate.runtime import device_uses_tensor_cores, selected_shader
@@ -232,6 +232,34 @@ def test_big_gemm_tile(case, vk_check):
     vk_check(model, inputs, fp16=True)
 
 
+class TA(nn.Module):
+    """a.T @ b: A a column-major view (m contiguous: element loads of A)."""
+
+    def forward(self, a, b):
+        return a.transpose(-1, -2) @ b
+
+
+# Under VKDG_F32_BIG=1, fp32 outputs of at least 264 128x128 blocks take matmul's `f32big`
+# (gemm_tile_big32.glsl: an 8x8 register block per invocation, vec4 loads where the strides allow; opt-in:
+# 2.0 TFLOP/s on the H100): the cases above plus odd K with batch offsets (rows 37 apart: element loads)
+# and a column-major A
+BIG32_CASES = {**BIG_CASES,
+               "batched_k37": lambda: (MatMul(), (r(66, 130, 37), r(66, 37, 131))),
+               "ta": lambda: (TA(), (r(41, 2100), r(41, 2051)))}
+
+
+@pytest.mark.parametrize("case", ["batched_k37"] + [pytest.param(c, marks=pytest.mark.slow)
+                                                   for c in BIG32_CASES if c != "batched_k37"])
+def test_big_gemm_tile_fp32(case, vk_check, monkeypatch):
+    monkeypatch.setenv(F32_BIG_ENV, "1")
+    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32big"
+    assert gemm_variant("f32", 4096, 4096, 1, 64) == "f32"  # a caller without it (conv2d_gemm)
+    model, inputs = BIG32_CASES[case]()
+    model.eval()
+    assert "matmul_f32big" in [d.shader for d in _lowered_graph(model, inputs).dispatches]
+    vk_check(model, inputs)
+
+
 class ConvRelu(nn.Module):
     def __init__(self, c, oc, k, res=False):
         super().__init__()
@@ -263,7 +291,7 @@ def test_big_tile_is_chosen_by_shape_and_its_twin_by_the_device():
     assert gemm_variant("f16", 128 * 263, 128, 1, 64, big=True) == "f16"
     assert gemm_variant("f16", 128 * 12, 128 * 22, 1, 64) == "f16"  # a caller without the big tile
     assert gemm_variant("f16", 2048, 2048, 3, 64, big=True) == "f16big"  # batch counts
-    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32"  # fp32 keeps the 64x64 tile
+    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32"  # fp32: f32big only under VKDG_F32_BIG=1
     assert selected_shader("matmul_f16big", True) == "matmul_f16bigcoop"
     assert selected_shader("conv2d_gemm_f16big", True) == "conv2d_gemm_f16bigcoop"
     assert selected_shader("matmul_f16big", False) == "matmul_f16big"

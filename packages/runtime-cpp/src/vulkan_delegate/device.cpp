@@ -28,6 +28,14 @@ bool has_coopmat_f16_16(VkInstance instance, VkPhysicalDevice physical) {
     s.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
   }
   if (query(physical, &count, shapes.data()) != VK_SUCCESS) return false;
+  if (std::getenv("VKDG_LOG_COOPMAT")) {  // what the device offers (bench: which bigger shapes to try)
+    ET_LOG(Info, "VkComputeBackend: VK_NV_cooperative_matrix2 %d; %u cooperative-matrix shapes (M N K A B C R scope, "
+                 "component types as VkComponentTypeKHR):",
+           int(vkc::device_has_extension(physical, "VK_NV_cooperative_matrix2")), count);
+    for (const auto& s : shapes)
+      ET_LOG(Info, "  %u %u %u %d %d %d %d %d", s.MSize, s.NSize, s.KSize, int(s.AType), int(s.BType), int(s.CType),
+             int(s.ResultType), int(s.scope));
+  }
   for (uint32_t i = 0; i < count; ++i) {
     const auto& s = shapes[i];
     if (s.MSize == 16 && s.NSize == 16 && s.KSize == 16 && s.scope == VK_SCOPE_SUBGROUP_KHR &&

@@ -19,11 +19,12 @@ INT_VARIANTS = ("f32", "f16", "i32")  # families that also compute on int32/bool
 COPY_VARIANTS = ("f32", "f16", "i32")  # the copy shader casts between every pair
 MAX_RANK = 6
 # Variants of a shader template beyond its families' (not per family: sdpa and mm share `matmul`):
-# `small` / `big` (fp16), the 16x16 / 128x128 GEMM tiles a lowering picks by shape (ops/conv.py gemm_variant);
+# `small` / `big` (fp16; matmul's `f32big` too), the 16x16 / 128x128 GEMM tiles a lowering picks by shape
+# (ops/conv.py gemm_variant);
 # `f16coop` / `f16bigcoop`, the tensor-core twins of `f16` / `f16big`, which no payload names: the runtime
 # swaps them in at load where the device has VK_KHR_cooperative_matrix (runtime-cpp's
 # vulkan_delegate/shader_select.cpp).
-SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop", "f16big", "f16bigcoop"),
+SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop", "f16big", "f16bigcoop", "f32big"),
                    "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop"),
                    "rope": ("f32", "f16")}  # the rotary chain's add (ops/rope.py, via the binary family)
 # Twins no payload names, which the runtime swaps in at load (runtime-cpp's vulkan_delegate/variant_select.cpp):

@@ -10,13 +10,17 @@
 // never stored); a 1x1 stride-1 unpadded convolution reads X directly. Epilogue: bias, the residual
 // (y = conv + bias + res, as a following add the lowering folded), then clamp.
 // push = N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, groups (1), has_bias, lo, hi, has_res,
-// splits, packed. Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small`
+// splits, packed (0: NCHW, 1: packed, one image per z, 2: packed and folded, below). Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small`
 // variants: 1; `f16big` 8x8, 128x128 per workgroup: gemm_tile_big.glsl, or f16bigcoop on tensor cores
 // gemm_tile_big_coop.glsl, with 128-bit loads of the weight rows and of a pointwise conv's input).
 // packed (1): X is conv2d_pack.comp's channel-last copy of the input, [N][H][W][C] with the zero padding
 // inside it (the push's H, W, C are the packed sizes, PH = PW = 0, C a multiple of 8) and the weight rows
 // are ordered (kh, kw, c) to match, so 8 consecutive k from a multiple of 8 are 8 channels of one tap:
-// one 128-bit load in f16bigcoop, no bounds checks, and no (c, kh, kw) split of k per element.
+// one 128-bit load in f16bigcoop, no bounds checks, and no (c, kh, kw) split of k per element. A packed
+// convolution also folds the batch into the GEMM's columns (packed = 2): p runs over N*OH*OW (image
+// p / (OH*OW)), so the small late layers (7x7 = 49 pixels) fill 128-wide blocks; threads (N*OH*OW, OC, splits).
+// A strided 1x1 convolution is packed with the stride inside (conv2d_pack.comp samples every SH-th row,
+// SW-th column): it arrives here as a 1x1 stride-1 packed convolution over the OH x OW samples.
 // Split-K (splits > 1, where the output alone gives too few 64x64 tiles to fill the GPU): workgroup
 // z = n * splits + s sums its share of K and writes the raw partial to Y[s][n][oc][p] (Y is then the
 // [splits, N, OC, OH*OW] scratch); conv2d_splitk.comp adds the partials and applies the epilogue.
@@ -29,17 +33,25 @@ layout(std430, binding = 3) readonly buffer Res { T res[]; };
 layout(std430, binding = 4) writeonly buffer Y { T y[]; };
 
 uint xbase, K, Kend, OHW;  // K: the weight row length; loads return 0 from Kend on (this split's end)
+uint NP;  // the GEMM's columns: OHW, or N*OHW when packed (batch folded in)
 
 #define PACKED (PU(21) != 0u)
+#define FOLDED (PU(21) == 2u)  // packed, the batch folded into the columns (a payload before the fold gives 1)
 
-// packed: the element offset (in the image) of B[k, p], k = (kh * KW + kw) * C + c
+// packed: the element offset of B[k, p], k = (kh * KW + kw) * C + c, p = image * OH*OW + pixel
 uint packed_offset(uint k, uint p) {
-  uint C = PU(1), t = k / C, kw = t % PU(8), OW = PU(6), oh = p / OW, ow = p % OW;
-  return ((oh * PU(9) + (t / PU(8)) * PU(13)) * PU(3) + ow * PU(10) + kw * PU(14)) * C + k % C;
+  uint q = p, rows = 0u;  // q: the pixel in its image; rows: the image's first packed row
+  if (FOLDED) {  // (a uniform branch: unfolded, batch 1, keeps its address math without the division, which
+    uint img = p / OHW;  // cost ResNet-18 b1 fp16's packed convs ~30 % on the H100)
+    q = p - img * OHW;
+    rows = img * PU(2);
+  }
+  uint C = PU(1), t = k / C, kw = t % PU(8), OW = PU(6), oh = q / OW, ow = q % OW;
+  return ((rows + oh * PU(9) + (t / PU(8)) * PU(13)) * PU(3) + ow * PU(10) + kw * PU(14)) * C + k % C;
 }
 
 T load_x(uint k, uint p) {
-  if (k >= Kend || p >= OHW) return T(0);
+  if (k >= Kend || p >= NP) return T(0);
   if (PACKED) return x[xbase + packed_offset(k, p)];
   uint H = PU(2), Wd = PU(3), KH = PU(7), KW = PU(8), OW = PU(6);
   if (KH * KW == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
@@ -56,13 +68,18 @@ T load_x(uint k, uint p) {
 // slower than this fp16 tile (the implicit-im2col loads bound it, not the multiply-adds); add the variant
 // back to the list above once gemm_tile_coop.glsl loads faster.
 #ifdef BIG_TILE
-uint img, part_base;  // part_base: split-K's (s * N + n) * OC, where this workgroup's raw partial goes
+uint img, part_base;  // part_base: split-K's s * N; image im's raw [OC][OH*OW] partial goes to part s * N + im
 void emit(uint oc, uint p, float v) {
+  uint im = img;
+  if (FOLDED) {  // img is 0
+    im += p / OHW;
+    p %= OHW;
+  }
   if (PU(20) > 1u) {
-    y[(part_base + oc) * OHW + p] = T(v);
+    y[((part_base + im) * PU(4) + oc) * OHW + p] = T(v);
     return;
   }
-  uint o = (img * PU(4) + oc) * OHW + p;
+  uint o = (im * PU(4) + oc) * OHW + p;
   float r = v + (PU(16) != 0u ? float(bias[oc]) : 0.0) + (PU(19) != 0u ? float(res[o]) : 0.0);
   y[o] = T(clamp(r, PF(17), PF(18)));
 }
@@ -95,16 +112,18 @@ void main() {
   uint share = ((K + splits - 1u) / splits + 31u) / 32u * 32u, k_begin = min(K, s * share);
   Kend = min(K, k_begin + share);
   OHW = PU(5) * PU(6);
+  NP = FOLDED ? PU(0) * OHW : OHW;  // folded: z = s alone (n = 0), the images in the columns
   xbase = n * C * PU(2) * PU(3);
   img = n;
-  part_base = (s * PU(0) + n) * OC;
-  gemm_big(gl_WorkGroupID.y * BIG, gl_WorkGroupID.x * BIG, k_begin, Kend, OC, OHW);
+  part_base = s * PU(0);
+  gemm_big(gl_WorkGroupID.y * BIG, gl_WorkGroupID.x * BIG, k_begin, Kend, OC, NP);
 #else
   uint share = (K + splits - 1u) / splits;
   share = (share + TK - 1u) / TK * TK;  // whole K steps per split
   uint k_begin = s * share;
   Kend = min(K, k_begin + share);
   OHW = PU(5) * PU(6);
+  NP = OHW;  // (packed convolutions run f16big only)
   xbase = n * C * PU(2) * PU(3);
   uint m0 = gl_WorkGroupID.y * TILE, p0 = gl_WorkGroupID.x * TILE;
   vec4 acc[4];

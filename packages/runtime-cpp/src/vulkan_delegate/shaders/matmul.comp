@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
-// variants: f32 f16 f16coop f32small f16small f16big f16bigcoop
+// variants: f32 f16 f16coop f32small f16small f16big f16bigcoop f32big
 // tile: 4 4 1
 // tile small: 1 1 1
 // tile big: 8 8 1
@@ -11,7 +11,8 @@
 // them (gemm_tile.glsl), so the runtime launches ceil(N/64) x ceil(M/64) x B workgroups; the `small`
 // variants compute 1 each (16x16 per workgroup), `f16coop` the same 64x64 on tensor cores; `f16big` 8x8
 // each (128x128 per workgroup): on tensor cores as `f16bigcoop` (gemm_tile_big_coop.glsl, reading A and B
-// through second, 128-bit views of the same buffers where the strides allow), else gemm_tile_big.glsl.
+// through second, 128-bit views of the same buffers where the strides allow), else gemm_tile_big.glsl;
+// `f32big` 8x8 each in fp32 (gemm_tile_big32.glsl, vec4 views of A and B where the strides allow).
 #include "common.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -39,6 +40,16 @@ layout(std430, binding = 1) readonly buffer B8 { uvec4 b8[]; };
 #define LOAD_A8(m, k) a8[(abase + (m) * PU(6) + (k)) / 8u]
 #define LOAD_B8(k, n) b8[(bbase + (k) * PU(10) + (n) * PU(11)) / 8u]
 #include "gemm_tile_big_coop.glsl"
+#elif !defined(FP16)
+// vec4 loads (4 fp32), as above: rows (or B's columns) a multiple of 4 apart from a multiple of 4
+#define A_VEC4 (PU(7) == 1u && PU(6) % 4u == 0u && abase % 4u == 0u)
+#define B_NVEC4 (PU(11) == 1u && PU(10) % 4u == 0u && bbase % 4u == 0u)
+#define B_KVEC4 (PU(10) == 1u && PU(11) % 4u == 0u && bbase % 4u == 0u)
+layout(std430, binding = 0) readonly buffer A4 { vec4 a4[]; };
+layout(std430, binding = 1) readonly buffer B4 { vec4 b4[]; };
+#define LOAD_A4(m, k) a4[(abase + (m) * PU(6) + (k)) / 4u]
+#define LOAD_B4(k, n) b4[(bbase + (k) * PU(10) + (n) * PU(11)) / 4u]
+#include "gemm_tile_big32.glsl"  // f32big
 #else
 #include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
 #endif

@@ -108,7 +108,8 @@ def lower_conv(ctx, node: Node) -> None:
     push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
             dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
     pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
-    packed = groups == 1 and not transposed and weight_const and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw)
+    packed = (groups == 1 and not transposed and weight_const
+              and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw, pointwise))
     if packed:  # channel-last padded input, weights in (kh, kw, c) order (conv2d_pack.comp)
         x, wt, push = pack_conv_input(ctx, x, w, push)
     else:
@@ -127,21 +128,27 @@ def lower_conv(ctx, node: Node) -> None:
         # faster than the 64x64 tile) and packed ones (im2col loads 128-bit; gathered element by element
         # from NCHW, 3x3 convs ran 1.3x slower on it than on the 64x64 tile)
         c = push[1]  # (packed: CP)
-        variant = "f16big" if packed else gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw, big=pointwise)
+        variant = "f16big" if packed else gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw,
+                                                          big=pointwise and ctx.sfx == "f16")
         tile = 16 if variant.endswith("small") else 128 if variant.endswith("big") else 64
-        splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile,
-                         BIG_MIN_K_SHARE if packed else MIN_K_SHARE)
+        if packed:  # the batch folded into the GEMM's columns (conv2d_gemm.comp)
+            splits = split_k(1, oc, n * push[5] * push[6], c * kh * kw, tile, BIG_MIN_K_SHARE)
+        else:
+            splits = split_k(n if isinstance(n, int) else None, oc, oh * ow, c * kh * kw, tile, MIN_K_SHARE)
         if packed:  # as many parts as K slices of 32 per part need (conv2d_gemm.comp's split of K)
             share = -(-(c * kh * kw) // splits)
             share = -(-share // 32) * 32
             splits = -(-(c * kh * kw) // share)
+        # packed: push word 21 = 2, the batch folded into the GEMM's columns (conv2d_gemm.comp); at batch 1
+        # 1 (one image per z: no division in the kernel's address math)
+        columns, images, layout = (n * oh * ow, 1, 2 if n > 1 else 1) if packed else (oh * ow, n, 0)
         if splits == 1:
             ctx.dispatch("conv2d_gemm", [x, wt, bt, res if res is not None else y, y],
-                         [*push, has_res, 1, int(packed)], (oh * ow, oc, n), variant)
+                         [*push, has_res, 1, layout], (columns, oc, images), variant)
             return
         part = ctx.g.new_tensor([splits, n, oc, oh, ow])
-        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits, int(packed)],
-                     (oh * ow, oc, n * splits), variant)
+        ctx.dispatch("conv2d_gemm", [x, wt, bt, part, part], [*push, 0, splits, layout],
+                     (columns, oc, images * splits), variant)
         total = n * oc * oh * ow
         ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
                      [total, oc, oh * ow, splits, has_bias, float(lo), float(hi), has_res], (total,))
@@ -170,18 +177,22 @@ TARGET_TILES, MIN_K_SHARE = 256, 128
 SMALL_BELOW, SMALL_MAX_K = 32, 1024
 #: an fp16 GEMM (matmul, conv2d_gemm) whose output gives at least BIG_FROM 128x128 tiles (two per SM of a
 #: 132-SM H100) runs on the 128x128 tile (`f16big`: 8 tensor-core subgroups where the device has
-#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed. fp32 keeps the 64x64
-#: tile (a 128x128 one with 8x8 per invocation ran 16x slower on the H100).
+#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed. fp32 keeps
+#: the 64x64 tile: matmul's `f32big` (an 8x8 register block per invocation) ran 2.0 TFLOP/s on the H100
+#: against the 64x64 tile's 22.6 (GEMM 4096^3), so it runs only under F32_BIG_ENV.
 BIG_FROM = 264
+#: "1" at lowering: fp32 matmuls of BIG_FROM blocks take `f32big` (for timing it; correct, but slow on the H100)
+F32_BIG_ENV = "VKDG_F32_BIG"
 
 
 def gemm_variant(sfx: str, m, n, batch, k, big: bool = False) -> str:
     """The matmul / conv2d_gemm variant of an M x N (x batch) output summed over K: `sfx` (the compute
-    dtype's), its `small` twin, or with `big` (the caller's shader has the 128x128 tile) for fp16 its `big`
-    twin; symbolic shapes keep the 64x64 tile."""
+    dtype's), its `small` twin, or with `big` (the caller's shader has the 128x128 tile in that dtype:
+    matmul's f16big / f32big, conv2d_gemm's f16big) its `big` twin; symbolic shapes keep the 64x64 tile."""
     if not all(isinstance(v, int) for v in (m, n, batch, k)):
         return sfx
-    if big and sfx == "f16" and -(-m // 128) * -(-n // 128) * batch >= BIG_FROM:
+    if big and (sfx == "f16" or sfx == "f32" and os.environ.get(F32_BIG_ENV) == "1") and \
+            -(-m // 128) * -(-n // 128) * batch >= BIG_FROM:
         return f"{sfx}big"
     tiles = -(-m // 64) * -(-n // 64) * batch
     return f"{sfx}small" if tiles < SMALL_BELOW and k <= SMALL_MAX_K else sfx
@@ -204,20 +215,39 @@ CONV_PACK_ENV = "VKDG_CONV_PACK"
 BIG_MIN_K_SHARE = 64
 
 
-def packs_conv(sfx: str, sizes: list, taps: int) -> bool:
-    """Whether an ungrouped fp16 convolution with a window of `taps` > 1 (sizes N, C, H, W, OC, OH, OW:
-    static only; 1x1 ones read NCHW directly or, strided, gather few elements) runs packed: its input
+def packs_conv(sfx: str, sizes: list, taps: int, pointwise: bool = False) -> bool:
+    """Whether an ungrouped fp16 convolution (sizes N, C, H, W, OC, OH, OW: static only; 1x1 ones as
+    _packs_1x1 says, `pointwise`: stride 1, no padding) runs packed: its input
     copied channel-last with the padding inside (conv2d_pack.comp), then the 128x128 tile (`f16big`: on
     tensor cores `f16bigcoop`, whose im2col loads are then 128-bit, 8 channels of one tap), split over K
     where the output gives too few blocks. Fewer than 8 channels (a stem, padded to 8) only where the
     output gives BIG_FROM blocks: on the H100, ResNet-18 b1's 7x7 stem took 60 us packed (pack, 3 K
     splits, their sum) against 35 us on the 64x64 tile."""
-    if sfx != "f16" or taps == 1 or not all(isinstance(v, int) for v in sizes):
+    if sfx != "f16" or not all(isinstance(v, int) for v in sizes):
         return False
     if os.environ.get(CONV_PACK_ENV) == "0":
         return False
     n, c, _, _, oc, oh, ow = sizes
+    if taps == 1:
+        return _packs_1x1(n, c, oc, oh * ow, pointwise)
     return c >= 8 or -(-oc // 128) * -(-(oh * ow) // 128) * n >= BIG_FROM
+
+
+#: the 64x64 output tiles from which a batched 1x1 convolution may run packed (_packs_1x1)
+PACK_1X1_MIN_TILES = TARGET_TILES // 2
+
+
+def _packs_1x1(n: int, c: int, oc: int, pixels: int, pointwise: bool) -> bool:
+    """A batched 1x1 convolution (ResNet-50 b32's) of at least 64 channels and PACK_1X1_MIN_TILES 64x64 tiles
+    runs packed where that gains: strided or padded ones (else gathered element by element on the 64x64
+    tile; the pack samples only the pixels read), and pointwise ones whose output gives fewer than
+    BIG_FROM 128x128 blocks or wastes over a fifth of them on the per-image pixel count (7x7 = 49 pixels
+    in a 128-wide block; packed, the batch fills the columns). At batch 1 they keep NCHW, where the pack
+    would be one more launch-bound dispatch."""
+    if n == 1 or c < 64 or -(-oc // 64) * -(-pixels // 64) * n < PACK_1X1_MIN_TILES:
+        return False
+    per_image = -(-pixels // 128) * 128
+    return not pointwise or -(-oc // 128) * (per_image // 128) * n < BIG_FROM or per_image * 4 > pixels * 5
 
 
 def pack_conv_input(ctx, x: Tensor, w: torch.Tensor, push: list) -> tuple[Tensor, Tensor, list]:
@@ -225,14 +255,18 @@ def pack_conv_input(ctx, x: Tensor, w: torch.Tensor, push: list) -> tuple[Tensor
     rounded up to 8, zero rows past C) and conv2d_gemm's push with the packed sizes (C = CP, H, W with the
     padding, no padding left)."""
     n, c, h, wd, ph, pw = push[0], push[1], push[2], push[3], push[11], push[12]
-    cp, hp, wp = -(-c // 8) * 8, h + 2 * ph, wd + 2 * pw
+    cp, hp, wp, sh, sw = -(-c // 8) * 8, h + 2 * ph, wd + 2 * pw, 1, 1
+    if push[7] == push[8] == 1:  # 1x1: only the sampled pixels (OH x OW), then a 1x1 stride-1 GEMM
+        hp, wp, sh, sw = push[5], push[6], push[9], push[10]
     packed = ctx.g.new_tensor([n, hp, wp, cp])
     total = n * hp * wp * cp
-    ctx.dispatch("conv2d_pack", [x, packed], [total, c, h, wd, cp, hp, wp, ph, pw], (total,))
+    ctx.dispatch("conv2d_pack", [x, packed], [total, c, h, wd, cp, hp, wp, ph, pw, sh, sw], (total,))
     w = w.reshape(w.shape[0], c, push[7], push[8])
     wk = torch.nn.functional.pad(w.float(), (0, 0, 0, 0, 0, cp - c)).permute(0, 2, 3, 1).contiguous()
     push = list(push)
     push[1:4], push[11:13] = [cp, hp, wp], [0, 0]
+    if sh != 1 or sw != 1:
+        push[9:11] = [1, 1]
     return packed, ctx.g.constant(wk), push
 
 
