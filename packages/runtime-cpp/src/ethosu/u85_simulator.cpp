@@ -269,8 +269,6 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   return Error::Ok;
 }
 
-constexpr int kScaleRecord = 10;  // bias, scale and shift per OFM channel
-
 // One OFM channel's record of the scale stream: with a 32-bit accumulator a 32-bit bias and a
 // 31-bit scale, with a 48-bit one (16-bit IFMs) a 48-bit bias and a 15-bit scale; the shift in
 // byte 8.
@@ -284,20 +282,6 @@ void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale,
   for (int i = bias_bytes; i < 8; ++i) sc |= uint64_t(rec[i]) << (8 * (i - bias_bytes));
   *scale = static_cast<int64_t>(sc & (acc48 ? 0x7FFF : 0x7FFFFFFF));
   *shift = rec[8] & 0x3F;
-}
-
-// The scale stream's records for `channels` OFM channels, or null (with the Error in *err) when
-// it is shorter or lies outside its region.
-const uint8_t* scale_stream(const Registers& regs, const Command& at, const Memory& memory, int channels,
-                            Error* err) {
-  const uint8_t* s = region_bytes(memory, regs.p(kScaleRegion), regs.addr(kScaleBase),
-                                  uint64_t(channels) * kScaleRecord);
-  if (s == nullptr || regs.data(kScaleLength) < uint64_t(channels) * kScaleRecord) {
-    *err = fail(at, "the scale stream (SCALE_BASE + SCALE_LENGTH) is shorter than 10 bytes per "
-                    "OFM channel or lies outside its region");
-    return nullptr;
-  }
-  return s;
 }
 
 // NPU_OP_POOL in MAX or SUM mode over an NHWC or NHCWB16 IFM with padding (padded positions are
@@ -342,7 +326,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
   const uint8_t* scales = nullptr;
   if (per_channel) {
     Error err = Error::Ok;
-    scales = scale_stream(regs, at, *memory, oc, &err);
+    scales = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
     if (scales == nullptr) return err;
   }
   const bool acc48 = (acc_format & 3) == 1;
@@ -454,11 +438,11 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   if (ofm_ublock_depth <= 0 || !weight_order(layout, size_t{1} << 26, &order)) {
     return fail(at, "the weight traversal the registers describe is not valid");
   }
-  std::vector<int32_t> weights;
-  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, order, {oc, k.h, k.w, ifm_depth}, in_depth,
-                                             &weights));
+  std::vector<int32_t> weights(size_t(oc) * k.h * k.w * in_depth, 0);
+  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, {kWeightBase, kWeightLength, 0, 1}, order,
+                                             {oc, k.h, k.w, ifm_depth}, in_depth, &weights));
   Error err = Error::Ok;
-  const uint8_t* s_bytes = scale_stream(regs, at, *memory, oc, &err);
+  const uint8_t* s_bytes = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
   if (s_bytes == nullptr) return err;
   Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
