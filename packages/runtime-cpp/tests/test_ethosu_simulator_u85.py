@@ -133,6 +133,8 @@ POOL = {  # one channel: NCHW is NHWC, so regor writes no transposing copy befor
     "u85_max_pool_padded": (nn.MaxPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
     # several channels: regor's transposing copies (1x1 SUM pools into transposed OFMs) around it
     "u85_max_pool_channels": (nn.MaxPool2d(2), (torch.randn(1, 6, 8, 8),)),
+    # an average pool with padding counted in the divisor: regor writes a DEPTHWISE
+    "u85_avg_pool_padded": (nn.AvgPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
 }
 KICK_OFFS.update(POOL)
 # the mean of a global average pool: a REDUCE_SUM pool into a 32-bit chain buffer, then an
