@@ -24,6 +24,7 @@ from torch import nn
 import runtime_cpp
 from arm_ethosu import build_binstream, parse_binstream
 from arm_tosa_core import run_on_reference_model
+from arm_tosa_core.example_models import get_example
 from runtime_cpp import fuzz
 from runtime_cpp.ethosu_commands import ethosu_commands, kick_offs
 
@@ -132,8 +133,31 @@ POOL = {  # one channel: NCHW is NHWC, so regor writes no transposing copy befor
     "u85_max_pool_padded": (nn.MaxPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
     # several channels: regor's transposing copies (1x1 SUM pools into transposed OFMs) around it
     "u85_max_pool_channels": (nn.MaxPool2d(2), (torch.randn(1, 6, 8, 8),)),
+    # an average pool with padding counted in the divisor: regor writes a DEPTHWISE
+    "u85_avg_pool_padded": (nn.AvgPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
 }
 KICK_OFFS.update(POOL)
+# the mean of a global average pool: a REDUCE_SUM pool into a 32-bit chain buffer, then an
+# elementwise SUB (of the zero points' sum) reading that chain, whose OFM scale divides
+KICK_OFFS["u85_mean"] = (nn.AdaptiveAvgPool2d(1), (torch.randn(1, 8, 7, 7),))
+
+
+class _Residual(nn.Module):
+    """y + conv1x1(y) after a depthwise convolution (MobileNetV2's block shape): regor keeps the
+    1x1 convolution's OFM in a chain buffer that the ADD reads as its IFM2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.depthwise = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.conv = nn.Conv2d(16, 16, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.depthwise(x))
+        return y + self.conv(y)
+
+
+KICK_OFFS["u85_conv_residual"] = (_Residual(), (torch.randn(1, 16, 6, 6),))
 
 
 class _Flip(nn.Module):
@@ -177,7 +201,7 @@ KICK_OFFS.update(CONV)
 KICK_OFFS.update(A16W8)
 KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
-           "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid")
+           "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
@@ -186,6 +210,18 @@ def test_u85_kick_offs_bit_exact_against_the_reference_model(name):
     module, inputs = KICK_OFFS[name]
     outcome = sim.run_case(sim.SimCase(name, module, inputs, a16w8=name in A16W8), TARGET)
     assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
+
+
+@pytest.mark.slow
+def test_u85_mobilenet_v2_bit_exact_against_the_reference_model():
+    """The in-repo MobileNetV2 end to end on ethos-u85-256: convolutions chained into the residual
+    ADDs, and the final mean (a 1x1 AVERAGE pool at this input size)."""
+    model, inputs = get_example("mobilenet_v2").build(seed=0, input_size=32)
+    edge = progs.ethosu_lower(model, inputs, TARGET)
+    method = Runtime.get().load_program(progs.deployable_pte(edge)).load_method("forward")
+    (got,) = method.execute(list(inputs))
+    expected = run_on_reference_model(edge, *inputs)
+    assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@
 
 #include <executorch/runtime/platform/log.h>
 
-#include "ethosu/mlw_decoder.h"
 #include "ethosu/npu_state.h"
 
 namespace runtime_cpp {
@@ -14,7 +13,6 @@ namespace npu {
 namespace {
 
 constexpr const char* kTag = "EthosUBackend";
-constexpr int kScaleRecord = 10;  // 40-bit bias, 32-bit scale, 6-bit shift per OFM channel
 
 const char* name_of(const Command& at) { return command_name(at.code, at.is_cmd1); }
 
@@ -158,39 +156,16 @@ Error load_weights_and_scales(const Registers& regs, const Command& at, bool dep
   const int ofm_ublock = config.macs_per_cc <= 32 ? 4 : 8;
   const int block = regs.p(kOfmBlkDepthM1) + 1;
   std::vector<int64_t> order;
-  std::vector<int16_t> decoded;
   for (int core = 0; core < cores && core < o.c; ++core) {
     const int depth = (o.c - core + cores - 1) / cores;  // channels core, core + cores, ...
     const int core_block = (std::min(block, o.c) + cores - 1 - core) / cores;
     if (core_block == 0) return fail(at, "an OFM block depth that leaves the second core no channels");
-    const uint64_t w_len = regs.data(kWeightRegs[core][1]);
-    const uint8_t* w_bytes = region_bytes(memory, regs.p(kWeightRegion), regs.addr(kWeightRegs[core][0]), w_len);
-    if (w_bytes == nullptr) {
-      return fail(at, core == 0 ? "the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies outside its region"
-                                : "the second core's weight stream (WEIGHT1_BASE + WEIGHT1_LENGTH) lies outside its region");
-    }
     weight_order(depth, ifm_depth, k, core_block, depthwise, ifm_bits, 8, ofm_ublock, &order);
-    decoded.clear();
-    const char* error = nullptr;
-    if (!mlw_decode(w_bytes, w_len, order.size(), &decoded, &error)) return fail(at, error);
-    if (decoded.size() != order.size()) {
-      ET_LOG(Error, "%s: %s at cmd_data offset %zu: core %d's weight stream holds %zu weights but the "
-                    "kernel %dx%d, IFM depth %d and its %d OFM channels need %zu", kTag, name_of(at),
-             at.offset, core, decoded.size(), k.h, k.w, ifm_depth, depth, order.size());
-      return Error::InvalidProgram;
-    }
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (order[i] < 0) continue;
-      const size_t local = static_cast<size_t>(order[i]);  // (channel, ky, kx, ic) of this core's kernel
-      const size_t channel = size_t(core) + size_t(cores) * (local / per_ofm);
-      (*weights)[channel * per_ofm + local % per_ofm] = decoded[i];
-    }
-    const uint8_t* s_bytes = region_bytes(memory, regs.p(kScaleRegion), regs.addr(kScaleRegs[core][0]),
-                                          uint64_t(depth) * kScaleRecord);
-    if (s_bytes == nullptr || regs.data(kScaleRegs[core][1]) < uint64_t(depth) * kScaleRecord) {
-      return fail(at, "a scale stream (SCALE_BASE / SCALE1_BASE + its LENGTH) is shorter than 10 bytes "
-                      "per OFM channel of its core or lies outside its region");
-    }
+    ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, memory, {kWeightRegs[core][0], kWeightRegs[core][1], core, cores},
+                                               order, {o.c, k.h, k.w, ifm_depth}, in_depth, weights));
+    Error err = Error::Ok;
+    const uint8_t* s_bytes = scale_records(regs, at, memory, kScaleRegs[core][0], kScaleRegs[core][1], depth, &err);
+    if (s_bytes == nullptr) return err;
     for (int j = 0; j < depth; ++j) (*scales)[size_t(core + cores * j)] = s_bytes + size_t(j) * kScaleRecord;
   }
   return Error::Ok;

@@ -162,15 +162,16 @@ const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uin
   return r.data + addr;
 }
 
-Error decode_weights(const Registers& regs, const Command& at, const Memory& memory,
+Error decode_weights(const Registers& regs, const Command& at, const Memory& memory, const CoreWeights& stream,
                      const std::vector<int64_t>& order, const std::array<int, 4>& shape, int in_depth,
                      std::vector<int32_t>* weights) {
   const char* name = command_name(at.code, false);
-  const uint64_t len = regs.data(kWeightLength);
-  const uint8_t* bytes = region_bytes(memory, regs.p(kWeightRegion), regs.addr(kWeightBase), len);
+  const uint64_t len = regs.data(stream.length);
+  const uint8_t* bytes = region_bytes(memory, regs.p(kWeightRegion), regs.addr(stream.base), len);
   if (bytes == nullptr) {
-    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream (WEIGHT_BASE + WEIGHT_LENGTH) lies "
-                  "outside its region", kTag, name, at.offset);
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: %s weight stream (WEIGHT%s_BASE + WEIGHT%s_LENGTH) lies "
+                  "outside its region", kTag, name, at.offset, stream.core == 0 ? "the" : "the second core's",
+           stream.core == 0 ? "" : "1", stream.core == 0 ? "" : "1");
     return Error::InvalidProgram;
   }
   std::vector<int16_t> decoded;
@@ -179,17 +180,40 @@ Error decode_weights(const Registers& regs, const Command& at, const Memory& mem
     ET_LOG(Error, "%s: %s at cmd_data offset %zu: %s", kTag, name, at.offset, error);
     return Error::InvalidProgram;
   }
+  const int channels = (shape[0] - stream.core + stream.cores - 1) / stream.cores;
   if (decoded.size() != order.size()) {
-    ET_LOG(Error, "%s: %s at cmd_data offset %zu: the weight stream holds %zu weights but the "
-                  "kernel %dx%d, IFM depth %d and OFM depth %d need %zu", kTag, name, at.offset,
-           decoded.size(), shape[1], shape[2], shape[3], shape[0], order.size());
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: core %d's weight stream holds %zu weights but the "
+                  "kernel %dx%d, IFM depth %d and its %d OFM channels need %zu", kTag, name, at.offset,
+           stream.core, decoded.size(), shape[1], shape[2], shape[3], channels, order.size());
     return Error::InvalidProgram;
   }
-  weights->assign(size_t(shape[0]) * shape[1] * shape[2] * in_depth, 0);
+  const size_t per_ofm = size_t(shape[1]) * shape[2] * in_depth;
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i] >= 0) (*weights)[static_cast<size_t>(order[i])] = decoded[i];
+    if (order[i] < 0) continue;
+    const size_t local = static_cast<size_t>(order[i]);
+    const size_t channel = size_t(stream.core) + size_t(stream.cores) * (local / per_ofm);
+    const size_t at_index = channel * per_ofm + local % per_ofm;
+    if (at_index >= weights->size()) {
+      ET_LOG(Error, "%s: %s at cmd_data offset %zu: a weight traversal beyond the kernel", kTag, name, at.offset);
+      return Error::InvalidProgram;
+    }
+    (*weights)[at_index] = decoded[i];
   }
   return Error::Ok;
+}
+
+const uint8_t* scale_records(const Registers& regs, const Command& at, const Memory& memory, Reg1 base,
+                             Reg1 length, int channels, Error* err) {
+  const uint64_t need = uint64_t(channels) * kScaleRecord;
+  const uint8_t* s = region_bytes(memory, regs.p(kScaleRegion), regs.addr(base), need);
+  if (s == nullptr || regs.data(length) < need) {
+    ET_LOG(Error, "%s: %s at cmd_data offset %zu: a scale stream (SCALE_BASE / SCALE1_BASE + its LENGTH) "
+                  "is shorter than 10 bytes per OFM channel of its core or lies outside its region", kTag,
+           command_name(at.code, false), at.offset);
+    *err = Error::InvalidProgram;
+    return nullptr;
+  }
+  return s;
 }
 
 void log_missing_stop() {

@@ -111,12 +111,26 @@ Error walk_commands(const CommandStream& stream, std::vector<OpRecord>* records,
 // A checked byte range of a region, or null when it lies outside it (or the region is unmapped).
 const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uint64_t len);
 
-// Decodes a kick-off's weight stream (WEIGHT_REGION/BASE/LENGTH, mlw-coded) and places the value
-// at each stream position where `order` says (an OHWI index; -1 is padding) into `weights`, of
-// shape[0] OFM x shape[1] x shape[2] taps x `in_depth`; shape[3] is the IFM depth named in errors.
-Error decode_weights(const Registers& regs, const Command& at, const Memory& memory,
+// Decodes one core's weight stream (WEIGHT_REGION, `base` and `length`: WEIGHT_BASE/LENGTH, or
+// WEIGHT1_BASE/LENGTH for the second core of a two-core Ethos-U65-512), mlw-coded, and places the
+// value at each stream position where `order` says (an index into this core's kernel, OHWI; -1 is
+// padding) into `weights`, of shape[0] OFM x shape[1] x shape[2] taps x `in_depth`: the core owns
+// OFM channels core, core + cores, ..., so its local channel j is channel core + cores * j.
+// shape[3] is the IFM depth named in errors. `weights` must already have the full kernel's size.
+struct CoreWeights {
+  Reg1 base, length;
+  int core, cores;
+};
+Error decode_weights(const Registers& regs, const Command& at, const Memory& memory, const CoreWeights& stream,
                      const std::vector<int64_t>& order, const std::array<int, 4>& shape, int in_depth,
                      std::vector<int32_t>* weights);
+
+constexpr int kScaleRecord = 10;  // bias, scale and shift per OFM channel
+// The scale stream's records for `channels` OFM channels at SCALE_REGION, `base` (SCALE_BASE or,
+// for the second core, SCALE1_BASE) with at least `length` bytes declared, or null (with the Error
+// in *err and a log line) when it is shorter or lies outside its region.
+const uint8_t* scale_records(const Registers& regs, const Command& at, const Memory& memory, Reg1 base,
+                             Reg1 length, int channels, Error* err);
 
 // Adds OFM channel `o`'s products over a gathered receptive field to `acc`: `patch` holds the
 // zero-point-adjusted IFM values tap by tap (`depth` per tap), `valid` which of the `taps` lie inside

@@ -112,12 +112,19 @@ Error activation_of(const Registers& regs, const Command& at, const ElemType& of
 // The OFM as stored: the operation's (y, x, c) mirrored by ACTIVATION_REVERSE (OFM_PRECISION bits
 // 9-10: H, W or C) or permuted by ACTIVATION_TRANSPOSE (bits 11-13: the stored tensor's H, W, C
 // are the operation's WHC, HCW, WCH, CHW or CWH); the OFM size registers give the shape before
-// the transposition, the tiles and strides the stored tensor's.
+// the transposition, the tiles and strides the stored tensor's. A chained OFM (storage 2) goes to
+// `chain` instead, which `finish` hands to the chain buffer its REGION register names.
 struct OfmWriter {
   FeatureMap fm;
   int reverse = 0, transpose = 0;
   int h = 0, w = 0, c = 0;
-  bool write(int y, int x, int ch, int64_t v) const {
+  bool chained = false;
+  Chain chain;
+  bool write(int y, int x, int ch, int64_t v) {
+    if (chained) {
+      chain.values[(size_t(y) * w + x) * c + ch] = v;
+      return true;
+    }
     if (reverse == 1) y = h - 1 - y;
     if (reverse == 2) x = w - 1 - x;
     if (reverse == 3) ch = c - 1 - ch;
@@ -130,20 +137,34 @@ struct OfmWriter {
       default: return fm.write(y, x, ch, v);
     }
   }
+  // Called after the operation's loops: it may read the chain buffer it replaces.
+  void finish(Chains* chains) {
+    if (chained && chains != nullptr) (*chains)[static_cast<size_t>(fm.region)] = std::move(chain);
+  }
 };
 
-// The OFM of a kick-off that writes memory (2x2-tiled storage); NotSupported for 3x1 tiles, a
-// chained or an unwritten OFM.
-Error ofm_writer(const Registers& regs, const Command& at, const Memory* memory, OfmWriter* out) {
+// The OFM of a kick-off: 2x2-tiled storage in memory or, where `chains` is given, a chain buffer;
+// NotSupported for 3x1 tiles or an unwritten OFM (and a chained one without `chains`).
+Error ofm_writer(const Registers& regs, const Command& at, const Memory* memory, Chains* chains, OfmWriter* out) {
   const int prec = regs.p(kOfmPrecision);
+  out->h = regs.p(kOfmHeightM1) + 1;
+  out->w = regs.p(kOfmWidthM1) + 1;
+  out->c = regs.p(kOfmDepthM1) + 1;
+  if (storage_of(prec) == 2 && chains != nullptr) {
+    if (((prec >> 9) & 0x1F) != 0) return fail(at, "a chained OFM cannot be reversed or transposed");
+    if (uint64_t(out->h) * out->w * out->c > (uint64_t{1} << 20)) {
+      return fail(at, "a chained OFM larger than the NPU's internal buffers");
+    }
+    out->chained = true;
+    ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, nullptr, at, &out->fm));
+    if (memory != nullptr) out->chain = {out->h, out->w, out->c, std::vector<int64_t>(size_t(out->h) * out->w * out->c)};
+    return Error::Ok;
+  }
   if (storage_of(prec) != 0) return unsupported(at, "a chained, 3x1-tiled or unwritten OFM here");
   out->reverse = (prec >> 9) & 3;
   out->transpose = (prec >> 11) & 7;
   if (out->transpose == 4 || out->transpose == 5) return fail(at, "OFM transpose mode is not defined");
   if (out->reverse != 0 && out->transpose != 0) return fail(at, "an OFM both reversed and transposed");
-  out->h = regs.p(kOfmHeightM1) + 1;
-  out->w = regs.p(kOfmWidthM1) + 1;
-  out->c = regs.p(kOfmDepthM1) + 1;
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, memory, at, &out->fm));
   if (out->fm.mem != nullptr &&
       uint64_t(out->h) * out->w * out->c * uint64_t(out->fm.type.bytes()) > out->fm.mem->size) {
@@ -207,14 +228,8 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   ET_CHECK_OK_OR_RETURN_ERROR(operand(regs, Which::kIfm2, at, memory, chains, &b));
   if (a.broadcast == 8 && b.broadcast == 8) return fail(at, "both operands are scalars");
   const int ofm_prec = regs.p(kOfmPrecision);
-  const bool ofm_chained = storage_of(ofm_prec) == 2;
   OfmWriter out;
-  if (ofm_chained) {
-    if (((ofm_prec >> 9) & 0x1F) != 0) return fail(at, "a chained OFM cannot be reversed or transposed");
-    ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kOfm, nullptr, at, &out.fm));
-  } else {
-    ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, &out));
-  }
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
   const FeatureMap& ofm = out.fm;
   const int acc = regs.p(kAccFormat);
   if ((acc & 3) > 1 || ((acc >> 4) & 7) != 0) {
@@ -225,10 +240,7 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   if (((ofm_prec >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on an elementwise operation");
   const Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
-  const int oh = regs.p(kOfmHeightM1) + 1, ow = regs.p(kOfmWidthM1) + 1, oc = regs.p(kOfmDepthM1) + 1;
-  if (ofm_chained && uint64_t(oh) * ow * oc > (uint64_t{1} << 20)) {
-    return fail(at, "a chained OFM larger than the NPU's internal buffers");
-  }
+  const int oh = out.h, ow = out.w, oc = out.c;
   if (record != nullptr) {
     const auto dim = [](int bcast, int bit, int full) { return bcast == 8 || (bcast & bit) ? 1 : full; };
     *record = {at.offset, kNames[mode], {oh, ow, oc},
@@ -237,8 +249,6 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
                {1, 1}, 0, 0};
   }
   if (memory == nullptr) return Error::Ok;
-  Chain produced;
-  if (ofm_chained) produced = {oh, ow, oc, std::vector<int64_t>(size_t(oh) * ow * oc)};
   for (int y = 0; y < oh; ++y) {
     for (int x = 0; x < ow; ++x) {
       for (int c = 0; c < oc; ++c) {
@@ -256,20 +266,13 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
           default: r = std::max(va, vb); break;
         }
         r = apply_activation(act, apply(out_scale, r, true) + ofm.zero_point);
-        if (ofm_chained) {
-          produced.values[(size_t(y) * ow + x) * oc + c] = r;
-        } else if (!out.write(y, x, c, r)) {
-          return fail(at, "an OFM address lies outside its (writable) region");
-        }
+        if (!out.write(y, x, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
       }
     }
   }
-  // Written after the loops: an operation may read the chain buffer it replaces.
-  if (ofm_chained) (*chains)[static_cast<size_t>(ofm.region)] = std::move(produced);
+  out.finish(chains);
   return Error::Ok;
 }
-
-constexpr int kScaleRecord = 10;  // bias, scale and shift per OFM channel
 
 // One OFM channel's record of the scale stream: with a 32-bit accumulator a 32-bit bias and a
 // 31-bit scale, with a 48-bit one (16-bit IFMs) a 48-bit bias and a 15-bit scale; the shift in
@@ -286,30 +289,20 @@ void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale,
   *shift = rec[8] & 0x3F;
 }
 
-// The scale stream's records for `channels` OFM channels, or null (with the Error in *err) when
-// it is shorter or lies outside its region.
-const uint8_t* scale_stream(const Registers& regs, const Command& at, const Memory& memory, int channels,
-                            Error* err) {
-  const uint8_t* s = region_bytes(memory, regs.p(kScaleRegion), regs.addr(kScaleBase),
-                                  uint64_t(channels) * kScaleRecord);
-  if (s == nullptr || regs.data(kScaleLength) < uint64_t(channels) * kScaleRecord) {
-    *err = fail(at, "the scale stream (SCALE_BASE + SCALE_LENGTH) is shorter than 10 bytes per "
-                    "OFM channel or lies outside its region");
-    return nullptr;
-  }
-  return s;
-}
-
-// NPU_OP_POOL in MAX or SUM mode over an NHWC or NHCWB16 IFM with padding (padded positions are
-// skipped, as TOSA's MAX_POOL2D does), with a global OFM scale or a per-channel bias and scale
-// from the scale stream (regor's rescales and its NCHW-to-NHWC copies: a 1x1 SUM into a
-// transposed OFM). AVERAGE, REDUCE_SUM, MIN, ARGMAX and the accumulator-only modes are refused:
-// no stream of ours has exercised them against the reference model yet.
-Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
+// NPU_OP_POOL in MAX, SUM or REDUCE_SUM mode over an NHWC or NHCWB16 IFM with padding (padded
+// positions are skipped, as TOSA's MAX_POOL2D does), with a global OFM scale or a per-channel bias
+// and scale from the scale stream (regor's rescales and its NCHW-to-NHWC copies: a 1x1 SUM into a
+// transposed OFM), into memory or a chain buffer. REDUCE_SUM adds all IFM channels of a position
+// into OFM channel 0 (regor's mean: a REDUCE_SUM into a 32-bit chain buffer, then an elementwise
+// SUB of the zero points' sum with the OFM scale as the division). AVERAGE only over a 1x1 kernel
+// without padding (MobileNetV2's mean over a 1x1 map), where the average is the one value whatever
+// the divisor: regor writes a DEPTHWISE for a larger AVG_POOL2D, so no stream of ours has shown
+// how the NPU divides. MIN, ARGMAX and the accumulator-only modes are refused likewise.
+Error run_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
                const std::vector<uint8_t>& lut, OpRecord* record) {
   static const char* const kNames[] = {"pool_max", "pool_avg", "reduce_sum", "pool_sum"};
   const int mode = at.param & 7;
-  if (mode != 0 && mode != 3) return unsupported(at, "this pooling mode (MAX and SUM are)");
+  if (mode > 3) return unsupported(at, "this pooling mode (MAX, SUM, REDUCE_SUM and a 1x1 AVERAGE are)");
   // Pooling reads the IFM as stored: no broadcast and no IFM scale (regor leaves IFM_SCALE as the
   // previous elementwise operation set it).
   Operand in;
@@ -318,7 +311,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
     return unsupported(at, "a broadcast, scalar or chained pooling input");
   }
   OfmWriter out;
-  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, &out));
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
   if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
@@ -331,18 +324,27 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
   Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
   const Kernel k = kernel_of(regs, kU85StrideHighBits);
+  if (mode == 1 && (k.eff_h != 1 || k.eff_w != 1 || k.pad_top + k.pad_left + k.pad_bottom + k.pad_right != 0)) {
+    return unsupported(at, "an AVERAGE pool over more than one element (a 1x1 kernel without padding is)");
+  }
   const int oh = out.h, ow = out.w, oc = out.c;
+  // REDUCE_SUM reads IFM_DEPTH channels per OFM channel 0; the other modes one per OFM channel.
+  const int sum_depth = mode == 2 ? regs.p(kIfmDepthM1) + 1 : 1;
+  if (mode == 2 && oc != 1) return unsupported(at, "REDUCE_SUM into more than one OFM channel");
   // The IFM extent the NPU derives from the OFM size, the kernel and the padding.
   const int ih = (oh - 1) * k.stride_y + k.eff_h - k.pad_top - k.pad_bottom;
   const int iw = (ow - 1) * k.stride_x + k.eff_w - k.pad_left - k.pad_right;
-  const uint64_t reads = uint64_t(oh) * ow * oc * k.h * k.w;
+  const uint64_t reads = uint64_t(oh) * ow * oc * k.h * k.w * sum_depth;
   if (reads > (uint64_t{1} << 32)) return fail(at, "the operation is implausibly large (over 2^32 reads)");
-  if (record != nullptr) *record = {at.offset, kNames[mode], {oh, ow, oc}, {ih, iw, oc}, {0, 0, 0}, {k.h, k.w}, reads, 0};
+  if (record != nullptr) {
+    *record = {at.offset, kNames[mode], {oh, ow, oc}, {ih, iw, mode == 2 ? sum_depth : oc}, {0, 0, 0},
+               {k.h, k.w}, reads, 0};
+  }
   if (memory == nullptr) return Error::Ok;
   const uint8_t* scales = nullptr;
   if (per_channel) {
     Error err = Error::Ok;
-    scales = scale_stream(regs, at, *memory, oc, &err);
+    scales = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
     if (scales == nullptr) return err;
   }
   const bool acc48 = (acc_format & 3) == 1;
@@ -356,10 +358,12 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
             const int iy = oy * k.stride_y - k.pad_top + ky * k.dil_y;
             const int ix = ox * k.stride_x - k.pad_left + kx * k.dil_x;
             if (iy < 0 || ix < 0 || iy >= ih || ix >= iw) continue;
-            int64_t v = 0;
-            ET_CHECK_OK_OR_RETURN_ERROR(read_operand(in, regs, at, iy, ix, c, &v));
-            acc = mode == 0 ? (count > 0 ? std::max(acc, v) : v) : acc + v;
-            ++count;
+            for (int ic = mode == 2 ? 0 : c; ic < (mode == 2 ? sum_depth : c + 1); ++ic) {
+              int64_t v = 0;
+              ET_CHECK_OK_OR_RETURN_ERROR(read_operand(in, regs, at, iy, ix, ic, &v));
+              acc = mode == 0 ? (count > 0 ? std::max(acc, v) : v) : acc + v;
+              ++count;
+            }
           }
         }
         if (scales != nullptr) {
@@ -372,6 +376,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
       }
     }
   }
+  out.finish(chains);
   return Error::Ok;
 }
 
@@ -386,11 +391,12 @@ bool ublock_of(int microblock, int* h, int* w) {
 
 // NPU_OP_CONV and NPU_OP_DEPTHWISE with weights from the weight stream (standard format, one
 // weight decoder), bias and per-channel scale from the scale stream, over an IFM in memory.
-// Refused: weights from IFM2 (matmul), fast/sparse weight formats, more than one weight stream,
-// IFM upscaling, a chained, broadcast or transposed operand, global OFM scaling, LUTs and
-// accumulators kept across kick-offs.
+// The OFM goes to memory or to a chain buffer (regor chains a convolution into the residual ADD
+// that follows it). Refused: weights from IFM2 (matmul), the fast weight format, more than one
+// weight stream, IFM upscaling, a chained or broadcast input, global OFM scaling and accumulators
+// kept across kick-offs.
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
-               const NpuConfig& config, const std::vector<uint8_t>& lut, OpRecord* record) {
+               const NpuConfig& config, Chains* chains, const std::vector<uint8_t>& lut, OpRecord* record) {
   if (!depthwise && (at.param & 1)) return unsupported(at, "a convolution with weights from IFM2 (matmul)");
   const int wf = regs.p(kWeightFormat);
   if (wf & 1) return unsupported(at, "the fast weight format (FWD)");
@@ -417,7 +423,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   FeatureMap ifm;
   OfmWriter out;
   ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &ifm));
-  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, &out));
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
   if (ifm.type.bits == 32) return unsupported(at, "a 32-bit convolution IFM");
@@ -454,11 +460,11 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   if (ofm_ublock_depth <= 0 || !weight_order(layout, size_t{1} << 26, &order)) {
     return fail(at, "the weight traversal the registers describe is not valid");
   }
-  std::vector<int32_t> weights;
-  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, order, {oc, k.h, k.w, ifm_depth}, in_depth,
-                                             &weights));
+  std::vector<int32_t> weights(size_t(oc) * k.h * k.w * in_depth, 0);
+  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, {kWeightBase, kWeightLength, 0, 1}, order,
+                                             {oc, k.h, k.w, ifm_depth}, in_depth, &weights));
   Error err = Error::Ok;
-  const uint8_t* s_bytes = scale_stream(regs, at, *memory, oc, &err);
+  const uint8_t* s_bytes = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
   if (s_bytes == nullptr) return err;
   Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
@@ -489,6 +495,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
       }
     }
   }
+  out.finish(chains);
   return Error::Ok;
 }
 
@@ -517,10 +524,10 @@ Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpReco
       case kOpDmaStart:
         return run_dma_u85(regs, c, memory, &lut, r);
       case kOpPool:
-        return run_pool(regs, c, memory, lut, r);
+        return run_pool(regs, c, memory, &chains, lut, r);
       case kOpConv:
       case kOpDepthwise:
-        return run_conv(regs, c, c.code == kOpDepthwise, memory, stream.config, lut, r);
+        return run_conv(regs, c, c.code == kOpDepthwise, memory, stream.config, &chains, lut, r);
       case kOpResize:
         return unsupported(c, "this operation");
       default:  // IRQ, DMA_WAIT, KERNEL_WAIT, PMU_MASK: ordering and events only
