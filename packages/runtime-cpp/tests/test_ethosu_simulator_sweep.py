@@ -7,9 +7,9 @@ Cases (ethosu_sim_cases.py): the core's op sweep (the rank-4 base INT case of ev
 and every recipe case), the Ethos-U coverage table and the a16w8 op table, on ethos-u55-128 and
 ethos-u65-256. The default session runs one case per simulator feature the sweep made us add
 (negative strides, reshaped I/O, int16 feature maps, the 16-bit LUT); `nox -s test-full` runs the
-whole sweep. Measured on the shared 2-core machine at load ~20 on ethos-u55-128: the small models,
-coverage and a16w8 tables (25 cases) took 1,825 s (10-80 s a case after a 490 s first one); the
-op-sweep part (the bulk) was never timed end to end.
+whole sweep in one process over both targets (`sweep`), sharing each case's quantized model and
+reference outputs between them. Measured on the shared 2-core machine at load 12-16: about 12 s a case
+and target; a partial run's table is in the package README.
 """
 
 from __future__ import annotations
