@@ -99,3 +99,18 @@ def check_one_partition(model: torch.nn.Module, inputs: tuple, target: str, a16w
     assert cycles > 0
     out = run_on_reference_model(edge, *inputs)
     return _lsb(out, run_exactly(converted, *inputs), converted), cycles, converted, edge
+
+
+def check_on_npu_alone(model: torch.nn.Module, inputs: tuple, target: str, max_lsb: float = 1.0):
+    """Quantize, lower with the host graph kept, and check: no CPU compute, one vela partition with no
+    CPU operator and NPU cycles, and the reference model within `max_lsb` output LSB of the fake-quantized
+    model. Returns vela's partition report."""
+    quantized = quantize(model, inputs)
+    edge = lower(quantized, inputs, EthosUCompileSpec(target).include_host_graph())
+    assert cpu_compute(edge) == {}, cpu_compute(edge)
+    vela = ethosu_report(edge)
+    assert len(vela.partitions) == 1 and vela.partitions[0].cpu_ops == 0 and vela.partitions[0].cycles_npu > 0
+    with torch.no_grad():
+        err = (run_on_reference_model(edge, *inputs) - quantized(*inputs)).abs().max().item()
+    assert err <= max_lsb * output_lsb(quantized) * 1.0001, f"{err / output_lsb(quantized):.2f} LSB"
+    return vela.partitions[0]

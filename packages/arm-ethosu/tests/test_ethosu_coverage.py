@@ -35,14 +35,12 @@ CASES = {
     "bn_after_gelu": (nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GELU(), _bn(8), nn.Conv2d(8, 4, 1)),
                       (1, 3, 8, 8)),
     "nearest_x2": (_resize(scale_factor=2, mode="nearest"), (1, 3, 4, 4)),
-    "nearest_x2_x4": (_resize(scale_factor=(2, 4), mode="nearest"), (1, 3, 4, 4)),
     "nearest_x3": (_resize(scale_factor=3, mode="nearest"), (1, 3, 4, 4)),  # U55: copies, no RESIZE
     "bilinear_x2": (_resize(scale_factor=2, mode="bilinear"), (1, 3, 4, 5)),
     "maxpool_dilated": (nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(3, 2, 1, dilation=2)), (1, 3, 11, 10)),
     "conv_reflect": (nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), (1, 3, 6, 6)),
     "conv_circular": (nn.Conv2d(3, 4, 3, padding=1, padding_mode="circular"), (1, 3, 6, 6)),
     "conv_same": (nn.Conv2d(3, 4, 4, padding="same"), (1, 3, 6, 6)),
-    "conv_transpose_grouped": (nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2), (1, 4, 4, 4)),
     "conv3d_depth1": (nn.Conv3d(3, 4, (1, 3, 3), padding=(0, 1, 1)), (1, 3, 4, 5, 5)),
 }
 # what vela 5.2 cannot compile on U55/U65, with the reason the partitioner gives
@@ -50,6 +48,8 @@ U55_CPU = {
     "bilinear_align_corners": (_resize(scale_factor=2, mode="bilinear", align_corners=True), (1, 3, 4, 4),
                                "vela 5.2 compiles no bilinear RESIZE"),
     "nearest_x2_x3": (_resize(scale_factor=(2, 3), mode="nearest"), (1, 3, 4, 4), "integer upscale by"),
+    # vela's stream for it upscales both axes by 4 (NPU simulator, 1.36 off)
+    "nearest_x2_x4": (_resize(scale_factor=(2, 4), mode="nearest"), (1, 3, 4, 4), "different factors per axis"),
     "conv3d_depth3": (nn.Conv3d(3, 4, 3, padding=1), (1, 3, 4, 5, 5), "kernel depth 1"),
 }
 

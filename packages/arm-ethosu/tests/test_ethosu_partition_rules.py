@@ -196,17 +196,49 @@ def test_dont_partition_checks(three_convs, check, excluded):
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
-def test_grouped_dilated_conv_stays_on_cpu(target):
-    """vela and regor both write a stream whose second group differs from the graph (NPU simulator, up to
-    11 LSB): such a convolution stays on the CPU with that reason; the depthwise form still runs on the NPU."""
-    model = nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU(), nn.Conv2d(4, 8, 3, padding=2, dilation=2, groups=2),
-                          nn.ReLU(), nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8), nn.ReLU())
+def test_grouped_conv_stays_on_cpu(target):
+    """vela scales every group of a grouped convolution with the first group's per-channel output scales
+    (its scale stream; up to 8 LSB in group 1 on the NPU simulator, with or without dilation, plain or
+    transposed): such convolutions stay on the CPU with that reason; the depthwise form still runs on the NPU."""
+    model = nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU(), nn.Conv2d(4, 8, 3, padding=1, groups=2), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8), nn.ReLU(),
+                          nn.ConvTranspose2d(8, 6, 3, stride=2, groups=2), nn.ReLU(), nn.Conv2d(6, 4, 1))
     inputs = (torch.randn(1, 4, 9, 9),)
     module = flow.quantize(model, inputs)
     edge = flow.lower(module, inputs, EthosUCompileSpec(target).include_host_graph())
     cpu = flow.cpu_compute(edge)
     convs = {n: r for n, r in cpu.items() if n.startswith("aten_convolution")}
-    assert len(convs) == 1 and all("grouped convolution (2 groups) with dilation [2, 2]" in r for r in convs.values()), cpu
+    assert len(convs) == 2 and all("first group's per-channel output scales" in r for r in convs.values()), cpu
+    assert {r.split(": ", 1)[1].split(" (")[0] for r in convs.values()} == {"grouped convolution", "grouped transposed convolution"}
+    assert ethosu_payloads(edge)
+    with torch.no_grad():
+        expected = module(*inputs)
+        out = run_on_reference_model(edge, *inputs)
+    assert (out.double() - expected.double()).abs().max().item() <= 1e-6
+
+
+class _MinOverWidth(nn.Module):
+    def __init__(self, keepdim: bool):
+        super().__init__()
+        self.conv, self.keepdim = nn.Conv2d(3, 4, 1), keepdim
+
+    def forward(self, x):
+        return torch.amin(self.conv(x), -1, keepdim=self.keepdim)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_min_dropping_a_spatial_axis_stays_on_cpu_for_u55(keepdim):
+    """vela 5.2's stream for amin(x, -1) (REDUCE_MIN then the dropped axis) spreads each minimum over
+    several outputs on the NPU simulator (2.2 off): it stays on the CPU on U55 with that reason; with
+    keepdim=True (exact on the simulator) it is delegated."""
+    inputs = (torch.randn(1, 3, 4, 5),)
+    module = flow.quantize(_MinOverWidth(keepdim), inputs)
+    edge = flow.lower(module, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
+    kept = {n: r for n, r in flow.cpu_compute(edge).items() if n.startswith("aten_amin")}
+    if keepdim:
+        assert not kept, kept
+    else:
+        assert len(kept) == 1 and all("without keepdim" in r and "spreads each minimum" in r for r in kept.values()), kept
     assert ethosu_payloads(edge)
     with torch.no_grad():
         expected = module(*inputs)

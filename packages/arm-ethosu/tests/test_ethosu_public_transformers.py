@@ -6,26 +6,16 @@ quantizing and compiling take 1-6 min each on the shared 2-core machine."""
 
 import arm_ethosu_test_flow as flow
 import pytest
-import torch
 
 from arm_ethosu import EthosUCompileSpec, ethosu_report
-from arm_tosa_core import run_on_reference_model
 from arm_tosa_core.public_transformers import build_public
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["bert", "distilbert", "gpt2", "llama", "t5_encoder", "vit", "wav2vec2", "whisper_encoder"])
 def test_u85_one_partition(name):
-    model, inputs = build_public(name)
-    quantized = flow.quantize(model, inputs)
-    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256").include_host_graph())
-    assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
-    vela = ethosu_report(edge)
-    assert len(vela.partitions) == 1 and vela.partitions[0].cpu_ops == 0 and vela.partitions[0].cycles_npu > 0
-    with torch.no_grad():
-        err = (run_on_reference_model(edge, *inputs) - quantized(*inputs)).abs().max().item()
-    assert err <= flow.output_lsb(quantized) * 1.0001
-    print(f"{name}: {vela.partitions[0].cycles_npu} NPU cycles")
+    partition = flow.check_on_npu_alone(*build_public(name), "ethos-u85-256")
+    print(f"{name}: {partition.cycles_npu} NPU cycles")
 
 
 #: run on ethos-u55-128 as one partition with no CPU compute (bench/results/u55_transformers.md)
@@ -37,15 +27,7 @@ U55_EMBEDDINGS_ON_CPU = {"bert": 3, "distilbert": 2, "llama": 1, "whisper_encode
 @pytest.mark.slow
 @pytest.mark.parametrize("name", U55_RUNS)
 def test_u55_one_partition(name):
-    model, inputs = build_public(name)
-    quantized = flow.quantize(model, inputs)
-    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128").include_host_graph())
-    assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
-    vela = ethosu_report(edge)
-    assert len(vela.partitions) == 1 and vela.partitions[0].cpu_ops == 0 and vela.partitions[0].cycles_npu > 0
-    with torch.no_grad():
-        err = (run_on_reference_model(edge, *inputs) - quantized(*inputs)).abs().max().item()
-    assert err <= flow.output_lsb(quantized) * 1.0001
+    flow.check_on_npu_alone(*build_public(name), "ethos-u55-128")
 
 
 @pytest.mark.slow

@@ -11,17 +11,18 @@ the same TOSA graph.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import runtime_cpp_test_programs as progs  # registered by conftest.py
 import torch
 from executorch.runtime import Runtime
 from torch.utils import _pytree as pytree
 
+import runtime_cpp  # noqa: F401  (registers EthosUBackend in the pip runtime)
 from arm_quantizer import get_symmetric_a16w8_quantization_config
 from arm_tosa_core import run_on_reference_model
 
@@ -40,6 +41,9 @@ def _load(name: str, path: Path):
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+progs = _load("runtime_cpp_test_programs", Path(__file__).with_name("runtime_cpp_programs.py"))  # as conftest.py
 
 
 def _ethosu_test_module(stem: str):
@@ -91,8 +95,9 @@ def coverage_cases() -> list[SimCase]:
     coverage = _ethosu_test_module("test_ethosu_coverage")
 
     torch.manual_seed(0)
+    cases = {name: (module, shape) for name, (module, shape, _reason) in coverage.U55_CPU.items()}
     return [SimCase(f"coverage:{name}", module, (torch.randn(shape),))
-            for name, (module, shape) in coverage.CASES.items()]
+            for name, (module, shape) in (coverage.CASES | cases).items()]
 
 
 def a16w8_cases() -> list[SimCase]:
@@ -120,13 +125,59 @@ def lower(case: SimCase, target: str):
                               get_symmetric_a16w8_quantization_config() if case.a16w8 else None)
 
 
+class SweepCache:
+    """What a sweep over several targets computes once per case: the quantized model (EthosUQuantizer
+    annotates the same way for every target of one operator set) and the reference model's outputs
+    for each distinct TOSA graph (U55 and U65 lower to the same one)."""
+
+    def __init__(self) -> None:
+        self.quantized: dict[tuple[str, str], torch.export.ExportedProgram] = {}
+        self.reference: dict[str, list[torch.Tensor]] = {}
+
+    def lower(self, case: SimCase, target: str):
+        from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+        from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
+
+        spec = EthosUCompileSpec(target).include_host_graph()
+        key = (case.name, "U85" if spec.family == "U85" else "U55/U65")
+        if key not in self.quantized:
+            quantizer = EthosUQuantizer(spec)
+            if case.a16w8:
+                quantizer.set_global(get_symmetric_a16w8_quantization_config())
+            prepared = prepare_pt2e(torch.export.export(case.module.eval(), case.inputs).module(), quantizer)
+            with torch.no_grad():
+                prepared(*case.inputs)
+            self.quantized[key] = torch.export.export(convert_pt2e(prepared), case.inputs)
+        return to_edge_transform_and_lower(self.quantized[key], partitioner=[EthosUPartitioner(spec)],
+                                           compile_config=EdgeCompileConfig(_check_ir_validity=False))
+
+    def reference_outputs(self, case: SimCase, edge) -> list[torch.Tensor]:
+        from arm_ethosu import parse_binstream
+
+        graphs = hashlib.sha256()
+        for module in lowered_modules(edge):
+            for name, block in sorted(parse_binstream(bytes(module.processed_bytes)).extra.items()):
+                graphs.update(name.encode() + block)
+        key = f"{case.name}:{graphs.hexdigest()}"
+        if key not in self.reference:
+            self.reference[key] = _as_list(run_on_reference_model(edge, *case.inputs))
+        return self.reference[key]
+
+
+def _as_list(outputs) -> list[torch.Tensor]:
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
 lowered_modules = progs.lowered_modules
 deployable_pte = progs.deployable_pte
 
 
-def run_case(case: SimCase, target: str) -> Outcome:
-    """Lower, run the deployable .pte on the simulator and compare with the reference model."""
-    edge = lower(case, target)
+def run_case(case: SimCase, target: str, cache: SweepCache | None = None) -> Outcome:
+    """Lower, run the deployable .pte on the simulator and compare with the reference model; `cache`
+    shares the quantized model and the reference outputs between the targets of one sweep."""
+    edge = cache.lower(case, target) if cache is not None else lower(case, target)
     if not lowered_modules(edge):
         return Outcome("not on the npu")
     program = Runtime.get().load_program(deployable_pte(edge))
@@ -135,8 +186,8 @@ def run_case(case: SimCase, target: str) -> Outcome:
     except RuntimeError as exc:
         return Outcome("refused", str(exc))
     got = method.execute([x for x in pytree.tree_leaves(case.inputs) if isinstance(x, torch.Tensor)])
-    expected = run_on_reference_model(edge, *case.inputs)
-    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    expected = cache.reference_outputs(case, edge) if cache is not None else _as_list(
+        run_on_reference_model(edge, *case.inputs))
     diff = 0.0
     for g, e in zip(got, expected, strict=True):
         if g.dtype != e.dtype or g.shape != e.shape:
@@ -145,3 +196,59 @@ def run_case(case: SimCase, target: str) -> Outcome:
         d = torch.where(torch.isnan(g) & torch.isnan(e), torch.zeros_like(d), d)
         diff = max(diff, float(torch.nan_to_num(d, nan=float("inf")).max()) if d.numel() else 0.0)
     return Outcome("exact") if diff == 0 else Outcome("differs", f"max abs diff {diff:g}", diff)
+
+
+@dataclass
+class SweepRow:
+    case: str
+    target: str
+    kind: str  # an Outcome kind, or "error" when lowering or running raised
+    max_diff: float
+    seconds: float
+    detail: str = ""
+
+
+def sweep(targets: tuple[str, ...], cases: dict[str, SimCase] | None = None, log: Path | None = None) -> list[SweepRow]:
+    """Every case on every target in one process, sharing each case's quantized model and reference
+    outputs between the targets; `log` gets one JSON line per result as it comes (a partial run still
+    records what it measured)."""
+    import json
+    import time
+
+    cache = SweepCache()
+    rows = []
+    for case in (cases if cases is not None else all_cases()).values():
+        for target in targets:
+            start = time.perf_counter()
+            try:
+                outcome = run_case(case, target, cache)
+            except Exception as exc:  # noqa: BLE001 - recorded as a failing row, with its message
+                outcome = Outcome("error", f"{type(exc).__name__}: {str(exc)[:300]}", float("inf"))
+            row = SweepRow(case.name, target, outcome.kind, outcome.max_diff, time.perf_counter() - start,
+                           outcome.detail)
+            rows.append(row)
+            if log is not None:
+                with log.open("a") as f:
+                    f.write(json.dumps(row.__dict__) + "\n")
+        cache.quantized.clear()  # a case's models are not needed once every target has run it
+    return rows
+
+
+def summary_table(rows: list[SweepRow]) -> str:
+    """The README's table: per target, cases, bit-exact, differences, not on the NPU, refused, errors, time."""
+    lines = ["| target | cases | bit-exact | differences | not on the NPU | refused | errors | time (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for target in dict.fromkeys(r.target for r in rows):
+        mine = [r for r in rows if r.target == target]
+        count = {k: sum(r.kind == k for r in mine) for k in ("exact", "differs", "not on the npu", "refused", "error")}
+        lines.append(f"| {target} | {len(mine)} | {count['exact']} | {count['differs']} | {count['not on the npu']} "
+                     f"| {count['refused']} | {count['error']} | {sum(r.seconds for r in mine):.0f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    # The whole sweep in one process (`nice uv run --frozen --no-sync python
+    # packages/runtime-cpp/tests/ethosu_sim_cases.py LOG.jsonl [TARGET ...]`): a JSON line per result
+    # into LOG as it comes, then the README's summary table.
+    rows = sweep(tuple(sys.argv[2:]) or ("ethos-u55-128", "ethos-u65-256"), log=Path(sys.argv[1]))
+    print(summary_table(rows))

@@ -250,3 +250,36 @@ def test_add_rescaled_stream_computes_what_its_registers_say():
     reference = np.asarray(trm.run(graph, [q0, q1])[0][0]).astype(np.int64)  # (outputs, status)
     assert np.array_equal(reference, np.clip(np.floor((a * 1024 + b * 512) / 1024 + 0.5) + 1, -128, 127))
     assert np.array_equal(simulated[a == 0], reference[a == 0]) and (simulated[a != 0] != reference[a != 0]).all()
+
+
+SET_OFM_PRECISION = 0x0114  # cmd0 NPU_SET_OFM_PRECISION (bit 8: the global scale mode)
+SET_OFM_SCALE = 0x4024  # cmd1 NPU_SET_OFM_SCALE
+OP_POOL = 0x0005  # cmd0 NPU_OP_POOL (parameter 0: MAX)
+
+
+def _max_pool_in_per_channel_mode_after_a_stale_scale(stream):
+    """The stream with the last OFM_SCALE before its max pool set to 3 >> 1 and the pool's OFM_PRECISION
+    switched to the per-channel scale mode: the registers vela's generator leaves for a max pool that
+    follows an ADD (it writes OFM_SCALE for global-scale pools only)."""
+    words, i = _stream_words(stream.cmd_data)
+    scale = precision = None
+    while not (words[i] & 0xFFFF == OP_POOL and words[i] >> 16 == 0):
+        scale = i if words[i] & 0xFFFF == SET_OFM_SCALE else scale
+        precision = i if words[i] & 0xFFFF == SET_OFM_PRECISION else precision
+        i += 2 if words[i] & 0x4000 else 1
+    words[scale] = (words[scale] & 0xFFFF) | (1 << 16)
+    words[scale + 1] = 3
+    words[precision] &= ~(1 << (16 + 8))
+    return replace(stream, cmd_data=struct.pack(f"<{len(words)}I", *words))
+
+
+def test_max_pool_in_per_channel_mode_ignores_a_stale_ofm_scale():
+    """OFM_SCALE scales a pool only in the global scale mode: a max pool in the per-channel mode is
+    unscaled, whatever OFM_SCALE an earlier kick-off left (the simulator applied it before)."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 4, 8, 8),)
+    edge = progs.ethosu_lower(nn.Sequential(nn.Conv2d(4, 4, 1), nn.MaxPool2d(2)), inputs, "ethos-u55-128")
+    _program, method = _method(progs.deployable_pte(edge, _max_pool_in_per_channel_mode_after_a_stale_scale))
+    (got,) = method.execute(list(inputs))
+    expected = run_on_reference_model(edge, *inputs)
+    assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"

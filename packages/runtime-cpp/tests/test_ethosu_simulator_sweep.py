@@ -7,9 +7,9 @@ Cases (ethosu_sim_cases.py): the core's op sweep (the rank-4 base INT case of ev
 and every recipe case), the Ethos-U coverage table and the a16w8 op table, on ethos-u55-128 and
 ethos-u65-256. The default session runs one case per simulator feature the sweep made us add
 (negative strides, reshaped I/O, int16 feature maps, the 16-bit LUT); `nox -s test-full` runs the
-whole sweep. Measured on the shared 2-core machine at load ~20 on ethos-u55-128: the small models,
-coverage and a16w8 tables (25 cases) took 1,825 s (10-80 s a case after a 490 s first one); the
-op-sweep part (the bulk) was never timed end to end.
+whole sweep in one process over both targets (`sweep`), sharing each case's quantized model and
+reference outputs between them. Measured on the shared 2-core machine at load 12-16: about 12 s a case
+and target; a partial run's table is in the package README.
 """
 
 from __future__ import annotations
@@ -36,24 +36,18 @@ TARGETS = ("ethos-u55-128", "ethos-u65-256")
 # Cases whose simulated stream differs from the reference model: case -> (max abs difference in
 # the float output, measured on ethos-u55-128 unless said, and the reason as far as it is known). The
 # simulator follows the registers; each stream was read command by command.
-KNOWN_DIFFERENCES = {
-    "sweep:amin.default": (2.116, (
-        "amin is -1 - max(-1 - x); the stream's last ELEMENTWISE SUB reads the 24 window maxima as "
-        "IFM2 of shape 2x3 with IFM2_STRIDE_Y 4 and channel broadcast (IFM2_BROADCAST 4) instead of "
-        "as 2x3x4, so each maximum is spread over 4 channels: the stream vela 5.2 writes for this "
-        "graph computes another function than the TOSA graph (to confirm on an FVP)")),
-    "coverage:nearest_x2_x4": (1.355, (
-        "a (2, 4) nearest resize is two NEAREST-upscaled POOLs; the second reads rows 0-3 of the "
-        "8-row intermediate (IFM_STRIDE_Y one row, IFM_UPSCALE 1 doubles both axes), so rows come "
-        "out x4 and the stream computes another function than the TOSA graph (to confirm on an FVP)")),
-    # "sweep:convolution.default conv2d g2 s1 p1 d2 zeros" (Conv2d(4, 8, 3, padding=1, dilation=2, groups=2))
-    # differed by up to 11 LSB in group 1 only, on every target, with vela's stream evaluated independently
-    # giving the simulator's output: arm_ethosu.constraints now keeps grouped dilated convolutions on the CPU
-    # (test_ethosu_partition_rules.py::test_grouped_dilated_conv_stays_on_cpu), so it is "not on the npu".
-    "coverage:conv_transpose_grouped": (1.230, (
-        "grouped transposed convolution (zero-insertion IFM upscale, one CONV per group): reason "
-        "not established yet")),
-}
+KNOWN_DIFFERENCES: dict[str, tuple[float, str]] = {}
+# Streams that computed another function than the TOSA graph, now kept on the CPU by arm_ethosu.constraints
+# (so "not on the npu"; each register reading was checked against vela's generator and register fields):
+# - every grouped (not depthwise) convolution, plain or transposed, dilated or not ("sweep:convolution.default
+#   conv2d g2 s1 p1 d2 zeros" 11 LSB, "coverage:conv_transpose_grouped" 1.23): vela's scale stream gives every
+#   group the first group's per-channel multipliers (read from the weight region; the TOSA graph's one RESCALE
+#   after the CONCAT has distinct ones), test_ethosu_partition_rules.py::test_grouped_conv_stays_on_cpu;
+# - "sweep:amin.default" (2.12): REDUCE_MIN as -1 - max(-1 - x) whose last SUB reads the maxima with a
+#   channel broadcast (IFM2_BROADCAST 4) once a spatial axis is dropped,
+#   test_ethosu_partition_rules.py::test_min_dropping_a_spatial_axis_stays_on_cpu_for_u55;
+# - "coverage:nearest_x2_x4" (1.36): IFM_UPSCALE doubles both axes, so the second pass of a (2, 4) nearest
+#   resize upscales rows x4 too, test_ethosu_coverage.py::test_u55_limits_stay_on_cpu_with_reason.
 
 # The default session's cases: one per feature the sweep made the simulator gain.
 DEFAULT_CASES = {
@@ -79,20 +73,17 @@ def test_sampled_case_bit_exact_on_the_simulator(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", TARGETS)
-def test_every_case_bit_exact_or_a_known_difference(target):
+def test_every_case_bit_exact_or_a_known_difference(tmp_path):
+    rows = sim.sweep(TARGETS, log=tmp_path / "sweep.jsonl")
     wrong = []
-    counts = {"exact": 0, "differs": 0, "refused": 0, "not on the npu": 0}
-    for name, case in sim.all_cases().items():
-        outcome = sim.run_case(case, target)
-        counts[outcome.kind] += 1
-        known = KNOWN_DIFFERENCES.get(name)
+    for row in rows:
+        known = KNOWN_DIFFERENCES.get(row.case)
         if known is not None:
-            if outcome.kind != "differs":  # fixed: take it out of KNOWN_DIFFERENCES
-                wrong.append(f"{name}: expected the known difference (~{known[0]}), got {outcome}")
-        elif outcome.kind not in ("exact", "not on the npu"):
-            wrong.append(f"{name}: {outcome}")
-    assert not wrong, f"{target} {counts}:\n" + "\n".join(wrong)
+            if row.kind != "differs":  # fixed: take it out of KNOWN_DIFFERENCES
+                wrong.append(f"{row.case} {row.target}: expected the known difference (~{known[0]}), got {row}")
+        elif row.kind not in ("exact", "not on the npu"):
+            wrong.append(f"{row.case} {row.target}: {row}")
+    assert not wrong, sim.summary_table(rows) + "\n" + "\n".join(wrong)
 
 
 def test_two_threads_and_two_runs_give_byte_identical_results():

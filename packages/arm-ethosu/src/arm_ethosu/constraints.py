@@ -158,7 +158,32 @@ def _u55_reduce_extreme(node: Node, family: str) -> str | None:
     dtypes = {t.dtype for _, t in _tensors(node)}
     if dtypes - {torch.int8, torch.int16, torch.float32, torch.bool}:  # bool: `_u55_no_bool` says why
         return "REDUCE_MAX/MIN on Ethos-U55/U65 takes int8 or int16 only"
-    return None
+    return _u55_reduce_min_dropping_dims(node)
+
+
+_REDUCE_MIN = (aten.amin.default, aten.min.default, aten.min.dim)
+
+
+def _u55_reduce_min_dropping_dims(node: Node) -> str | None:
+    """vela 5.2 runs REDUCE_MIN as -1 - max(-1 - x). Where the graph then drops a reduced axis other than
+    the channels, the last SUB reads the maxima as IFM2 with a channel broadcast (IFM2_BROADCAST 4) and
+    the row stride of the reduced view, so each maximum lands on several outputs: amin(x, -1) on
+    [2, 3, 4, 5] is 2.1 off on the NPU simulator (amin(x, -1, keepdim=True) and amin(x, 1) are exact)."""
+    target = aten_target(node.target)
+    x = _val(node.args[0])
+    if target not in _REDUCE_MIN or x is None:
+        return None
+    if target is aten.min.default:
+        dims, keepdim = set(range(x.dim())), False
+    else:
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", ())
+        dims = {d % max(x.dim(), 1) for d in ([dim] if isinstance(dim, int) else dim or range(x.dim()))}
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    if keepdim or (x.dim() == 4 and dims == {1}):
+        return None
+    return (f"min over dims {sorted(dims)} of a rank-{x.dim()} tensor without keepdim: the command stream vela "
+            "5.2 writes for it spreads each minimum over several outputs (NPU simulator); with keepdim=True, "
+            "or over the channels alone, it runs on the NPU")
 
 
 @target_rule(U55_U65, "matmul")
@@ -191,8 +216,16 @@ def _u55_resize(node: Node, family: str) -> str | None:
         return None
     nearest_by_vela = all(Fraction(n, d) in resize.VELA_NEAREST_FACTORS and 2 * offset == d - n
                           for n, d, offset, _ in plan)
+    factors = {Fraction(n, d) for n, d, _, _ in plan}
     if nearest_by_vela and aten_target(node.target) not in resize._BILINEAR:
-        return None  # one NEAREST RESIZE, a power-of-two factor 2x..8x per axis
+        if len(factors) > 1:
+            # The NPU's IFM_UPSCALE doubles both axes at once; for (2, 4) vela 5.2 writes two upscaled
+            # POOLs whose second reads only rows 0-3 of the 8-row intermediate (IFM_STRIDE_Y one row), so
+            # rows come out x4 too: another function than the graph on the NPU simulator (1.36 off).
+            return (f"nearest resize by {sorted(int(f) for f in factors)} (different factors per axis): the "
+                    "command stream vela 5.2 writes for it upscales both axes by the larger factor (NPU "
+                    "simulator); resize both axes by the same factor, or in two steps")
+        return None  # one NEAREST RESIZE, the same power-of-two factor 2x..8x on both axes
     mode = "bilinear" if aten_target(node.target) in resize._BILINEAR else "nearest"
     return (f"{mode} resize other than an integer upscale by 2x..{resize.MAX_U55_UPSCALE}x on both axes "
             "(half-pixel, align_corners=False): vela 5.2 compiles no bilinear RESIZE and only 2x/4x/8x NEAREST "
@@ -288,32 +321,34 @@ def _u55_avg_pool(node: Node, family: str) -> str | None:
     return None
 
 
-def _grouped_dilated_convolution(node: Node, family: str) -> str | None:
-    """A grouped (not depthwise) convolution with dilation: for Conv2d(4, 8, 3, padding=1, dilation=2,
-    groups=2) vela 5.2 (U55/U65) and regor (U85) both write a stream whose second group differs from the
-    TOSA graph by up to 11 LSB on the NPU simulator, while the first group is exact (runtime-cpp README,
-    `KNOWN_DIFFERENCES`). Until an FVP or a board settles whether the hardware does the same, such a
-    convolution stays on the CPU: a slower model, never a silently wrong one."""
+def _grouped_convolution(node: Node, family: str) -> str | None:
+    """A grouped (not depthwise) convolution, plain or transposed. The core lowers it as one CONV2D per
+    group, a CONCAT of their int32 accumulators and one per-channel RESCALE. vela 5.2 (U55/U65, read from
+    its scale stream) fuses that RESCALE into every group's CONV with the multipliers of the first group's
+    channels, so every later group is scaled with another channel's scale: Conv2d(4, 6, 3, groups=2) comes
+    out up to 8 LSB off in group 1 on the NPU simulator, and regor (U85) gives the same signature. Until
+    the lowering rescales each group before the CONCAT, such a convolution stays on the CPU: a slower
+    model, never a silently wrong one."""
     if not is_convolution(node):
         return None
     args = conv_args(node)
     x = _val(args.input)
-    if x is None or args.transposed or args.groups <= 1 or args.groups == x.shape[1]:
+    if x is None or args.groups <= 1 or (args.groups == x.shape[1] and not args.transposed):
         return None
-    if all(d == 1 for d in args.dilation):
-        return None
-    return (f"grouped convolution ({args.groups} groups) with dilation {list(args.dilation)}: the command stream "
-            "vela 5.2 writes for it computes another function than the graph for every group after the first "
-            "(NPU simulator, up to 11 LSB); split the groups into separate convolutions, or drop the dilation")
+    kind = "transposed convolution" if args.transposed else "convolution"
+    return (f"grouped {kind} ({args.groups} groups): vela scales every group of the command stream it writes "
+            "with the first group's per-channel output scales, so every group after the first computes "
+            "another function than the graph (NPU simulator, up to 8 LSB); split the groups into separate "
+            "convolutions")
 
 
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
     "U55": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes,
-            _grouped_dilated_convolution),
+            _grouped_convolution),
     "U65": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes,
-            _grouped_dilated_convolution),
-    "U85": (_channels, _family_rules, _grouped_dilated_convolution),
+            _grouped_convolution),
+    "U85": (_channels, _family_rules, _grouped_convolution),
 }
 
 

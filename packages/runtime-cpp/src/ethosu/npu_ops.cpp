@@ -268,9 +268,19 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory,
                {0, 0, 0}, {k.h, k.w}, macs, 0};
     ifm_read_extent(k, o, record->ifm_shape);
   }
+  // OFM_SCALE applies only in the global scale mode (OFM_PRECISION bit 8), which vela's generator
+  // sets (and writes OFM_SCALE for) on average and sum pools without padding alone. A max pool in the
+  // per-channel mode is unscaled, so whatever OFM_SCALE an earlier ADD or MUL left must not reach it.
+  // Average and sum pools in that mode (the NPU divides by the window's valid element count itself)
+  // are refused rather than guessed.
+  const bool global_scale = ((regs.p(kOfmPrecision) >> 8) & 1) != 0;
+  if (!global_scale && mode != 0) {
+    return fail(at, "average or sum pooling in the per-channel scale mode (OFM_PRECISION bit 8 clear) is not "
+                    "simulated yet", Error::NotSupported);
+  }
   if (memory == nullptr) return Error::Ok;
-  const int64_t scale = regs.data(kOfmScale);
-  const int shift = static_cast<int>(regs.param(kOfmScale) & 0x3F);
+  const int64_t scale = global_scale ? regs.data(kOfmScale) : 1;
+  const int shift = global_scale ? static_cast<int>(regs.param(kOfmScale) & 0x3F) : 0;
   const int rounding = (regs.p(kOfmPrecision) >> 14) & 3;
   int ifm_h, ifm_w;
   ifm_extent(k, o, &ifm_h, &ifm_w);
