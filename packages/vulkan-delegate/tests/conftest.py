@@ -74,6 +74,12 @@ def vk_check():
 
 
 @pytest.fixture
+def vk_rel_err():
+    """`vk_rel_err(y, ref)`: max |y - ref| / max |ref|, inf where they disagree about NaN or inf."""
+    return rel_err
+
+
+@pytest.fixture
 def vk_delegated() -> dict[int, set]:
     """id(model) -> the targets its last lowering delegated (every lowering here records it)."""
     return DELEGATED

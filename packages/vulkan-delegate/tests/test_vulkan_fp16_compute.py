@@ -56,6 +56,32 @@ def test_fp16_compute_family(name, vk_check):
     vk_check(FAMILIES[name]().eval(), (r(2, 3, 9, 10), r(2, 3, 9, 10, seed=1)), fp16=True)
 
 
+class TinyScale(nn.Module):
+    """x * 1e-7: a scalar fp16 cannot hold (a subnormal there; its nearest one is 1.19e-7)."""
+
+    def forward(self, x):
+        return x * 1e-7
+
+
+class TinySlope(nn.Module):
+    """leaky_relu with slope 1e-7 on negative inputs."""
+
+    def forward(self, x):
+        return F.leaky_relu(-x.abs(), 1e-7)
+
+
+@pytest.mark.parametrize("model", [TinyScale, TinySlope])
+def test_fp16_unary_scalars_are_not_rounded_to_fp16(model, vk_check, vk_rel_err):
+    """The unary shader computed affine (x * s + b), leaky_relu and hardswish/hardsigmoid in fp16 with
+    the scalar (and 1/6) rounded to fp16: `x * 1e-7` came back 19 % large, silently. They compute in
+    fp32 now, rounded to fp16 once at the store, as eager fp16 (opmath fp32) does: within eager fp16's
+    own distance from fp32 plus one fp16 ulp (the input's own rounding differs in order)."""
+    x = r(2, 3, 16, 16) * 3000  # outputs ~3e-4: normal fp16 numbers
+    ref = model()(x)
+    eager_fp16 = vk_rel_err(model().half()(x.half()), ref)
+    vk_check(model().eval(), (x,), fp16=True, tol=2 * eager_fp16 + 2 ** -11, ref=ref)
+
+
 def _shaders(edge, inputs) -> list[str]:
     return [row.shader for row in profile_program(edge, *inputs, runs=1).rows]
 

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from shader_compiler import tool_env
+from spirv_bindings import writes_only_last_binding
 
 TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
 SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1", "math32": "-DMATH32=1",
@@ -71,6 +72,8 @@ def main(glslang: str, src_dir: str, out_dir: str) -> None:
             if proc.returncode:
                 sys.exit(f"{comp.name} ({v}) does not compile:\n{proc.stdout}{proc.stderr}")
             words = spv.read_bytes()
+            if problem := writes_only_last_binding(words):
+                sys.exit(f"{comp.name} ({v}): {problem}")
             arr = ", ".join(f"0x{int.from_bytes(words[i:i + 4], 'little'):08x}u" for i in range(0, len(words), 4))
             blobs.append(f"const uint32_t k_{name}[] = {{{arr}}};")
             entries.append(f'  {{"{name}", k_{name}, {len(words) // 4}, {{{local[0]}, {local[1]}, {local[2]}}}, {bindings}, '

@@ -2,8 +2,12 @@
 #extension GL_GOOGLE_include_directive : require
 // variants: f32 f16 f16math32
 // y = f(x; alpha, beta): push = op, n, alpha, beta (op codes: opcodes.glsl)
-// Piecewise-linear ops compute in CT (fp16 in the f16 variant); transcendental ones in fp32 (the GPU's
-// special-function units are fp32, and an fp16 exp/tanh overflows inside where the result would not).
+// Ops exact in any float type (clamp, abs, floor, ...) compute in CT (fp16 in the f16 variant); the rest
+// in fp32 (the GPU's special-function units are fp32, and an fp16 exp/tanh overflows inside where the
+// result would not). Ops with a scalar operand (affine, leaky_relu) and hardswish/hardsigmoid's 1/6 are
+// fp32 too, rounded once at the store as torch's fp16 does: an fp16 scalar loses a small factor
+// (x * 1e-7: fp16's nearest subnormal is 1.19e-7, a 19% error) and biases every output by the same
+// relative amount (fp16 1/6 is 2.4e-4 low, compounding through MobileNetV3's hardswish layers).
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { T x[]; };
@@ -20,13 +24,9 @@ void main() {
   uint i = linear_id();
   if (i >= PU(1)) return;
   CT h = CT(x[i]), ha = CT(PF(2)), hb = CT(PF(3)), hr;
-  switch (PI(0)) {  // the piecewise-linear ops: in CT
-    case UNARY_AFFINE: hr = ha * h + hb; break;
+  switch (PI(0)) {  // the ops exact in CT
     case UNARY_CLAMP: hr = clamp(h, ha, hb); break;
-    case UNARY_HARDSWISH: hr = h * clamp(h + CT(3.0), CT(0.0), CT(6.0)) * CT(1.0 / 6.0); break;
-    case UNARY_HARDSIGMOID: hr = clamp(h + CT(3.0), CT(0.0), CT(6.0)) * CT(1.0 / 6.0); break;
     case UNARY_ABS: hr = abs(h); break;
-    case UNARY_LEAKY_RELU: hr = h > CT(0.0) ? h : ha * h; break;
     case UNARY_FLOOR: hr = floor(h); break;
     case UNARY_CEIL: hr = ceil(h); break;
     case UNARY_TRUNC: hr = trunc(h); break;
@@ -35,6 +35,10 @@ void main() {
     default: {
       float v = float(x[i]), a = PF(2), r;
       switch (PI(0)) {
+        case UNARY_AFFINE: r = a * v + PF(3); break;
+        case UNARY_HARDSWISH: r = v * clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
+        case UNARY_HARDSIGMOID: r = clamp(v + 3.0, 0.0, 6.0) / 6.0; break;
+        case UNARY_LEAKY_RELU: r = v > 0.0 ? v : a * v; break;
         case UNARY_SIGMOID: r = 1.0 / (1.0 + exp(-v)); break;
         case UNARY_TANH: r = tanh(clamp(v, -15.0, 15.0)); break;
         case UNARY_GELU: r = 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476)); break;
