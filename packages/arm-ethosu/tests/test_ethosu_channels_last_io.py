@@ -74,3 +74,21 @@ def test_pte_refuses_a_contiguous_input_where_it_plans_channels_last(channels_la
     with pytest.raises(ValueError, match=r"input 0 .* is channels-last \(dim order \(0, 2, 3, 1\)\).*"
                                          r"contiguous.*x\.to\(memory_format=torch\.channels_last\)"):
         run_on_reference_model(pte, x)
+
+
+def test_arm_compile_channels_last_io(tmp_path, capsys):
+    """`arm-compile --channels-last-io`: the written partition takes NHWC, and the .pte, run on the host with
+    channels-last inputs, equals the quantized model (0 LSB)."""
+    from arm_tosa_core.compile_cli import main
+
+    (tmp_path / "m.py").write_text(
+        "import torch\n\ndef make():\n    torch.manual_seed(0)\n"
+        "    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), "
+        "torch.nn.Conv2d(8, 4, 1))\n    return model.eval(), (torch.randn(1, 3, 8, 6),)\n")
+    pte = tmp_path / "m.pte"
+    rc = main([f"{tmp_path / 'm.py'}:make", "--channels-last-io", "--calibration-samples", "2", "-o", str(pte)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "max abs error vs the quantized PyTorch model: 0 " in out
+    (tosa,) = (tmp_path / "m_report").glob("*.tosa")
+    assert _graph_io(tosa.read_bytes()) == ([(1, 8, 6, 3)], [(1, 8, 6, 4)], 0)
