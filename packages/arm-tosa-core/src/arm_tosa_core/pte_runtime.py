@@ -50,8 +50,9 @@ def pte_backends_registered(pte: bytes) -> bool:
 
 def _in_planned_layout(pte: bytes, method: str, inputs: Sequence[torch.Tensor]) -> list:
     """`inputs` dense in the memory layout the program plans for each (the runtime reads their bytes as
-    they lie). An input in another layout (a contiguous image where the program was exported with a
-    channels-last one) raises ValueError stating the layout, rather than being misread."""
+    they lie). Where the program plans the usual contiguous layout, any tensor is made contiguous (as
+    before channels-last I/O existed); where it plans another (exported with a channels-last image), a
+    tensor in another layout raises ValueError stating both, rather than being misread."""
     from .pte_delegates import input_dim_orders
 
     out = []
@@ -60,7 +61,7 @@ def _in_planned_layout(pte: bytes, method: str, inputs: Sequence[torch.Tensor]) 
             out.append(x)
             continue
         planned, given = layout.memory_layout(_Strided(x.shape, order)), layout.memory_layout(x)
-        if planned != given:
+        if planned != given and not layout.is_identity(planned):
             raise ValueError(
                 f"input {i} of method {method!r} is {_layout_name(planned)} (dim order {planned}) in this "
                 f"program, but the tensor given is {_layout_name(given)} (dim order {given}): pass it as "
