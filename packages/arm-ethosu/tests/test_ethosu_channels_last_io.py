@@ -92,3 +92,19 @@ def test_arm_compile_channels_last_io(tmp_path, capsys):
     assert "max abs error vs the quantized PyTorch model: 0 " in out
     (tosa,) = (tmp_path / "m_report").glob("*.tosa")
     assert _graph_io(tosa.read_bytes()) == ([(1, 8, 6, 3)], [(1, 8, 6, 4)], 0)
+
+
+def test_exposed_intermediates_stay_in_pytorch_layout(channels_last_program):
+    """The debugging lowering exposes inner values in PyTorch's layout, channels-last I/O or not."""
+    from arm_tosa_core.intermediates import run_with_intermediates
+
+    x, x_cl, quantized, edge = channels_last_program
+    plain = lower(quantized, (x,), EthosUCompileSpec("ethos-u55-128"))
+
+    out_cl, seen_cl = run_with_intermediates(edge, [x_cl], lambda node: True)
+    out, seen = run_with_intermediates(plain, [x], lambda node: True)
+    assert torch.equal(out_cl, out)
+    four_d = [(a, b) for a, b in zip(seen.values(), seen_cl.values(), strict=True) if a.dim() == 4]
+    assert len(seen) == len(seen_cl) and four_d
+    for a, b in four_d:
+        assert a.shape == b.shape and torch.isfinite(a).all() and torch.equal(a, b)

@@ -102,7 +102,7 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
             continue  # a control-flow sub-graph: its cond / while_loop rule lowers it
         elif node.op == "output":
             builder.current_node = None
-            outputs = emit_outputs(ctx, list(node.args[0]) + list(expose))
+            outputs = emit_outputs(ctx, list(node.args[0]) + list(expose), in_memory_layout=len(node.args[0]))
             for entry in outputs[len(node.args[0]):]:
                 entry["exposed"] = True
         else:
@@ -171,14 +171,18 @@ def _layout_entry(perm: layout.Perm) -> dict:
     return {} if layout.is_identity(perm) else {"dim_order": list(perm)}
 
 
-def emit_outputs(ctx: LoweringContext, nodes) -> list[dict]:
-    """Make the lowered values of `nodes` the graph's outputs, in order, each in its `layout.memory_layout`."""
+def emit_outputs(ctx: LoweringContext, nodes, in_memory_layout: int = 0) -> list[dict]:
+    """Make the lowered values of `nodes` the graph's outputs, in order. The first `in_memory_layout` of
+    them (a partition's own outputs) leave in their tensors' `layout.memory_layout` (what the runtime
+    reads); the others (exposed intermediates, control-flow sub-graph results) in PyTorch's layout."""
     b = ctx.b
     outputs, used = [], set()
-    for arg in nodes:
+    for i, arg in enumerate(nodes):
         value: Value = ctx.val(arg)
-        perm = layout.memory_layout(arg.meta.get("val")) if isinstance(arg, Node) else layout.identity(value.rank)
-        perm = perm if len(perm) == value.rank else layout.identity(value.rank)
+        perm = layout.identity(value.rank)
+        if i < in_memory_layout and isinstance(arg, Node):
+            planned = layout.memory_layout(arg.meta.get("val"))
+            perm = planned if len(planned) == value.rank else perm
         t = ctx.tensor(value, perm, None if not value.is_const else tosa_dtype(value.dtype))
         # A graph output must be produced by an operator and be distinct from inputs and other outputs.
         if value.is_const or t.name in used or t in b.inputs:
