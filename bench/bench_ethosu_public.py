@@ -65,7 +65,8 @@ def _row(model: str, target: str, side: str, res: dict) -> dict:
             "npu_cycles": npu, "total_cycles": res.get("vela_total_cycles"),
             "sram_peak_kib": res.get("vela_sram_peak_kib"), "flash_kib": res.get("vela_flash_kib"),
             "cpu_ops": _cpu_ops(res), "compile_s": res.get("total_s"), "vela_s": res.get("vela_s"),
-            "mac_util": util, "tune_chosen": res.get("tune_chosen"), "vela_flags": res.get("vela_flags")}
+            "mac_util": util, "tune_chosen": res.get("tune_chosen"), "vela_flags": res.get("vela_flags"),
+            "channels_last_io": res.get("channels_last_io")}
 
 
 def _fmt(v, spec: str = "") -> str:
@@ -130,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS / "ethosu_public.json")
     p.add_argument("--reuse", action="store_true", help="keep the rows --out already has; run the others")
     p.add_argument("--redo", nargs="+", default=[], help="with --reuse: measure these models again")
+    p.add_argument("--channels-last-io", action="store_true",
+                   help="our sides export with channels-last image inputs (arm-compile --channels-last-io)")
     p.add_argument("--timeout-s", type=float, default=1800.0, help="per compile (one model, target, side)")
     args = p.parse_args(argv)
     models = list(ALL) if args.models == ["all"] else args.models
@@ -147,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                 mode = next((m for family, m in SAME_MEMORY_MODE.items() if target.startswith(family)), None)
                 if module == "our_flows" and mode:
                     kwargs = {**kwargs, "memory_mode": mode}
+                if module == "our_flows" and args.channels_last_io:
+                    kwargs = {**kwargs, "channels_last_io": True}
                 row = None if model in args.redo else cached.get((model, target, side))
                 if row and (module != "our_flows" or not mode or (row.get("vela_flags") or "").endswith(mode)):
                     rows.append(row)  # (a row of ours compiled in another memory mode is measured again)

@@ -178,10 +178,16 @@ def _ethosu_api() -> Any:
 
 @guard
 def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-128",
-               tune: bool = False, memory_mode: str | None = None) -> dict[str, Any]:
+               tune: bool = False, memory_mode: str | None = None, channels_last_io: bool = False
+               ) -> dict[str, Any]:
     """Ethos-U flow: EthosUQuantizer PTQ, EthosUPartitioner (TOSA INT + vela in process), serialize.
-    With `tune`, the spec's `enable_tune()` (arm-compile --tune); `memory_mode`: vela's (default: ours)."""
+    With `tune`, the spec's `enable_tune()` (arm-compile --tune); `memory_mode`: vela's (default: ours);
+    `channels_last_io`: export with channels-last image inputs (arm-compile --channels-last-io)."""
     import_s = _import_core()
+    if channels_last_io:
+        import arm_tosa_core
+
+        inputs = arm_tosa_core.channels_last_io(inputs)
     try:
         ethosu = _ethosu_api()
         import arm_ethosu.backend as ethosu_backend
@@ -214,6 +220,7 @@ def our_ethosu(module: torch.nn.Module, inputs: tuple, target: str = "ethos-u55-
     res |= {
         "vela_s": sum(vela_times),
         "vela_flags": f"{spec.target} {spec.system_config} {spec.memory_mode}",
+        "channels_last_io": channels_last_io,
         "vela_npu_cycles": float(sum(p.cycles_npu for p in parts)),
         "vela_total_cycles": float(sum(p.cycles_total for p in parts)),
         "vela_inference_time_s": sum(p.inference_time for p in parts),

@@ -14,6 +14,7 @@ Typical use::
 
 from . import ops  # noqa: F401  (the one load point: importing it registers every op family)
 from .backend import TOSABackend
+from .compile_inputs import channels_last_io
 from .compile_spec import TosaCompileSpec
 from .errors import (
     ArmToolkitError,
@@ -40,6 +41,7 @@ __all__ = [
     "TosaCompileSpec",
     "TosaSpecification",
     "UnsupportedModelError",
+    "channels_last_io",
     "partition_report",
     "register_payload_decoder",
     "run_on_reference_model",

@@ -19,13 +19,14 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
-from .compile_inputs import LoadedModel, load_model, load_samples, random_samples
+from .compile_inputs import LoadedModel, channels_last_io, load_model, load_samples, random_samples
 from .compile_targets import (
     CompiledProgram,
     CompileTarget,
@@ -73,6 +74,10 @@ def build_parser(families: list[TargetFamily] | None = None) -> argparse.Argumen
                    "files and the per-partition artifacts (default <output without .pte>_report)")
     p.add_argument("--input-size", type=int, help="image side / token count of a bundled example")
     p.add_argument("--seed", type=int, default=0, help="seed of the bundled example and random calibration")
+    p.add_argument("--channels-last-io", action="store_true",
+                   help="export with 4-D inputs in channels-last memory (NHWC): the partitions start and end "
+                        "without the NCHW<->NHWC transposes, and the .pte takes (and gives) channels-last "
+                        "tensors (x.to(memory_format=torch.channels_last))")
     p.add_argument("--calibration", type=Path, help="folder of .npy/.pt calibration samples")
     p.add_argument("--calibration-samples", type=int, default=8,
                    help="how many random samples when no --calibration folder is given (default 8)")
@@ -241,11 +246,13 @@ def compile_model(args: argparse.Namespace, out=None, progress: _Progress | None
 
     with progress.stage("load model") as st:
         model = load_model(args.model, args.input_size, args.seed)
+        model = replace(model, example_inputs=channels_last_io(model.example_inputs, args.channels_last_io))
         st.detail = f"{model.name}, inputs {[tuple(x.shape) for x in model.example_inputs]}"
     with progress.stage("quantize") as st:
         quantized, samples = None, []
         if flow is not None:
             samples, st.detail = _calibration(args, model)
+            samples = [channels_last_io(sample, args.channels_last_io) for sample in samples]
             quantized = flow.quantize(model.module, model.example_inputs, samples)
         else:
             st.detail = f"skipped: {args.target} runs float"

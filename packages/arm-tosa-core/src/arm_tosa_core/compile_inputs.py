@@ -85,6 +85,21 @@ def _check_factory_result(result, what: str, name: str) -> LoadedModel:
     return LoadedModel(name, model.eval(), inputs)
 
 
+def channels_last_io(inputs: tuple, enabled: bool = True) -> tuple:
+    """`inputs` with every 4-D tensor in channels-last memory (`torch.channels_last`), for export.
+
+    A program exported with channels-last image inputs keeps that layout (its dim order) at run time, and
+    the Arm backends read and write each delegate input and output in its tensor's dim order: the
+    partition then starts without the NCHW -> NHWC TRANSPOSE (and a channels-last output ends without the
+    NHWC -> NCHW one). The caller then passes and gets channels-last tensors; a .pte given a contiguous
+    tensor where it plans a channels-last one refuses it, naming the layout. The same as
+    `arm-compile --channels-last-io`. With `enabled=False`, `inputs` unchanged."""
+    if not enabled:
+        return tuple(inputs)
+    return tuple(x.contiguous(memory_format=torch.channels_last) if isinstance(x, torch.Tensor) and x.dim() == 4
+                 else x for x in inputs)
+
+
 # -- calibration --------------------------------------------------------------------------------
 def random_samples(example_inputs: tuple[torch.Tensor, ...], count: int, seed: int
                    ) -> list[tuple[torch.Tensor, ...]]:

@@ -22,6 +22,22 @@ def is_identity(perm: Sequence[int]) -> bool:
     return all(i == p for i, p in enumerate(perm))
 
 
+def memory_layout(meta: object) -> Perm:
+    """The layout a partition's input or output crosses the delegate boundary in: its tensor's dim order in
+    the program (the identity for a contiguous tensor, (0, 2, 3, 1) for a channels-last one), since the
+    ExecuTorch runtime hands the delegate the tensor's bytes as they lie in memory. `meta` is the node's
+    (fake) tensor; anything else is the identity. A dim order that moves only size-1 dims lays the bytes
+    out as the identity does, and is read as the identity."""
+    rank = getattr(meta, "ndim", 0)
+    if rank < 2 or not hasattr(meta, "stride"):
+        return identity(rank)
+    # the dim order ExecuTorch plans the tensor with: strides sorted largest first, ties kept in order
+    # (exir.tensor.dim_order_from_stride)
+    stride, shape = tuple(meta.stride()), tuple(meta.shape)
+    order = tuple(sorted(range(rank), key=lambda d: -stride[d]))
+    return identity(rank) if only_unit_dims_move(shape, identity(rank), order) else order
+
+
 def apply(shape: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:
     """Physical shape of a logical `shape` stored in layout `perm`."""
     return tuple(shape[p] for p in perm)

@@ -1,8 +1,10 @@
 """Lower one partition (an edge-dialect ExportedProgram) to a TOSA 1.0 flatbuffer.
 
 Assumes every call_function node passed `registry.unsupported_reason` for the spec (the partitioner
-guarantees it). Guarantees: graph inputs and outputs are in PyTorch's layout and order; int64 values
-cross the boundary as INT32; the result lists each operator's originating torch node.
+guarantees it). Guarantees: graph inputs and outputs are in PyTorch's order, each in the memory layout of
+its tensor in the program (its dim order: a channels-last tensor crosses as NHWC, which is how the
+ExecuTorch runtime hands its bytes to the delegate; see `layout.memory_layout`); int64 values cross the boundary
+as INT32; the result lists each operator's originating torch node.
 """
 
 from __future__ import annotations
@@ -89,17 +91,18 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
                 ctx.values[node] = ctx.constant(const)
                 continue
             meta = ctx.meta(node)
-            t = builder.input(tuple(meta.shape), tosa_dtype(meta.dtype), node.name)
-            ctx.values[node] = ctx.from_tensor(t, tuple(meta.shape), meta.dtype)
+            perm = layout.memory_layout(meta)
+            t = builder.input(layout.apply(tuple(meta.shape), perm), tosa_dtype(meta.dtype), node.name)
+            ctx.values[node] = ctx.from_tensor(t, tuple(meta.shape), meta.dtype, perm)
             inputs.append({"name": node.name, "shape": list(meta.shape), "dtype": str(meta.dtype),
-                           "tosa_dtype": t.dtype.name})
+                           "tosa_dtype": t.dtype.name, **_layout_entry(perm)})
         elif node.op == "call_function":
             lower_node(ctx, node)
         elif node.op == "get_attr":
             continue  # a control-flow sub-graph: its cond / while_loop rule lowers it
         elif node.op == "output":
             builder.current_node = None
-            outputs = emit_outputs(ctx, list(node.args[0]) + list(expose))
+            outputs = emit_outputs(ctx, list(node.args[0]) + list(expose), in_memory_layout=len(node.args[0]))
             for entry in outputs[len(node.args[0]):]:
                 entry["exposed"] = True
         else:
@@ -163,21 +166,31 @@ def _rule_for(entry: registry.OpEntry, node: Node):
     raise LoweringError(f"{entry.name}: no INT rule for quant kind {entry.quant!r}")
 
 
-def emit_outputs(ctx: LoweringContext, nodes) -> list[dict]:
-    """Make the lowered values of `nodes` the graph's outputs, in order."""
+def _layout_entry(perm: layout.Perm) -> dict:
+    """The I/O description's "dim_order", only where it is not the identity (so old descriptions still hold)."""
+    return {} if layout.is_identity(perm) else {"dim_order": list(perm)}
+
+
+def emit_outputs(ctx: LoweringContext, nodes, in_memory_layout: int = 0) -> list[dict]:
+    """Make the lowered values of `nodes` the graph's outputs, in order. The first `in_memory_layout` of
+    them (a partition's own outputs) leave in their tensors' `layout.memory_layout` (what the runtime
+    reads); the others (exposed intermediates, control-flow sub-graph results) in PyTorch's layout."""
     b = ctx.b
     outputs, used = [], set()
-    for arg in nodes:
+    for i, arg in enumerate(nodes):
         value: Value = ctx.val(arg)
-        t = ctx.tensor(value, layout.identity(value.rank), None if not value.is_const
-                       else tosa_dtype(value.dtype))
+        perm = layout.identity(value.rank)
+        if i < in_memory_layout and isinstance(arg, Node):
+            planned = layout.memory_layout(arg.meta.get("val"))
+            perm = planned if len(planned) == value.rank else perm
+        t = ctx.tensor(value, perm, None if not value.is_const else tosa_dtype(value.dtype))
         # A graph output must be produced by an operator and be distinct from inputs and other outputs.
         if value.is_const or t.name in used or t in b.inputs:
             t = b.op(Op.IDENTITY, [t], t.shape, t.dtype)
         used.add(t.name)
         b.output(t)
         entry = {"name": arg.name, "shape": list(value.shape), "dtype": str(value.dtype),
-                 "tosa_dtype": t.dtype.name}
+                 "tosa_dtype": t.dtype.name, **_layout_entry(perm)}
         q = value.qparams
         if q is not None and not q.per_channel and q.dtype != torch.int32:
             entry["qparams"] = {"scale": float(q.scale), "zero_point": int(q.zero_point)}

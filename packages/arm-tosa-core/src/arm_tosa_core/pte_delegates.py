@@ -102,3 +102,19 @@ def list_delegates(pte: bytes | str | os.PathLike) -> list[DelegateInfo]:
         for plan in program.execution_plan
         for i, d in enumerate(plan.delegates)
     ]
+
+
+def input_dim_orders(pte: bytes | str | os.PathLike, method: str = "forward") -> list[tuple[int, ...] | None]:
+    """The dim order each input of `method` is planned with (None for a non-tensor input): the memory
+    layout the runtime reads the input's bytes in, e.g. (0, 2, 3, 1) for a channels-last image.
+
+    Raises:
+        ValueError: `pte` is not a .pte program, or has no method `method`.
+    """
+    program = _load(pte).program
+    plans = {plan.name: plan for plan in program.execution_plan}
+    if method not in plans:
+        raise ValueError(f"the .pte has no method {method!r}; it has {sorted(plans)}")
+    plan = plans[method]
+    values = [plan.values[i].val for i in plan.inputs]
+    return [tuple(v.dim_order) if isinstance(v, schema.Tensor) else None for v in values]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from . import layout
 from .errors import MissingToolError, ReferenceModelError
 
 RUNTIME_INSTALL_HINT = ('pip install "arm-ethosu[runtime]" (or "arm-tosa-core[runtime]", '
@@ -47,6 +48,55 @@ def pte_backends_registered(pte: bytes) -> bool:
     return not _missing_backends(pte, runtime_cpp)
 
 
+def _in_planned_layout(pte: bytes, method: str, inputs: Sequence[torch.Tensor]) -> list:
+    """`inputs` dense in the memory layout the program plans for each (the runtime reads their bytes as
+    they lie). Where the program plans the usual contiguous layout, any tensor is made contiguous (as
+    before channels-last I/O existed); where it plans another (exported with a channels-last image), a
+    tensor in another layout raises ValueError stating both, rather than being misread."""
+    from .pte_delegates import input_dim_orders
+
+    out = []
+    for i, (x, order) in enumerate(zip(inputs, input_dim_orders(pte, method), strict=False)):
+        if not isinstance(x, torch.Tensor) or order is None or len(order) != x.dim():
+            out.append(x)
+            continue
+        planned, given = layout.memory_layout(_Strided(x.shape, order)), layout.memory_layout(x)
+        if planned != given and not layout.is_identity(planned):
+            raise ValueError(
+                f"input {i} of method {method!r} is {_layout_name(planned)} (dim order {planned}) in this "
+                f"program, but the tensor given is {_layout_name(given)} (dim order {given}): pass it as "
+                f"{_conversion(planned)}, the layout the program was exported with")
+        out.append(x.permute(*planned).contiguous().permute(*layout.inverse(planned)))
+    return out + list(inputs[len(out):])
+
+
+class _Strided:
+    """Shape and strides of a tensor planned with `dim_order` (what `layout.memory_layout` reads)."""
+
+    def __init__(self, shape: Sequence[int], dim_order: Sequence[int]) -> None:
+        from executorch.exir.tensor import stride_from_dim_order
+
+        self.shape, self.ndim = tuple(shape), len(shape)
+        self._stride = tuple(stride_from_dim_order(list(shape), list(dim_order)))
+
+    def stride(self) -> tuple[int, ...]:
+        return self._stride
+
+
+def _conversion(perm: tuple[int, ...]) -> str:
+    if layout.is_identity(perm):
+        return "x.contiguous()"
+    if perm == layout.NCHW_TO_NHWC:
+        return "x.to(memory_format=torch.channels_last)"
+    return f"x.permute{perm}.contiguous().permute{layout.inverse(perm)}"
+
+
+def _layout_name(perm: tuple[int, ...]) -> str:
+    if layout.is_identity(perm):
+        return "contiguous"
+    return "channels-last" if perm == layout.NCHW_TO_NHWC else "permuted"
+
+
 def run_pte_on_runtime(pte: bytes | str | os.PathLike, inputs: Sequence[torch.Tensor],
                        method: str = "forward") -> list[torch.Tensor]:
     """Execute `method` of a .pte on the pip runtime; return its outputs.
@@ -72,7 +122,7 @@ def run_pte_on_runtime(pte: bytes | str | os.PathLike, inputs: Sequence[torch.Te
             "for an Ethos-U .pte compiled without its host graph, recompile with arm-compile --host-graph "
             "or EthosUCompileSpec(...).include_host_graph())") from exc
     try:
-        outputs = loaded.execute([t.contiguous() if isinstance(t, torch.Tensor) else t for t in inputs])
+        outputs = loaded.execute(_in_planned_layout(data, method, inputs))
     except RuntimeError as exc:
         raise ReferenceModelError(f"the ExecuTorch runtime failed executing {method!r}: {exc} (see "
                                   "the log line above)") from exc

@@ -22,6 +22,7 @@ from executorch.exir.lowered_backend_module import executorch_call_delegate
 from torch.export import ExportedProgram
 from torch.utils import _pytree as pytree
 
+from . import layout
 from .errors import MissingToolError, ReferenceModelError
 
 # backend id -> function(processed_bytes, compile_specs) -> TOSA flatbuffer
@@ -97,6 +98,13 @@ def run_delegate(backend_id: str, processed: bytes, compile_specs: list, inputs:
     return run_tosa(decoder(bytes(processed), list(compile_specs)), inputs, out_dtypes)
 
 
+def _physical(x: Any, perm: tuple[int, ...]) -> Any:
+    """Tensor `x` permuted by `perm` (a layout change; nothing for the identity or a non-tensor)."""
+    if not isinstance(x, torch.Tensor) or layout.is_identity(perm) or len(perm) != x.dim():
+        return x
+    return x.permute(*perm).contiguous()
+
+
 class _DelegatingInterpreter(torch.fx.Interpreter):
     """Runs an exported program's graph module, sending each delegate call to `delegate_runner`."""
 
@@ -113,10 +121,15 @@ class _DelegatingInterpreter(torch.fx.Interpreter):
             lowered, *inputs = args
             metas = self._node.meta.get("val")
             metas = metas if isinstance(metas, (tuple, list)) else [metas]
+            # The delegate reads and writes each tensor as its bytes lie in the program's memory plan (its
+            # dim order, e.g. NHWC for channels-last), as on the ExecuTorch runtime.
+            in_metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in self._node.args[1:]]
+            inputs = [_physical(x, layout.memory_layout(m)) for x, m in zip(inputs, in_metas, strict=True)]
             outs = self.delegate_runner(lowered.backend_id, bytes(lowered.processed_bytes),
                                         list(lowered.compile_specs), list(inputs))
             if metas and metas[0] is not None:  # e.g. int64 results computed as INT32
-                outs = [o.to(m.dtype) for o, m in zip(outs, metas, strict=True)]
+                outs = [_physical(o.to(m.dtype), layout.inverse(layout.memory_layout(m)))
+                        for o, m in zip(outs, metas, strict=True)]
             return tuple(outs)
         return super().call_function(target, args, kwargs)
 
