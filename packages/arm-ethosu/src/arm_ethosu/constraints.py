@@ -321,34 +321,31 @@ def _u55_avg_pool(node: Node, family: str) -> str | None:
     return None
 
 
-def _grouped_convolution(node: Node, family: str) -> str | None:
-    """A grouped (not depthwise) convolution, plain or transposed. The core lowers it as one CONV2D per
-    group, a CONCAT of their int32 accumulators and one per-channel RESCALE. vela 5.2 (U55/U65, read from
-    its scale stream) fuses that RESCALE into every group's CONV with the multipliers of the first group's
-    channels, so every later group is scaled with another channel's scale: Conv2d(4, 6, 3, groups=2) comes
-    out up to 8 LSB off in group 1 on the NPU simulator, and regor (U85) gives the same signature. Until
-    the lowering rescales each group before the CONCAT, such a convolution stays on the CPU: a slower
+def _grouped_transposed_convolution(node: Node, family: str) -> str | None:
+    """A grouped transposed convolution. The core lowers it as one TRANSPOSE_CONV2D per group and a CONCAT;
+    the command stream vela 5.2 (U55/U65) writes for it computes another function than the graph on the
+    NPU simulator (ConvTranspose2d(8, 6, 3, stride=2, groups=2): 0.39 off in float), also with one
+    RESCALE per group (which made plain grouped convolutions exact, see
+    helpers/intmath.py::_rescale_concat_parts). Until that is understood it stays on the CPU: a slower
     model, never a silently wrong one."""
     if not is_convolution(node):
         return None
     args = conv_args(node)
     x = _val(args.input)
-    if x is None or args.groups <= 1 or (args.groups == x.shape[1] and not args.transposed):
+    if x is None or args.groups <= 1 or not args.transposed:
         return None
-    kind = "transposed convolution" if args.transposed else "convolution"
-    return (f"grouped {kind} ({args.groups} groups): vela scales every group of the command stream it writes "
-            "with the first group's per-channel output scales, so every group after the first computes "
-            "another function than the graph (NPU simulator, up to 8 LSB); split the groups into separate "
-            "convolutions")
+    return (f"grouped transposed convolution ({args.groups} groups): the command stream vela writes for it "
+            "computes another function than the graph (NPU simulator); split the groups into separate "
+            "transposed convolutions")
 
 
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
     "U55": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes,
-            _grouped_convolution),
+            _grouped_transposed_convolution),
     "U65": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes,
-            _grouped_convolution),
-    "U85": (_channels, _family_rules, _grouped_convolution),
+            _grouped_transposed_convolution),
+    "U85": (_channels, _family_rules, _grouped_transposed_convolution),
 }
 
 

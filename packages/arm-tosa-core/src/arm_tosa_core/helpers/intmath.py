@@ -58,6 +58,9 @@ def rescale(b, x: T, scale, in_zp: int, out_zp: int, out_dtype: DType,
     import tosa_serializer as ts
 
     scales = np.atleast_1d(np.asarray(scale, dtype=np.float64))
+    per_part = _rescale_concat_parts(b, x, scales, in_zp, out_zp, out_dtype, input_unsigned)
+    if per_part is not None:
+        return per_part
     folded = _fold_widening(b, x, scales, in_zp, out_dtype)
     if folded is not None:  # RESCALE(acc -> int8) then RESCALE(int8 -> int32): one RESCALE from acc
         x, scales, in_zp = folded
@@ -72,6 +75,33 @@ def rescale(b, x: T, scale, in_zp: int, out_zp: int, out_dtype: DType,
                ts.RoundingMode.SINGLE_ROUND, per_channel, input_unsigned, False)
     b.rescales[out.name] = (x, scales, in_zp, out_zp)
     return out
+
+
+def _rescale_concat_parts(b, x: T, scales: np.ndarray, in_zp: int, out_zp: int, out_dtype: DType,
+                          input_unsigned: bool) -> T | None:
+    """A per-channel RESCALE of a CONCAT on the channel (last) axis, possibly seen through a RESHAPE that
+    keeps that axis (a grouped conv1d), emitted as one RESCALE per concatenated part, then the CONCAT.
+
+    Exact: RESCALE is elementwise per channel, so slicing the scales with the parts changes no value.
+    Why: vela 5.2 (U55/U65) and regor (U85) fuse a RESCALE that follows a CONCAT into every part's
+    producer, with the multipliers of the first part's channels for every part (read from the scale
+    stream of a grouped convolution's command stream, which is one CONV per group and a CONCAT: group 1
+    came out up to 8 LSB off on the NPU simulator). Rescaled parts give them one RESCALE per producer."""
+    if scales.size <= 1:
+        return None
+    inner, src = x, b.producer(x)
+    if src is not None and src.op == Op.RESHAPE and src.inputs[0].shape[-1:] == x.shape[-1:]:
+        inner = src.inputs[0]
+        src = b.producer(inner)
+    if src is None or src.op != Op.CONCAT or src.attr_args[0] != len(inner.shape) - 1:
+        return None
+    parts, start = [], 0
+    for part in src.inputs:
+        channels = part.shape[-1]
+        parts.append(rescale(b, part, scales[start:start + channels], in_zp, out_zp, out_dtype, input_unsigned))
+        start += channels
+    joined = b.op(Op.CONCAT, parts, inner.shape, out_dtype, len(inner.shape) - 1)
+    return joined if inner is x else b.reshape(joined, x.shape)
 
 
 def _fold_widening(b, x: T, scales: np.ndarray, in_zp: int, out_dtype: DType):
