@@ -26,16 +26,20 @@ from . import registry
 from .batch_norm_folding import fold_conv_batch_norm
 from .compile_spec import TosaCompileSpec
 from .delegation import REASON_KEY, record_reason
+from .lowering import constant_of, is_mutated_buffer
 from .quantized import duplicate_dequantize, mark_quantized_region
 from .trial_lowering import partition_failure, trial_reason
 
 
 def mark_constants(ep: ExportedProgram) -> None:
-    """Flag placeholders that hold parameters, buffers or lifted constants (`meta["arm_constant"]`)."""
+    """Flag placeholders that hold parameters, buffers or lifted constants (`meta["arm_constant"]`),
+    and note the value range of the integer ones (`registry.note_constant_range`)."""
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             node.meta["arm_constant"] = bool(
                 is_param(ep, node) or is_buffer(ep, node) or is_lifted_tensor_constant(ep, node))
+            value = constant_of(ep, node) if node.meta["arm_constant"] else None
+            registry.note_constant_range(node, value, is_mutated_buffer(ep, node))
 
 
 class RegistrySupport(OperatorSupportBase):
