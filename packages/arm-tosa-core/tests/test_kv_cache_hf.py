@@ -114,6 +114,29 @@ def test_positions_from_constant_buffers_are_bounded_by_their_values():
     assert ranges["b_length"] is None, ranges  # written by every call: its initial value bounds nothing
 
 
+class _OneStepPositions(_BufferedPositions):
+    """`decode`'s form of `_BufferedPositions`: the same buffer names, a one-position `steps`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.arange(1))
+
+
+def test_each_method_of_one_program_sees_its_own_constant_values():
+    """exir prepares every method before partitioning any, and the partitioner kept only the last one's
+    integer constants: `prefill`'s `steps` (3 positions) found `decode`'s (1 position) under its name,
+    stayed a stand-in with no values, and its positions went to the CPU (transformers' Llama on U85)."""
+    inputs = {"prefill": (torch.randn(1, 2, 3, 4), torch.tensor([2, 3, 4])),
+              "decode": (torch.randn(1, 2, 1, 4), torch.tensor([5]))}
+    models = {"prefill": _BufferedPositions, "decode": _OneStepPositions}
+    programs = {m: torch.export.export(models[m](), inputs[m]) for m in inputs}
+    edge = to_edge_transform_and_lower(programs, partitioner=[TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP"))],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    for method in inputs:
+        report = partition_report(edge.exported_program(method))
+        assert len(report.delegates) == 1 and not report.cpu_nodes, f"{method}:\n{report}"
+
+
 PROMPT = torch.tensor([3, 1, 4, 1, 5, 9])
 
 
