@@ -69,14 +69,72 @@ class _CachePositions(torch.nn.Module):
 def test_cache_positions_are_proved_by_the_cache_they_index():
     """Under TOSA FP (no int32 select/copy/broadcast/compare) the int64 positions and mask lower as
     float32 because `int_range` bounds them by the cache they index (they stayed on the CPU before)."""
-    new, cache_position = torch.randn(1, 2, 3, 4), torch.tensor([2, 3, 4])
-    edge = lower(_CachePositions(), (new, cache_position))
+    _assert_one_partition_exact(_CachePositions, torch.randn(1, 2, 3, 4), torch.tensor([2, 3, 4]))
+
+
+def _assert_one_partition_exact(model_class: type, new: torch.Tensor, cache_position: torch.Tensor) -> None:
+    edge = lower(model_class(), (new, cache_position))
     report = partition_report(edge)
     assert len(report.delegates) == 1 and not report.cpu_nodes, report
     got = run_on_reference_model(edge, new, cache_position)
     got = got[0] if isinstance(got, (tuple, list)) else got
-    want = _CachePositions()(new, cache_position)
+    want = model_class()(new, cache_position)
     assert torch.equal(got, want), (got - want).abs().max()
+
+
+class _BufferedPositions(_CachePositions):
+    """The same positions and mask from int64 buffers holding `arange`s: what the quantizer's constant
+    folding leaves of transformers' `arange(n) + cache_position[0]` (`_arm_folded_*` buffers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.arange(3))
+        self.register_buffer("columns", torch.arange(8)[None, :])
+
+    def forward(self, new: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        self.length.copy_(cache_position[0])
+        pos = self.steps + self.length
+        self.cache.index_copy_(2, pos, new)
+        return self.cache.sum(-1)[:, :, None, :] * (self.columns <= pos[:, None])
+
+
+def test_positions_from_constant_buffers_are_bounded_by_their_values():
+    """`int_range` saw no range for a buffer, so positions built on a folded `arange` buffer (transformers'
+    Llama after quantization) were unproved and their comparisons stayed on the CPU; a constant's values
+    now bound it, and a buffer the program writes gets no range from its values."""
+    from arm_tosa_core import registry
+    from arm_tosa_core.partitioner import mark_constants
+
+    new, cache_position = torch.randn(1, 2, 3, 4), torch.tensor([2, 3, 4])
+    _assert_one_partition_exact(_BufferedPositions, new, cache_position)
+    ep = torch.export.export(_BufferedPositions(), (new, cache_position)).run_decompositions()
+    mark_constants(ep)
+    ranges = {n.name: n.meta.get(registry.CONSTANT_RANGE_KEY) for n in ep.graph.nodes if n.op == "placeholder"}
+    assert ranges["b_steps"] == (0, 2) and ranges["b_columns"] == (0, 7), ranges
+    assert ranges["b_length"] is None, ranges  # written by every call: its initial value bounds nothing
+
+
+class _OneStepPositions(_BufferedPositions):
+    """`decode`'s form of `_BufferedPositions`: the same buffer names, a one-position `steps`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.arange(1))
+
+
+def test_each_method_of_one_program_sees_its_own_constant_values():
+    """exir prepares every method before partitioning any, and the partitioner kept only the last one's
+    integer constants: `prefill`'s `steps` (3 positions) found `decode`'s (1 position) under its name,
+    stayed a stand-in with no values, and its positions went to the CPU (transformers' Llama on U85)."""
+    inputs = {"prefill": (torch.randn(1, 2, 3, 4), torch.tensor([2, 3, 4])),
+              "decode": (torch.randn(1, 2, 1, 4), torch.tensor([5]))}
+    models = {"prefill": _BufferedPositions, "decode": _OneStepPositions}
+    programs = {m: torch.export.export(models[m](), inputs[m]) for m in inputs}
+    edge = to_edge_transform_and_lower(programs, partitioner=[TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP"))],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    for method in inputs:
+        report = partition_report(edge.exported_program(method))
+        assert len(report.delegates) == 1 and not report.cpu_nodes, f"{method}:\n{report}"
 
 
 PROMPT = torch.tensor([3, 1, 4, 1, 5, 9])

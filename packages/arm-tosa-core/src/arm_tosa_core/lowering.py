@@ -70,6 +70,12 @@ def constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:
     return None
 
 
+def is_mutated_buffer(ep: ExportedProgram, node: Node) -> bool:
+    """Whether the program writes the buffer `node` reads (its value then changes between calls)."""
+    target = ep.graph_signature.inputs_to_buffers.get(node.name)
+    return target is not None and target in ep.graph_signature.buffers_to_mutate.values()
+
+
 def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: bool = False,
                   expose: Sequence[Node] = ()) -> TosaGraph:
     """Lower every node of `ep` to TOSA; see module docstring.
@@ -87,6 +93,7 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
         builder.current_node = node
         if node.op == "placeholder":
             const = constant_of(ep, node)
+            registry.note_constant_range(node, const, is_mutated_buffer(ep, node))  # as the partitioner saw it
             if const is not None:
                 ctx.values[node] = ctx.constant(const)
                 continue

@@ -26,16 +26,20 @@ from . import registry
 from .batch_norm_folding import fold_conv_batch_norm
 from .compile_spec import TosaCompileSpec
 from .delegation import REASON_KEY, record_reason
+from .lowering import constant_of, is_mutated_buffer
 from .quantized import duplicate_dequantize, mark_quantized_region
 from .trial_lowering import partition_failure, trial_reason
 
 
 def mark_constants(ep: ExportedProgram) -> None:
-    """Flag placeholders that hold parameters, buffers or lifted constants (`meta["arm_constant"]`)."""
+    """Flag placeholders that hold parameters, buffers or lifted constants (`meta["arm_constant"]`),
+    and note the value range of the integer ones (`registry.note_constant_range`)."""
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             node.meta["arm_constant"] = bool(
                 is_param(ep, node) or is_buffer(ep, node) or is_lifted_tensor_constant(ep, node))
+            value = constant_of(ep, node) if node.meta["arm_constant"] else None
+            registry.note_constant_range(node, value, is_mutated_buffer(ep, node))
 
 
 class RegistrySupport(OperatorSupportBase):
@@ -131,7 +135,7 @@ class TOSAPartitioner(Partitioner):
         return RegistrySupport(self.compile_spec, self.additional_checks, self.target_check)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        _restore_integer_constants(exported_program, getattr(self, "_integer_constants", {}))
+        _restore_integer_constants(exported_program, getattr(self, "_integer_constants", []))
         mark_constants(exported_program)
         if self.compile_spec.tosa_spec.support_integer():
             mark_quantized_region(exported_program.graph)
@@ -174,7 +178,8 @@ class TOSAPartitioner(Partitioner):
         Inference batch norms after a convolution are folded into it first (a copy of the program;
         the one given is not changed), unless `additional_checks` might want to exclude them.
         """
-        self._integer_constants = _integer_constants(exported_program)
+        # one capture per program: exir prepares every method before it partitions any
+        self._integer_constants = [*getattr(self, "_integer_constants", []), _integer_constants(exported_program)]
         if not self.additional_checks:
             exported_program = fold_conv_batch_norm(exported_program)
         for entry in registry.entries():
@@ -247,13 +252,18 @@ def _integer_constants(ep: ExportedProgram) -> dict[str, torch.Tensor]:
             and not v.dtype.is_complex and v.numel() <= _MAX_CAPTURED and not isinstance(v, FakeTensor)}
 
 
-def _restore_integer_constants(ep: ExportedProgram, captured: dict[str, torch.Tensor]) -> None:
+def _restore_integer_constants(ep: ExportedProgram, captured: list[dict[str, torch.Tensor]]) -> None:
     """Put the real values recorded by `_integer_constants` back into `partition`'s copy of the program
-    (exir replaces that copy's state dict with the real one afterwards)."""
+    (exir replaces that copy's state dict with the real one afterwards). `captured` holds one record per
+    program prepared (the methods of a multi-method program: `prefill` and `decode` both have a
+    `_arm_folded_0`, of different shapes or values); a value is restored only where every record of the
+    same name, shape and dtype agrees, else it stays a stand-in (unknown), never another method's."""
     for key, fake in list(ep.state_dict.items()):
-        real = captured.get(key)
-        if isinstance(fake, FakeTensor) and real is not None and real.shape == fake.shape and real.dtype == fake.dtype:
-            ep.state_dict[key] = real
+        if not isinstance(fake, FakeTensor):
+            continue
+        reals = [c[key] for c in captured if key in c and c[key].shape == fake.shape and c[key].dtype == fake.dtype]
+        if reals and all(torch.equal(r, reals[0]) for r in reals[1:]):
+            ep.state_dict[key] = reals[0]
 
 
 def _control_flow_targets(ep: ExportedProgram) -> set:

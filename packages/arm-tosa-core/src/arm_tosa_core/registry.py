@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx import Node
 
 from .helpers.common import aten_target
@@ -307,6 +308,20 @@ def _compile_time(node: Any, depth: int, memo: dict) -> bool:
 
 # -- integer value ranges ------------------------------------------------------------------------
 FP32_EXACT = 1 << 24  # every integer of magnitude up to this is exact in float32
+#: placeholder meta: `(lo, hi)` of an integer constant whose values are fixed when the program lowers
+CONSTANT_RANGE_KEY = "arm_int_values"
+
+
+def note_constant_range(node: Node, value: Any, mutated: bool) -> None:
+    """Record on a parameter / buffer / lifted-constant placeholder the range of its integer values,
+    which `int_range` then takes as the node's definition (e.g. the quantizer folds transformers'
+    `arange(n)` positions into a buffer, and only the buffer's values bound them). A buffer the
+    program writes (`mutated`) holds other values on later calls, so it gets no range."""
+    node.meta.pop(CONSTANT_RANGE_KEY, None)
+    if (mutated or not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor)  # a stand-in: unknown
+            or value.dtype not in INDEX_INTEGERS or not value.numel()):
+        return
+    node.meta[CONSTANT_RANGE_KEY] = (int(value.min()), int(value.max()))
 
 
 def int_range(node: Any) -> tuple[int, int] | None:
@@ -323,7 +338,8 @@ def int_range(node: Any) -> tuple[int, int] | None:
     vocabulary, cache positions by the cache length); a view, an integer-to-integer copy or a `copy_`
     source keeps every element, so it is bounded as its result is; `x + c` with c bounded by its
     definition bounds x by the sum's range minus c's. Several such uses intersect. A value is also
-    bounded by its *definition*: `arange` by its ends, a python int by itself, add/sub by their
+    bounded by its *definition*: `arange` by its ends, a python int by itself, a constant (parameter,
+    buffer the program never writes, lifted constant) by its values (`note_constant_range`), add/sub by their
     operands, data movement (select, slice, views, casts, copy) by its source. Anything else (a
     program input with no bounding use, a float cast) is unknown: None, and the caller keeps the node
     on the CPU with a reason rather than risk a rounded index. Guarantees: never a range narrower than
@@ -402,6 +418,8 @@ _MOVES = ("view", "clone_cast", "select", "slice", "permute", "transpose", "expa
 
 
 def _range_from_definition(node: Node, depth: int, path: frozenset) -> tuple[int, int] | None:
+    if node.op == "placeholder":  # a constant's own values (`note_constant_range`), else a program input
+        return node.meta.get(CONSTANT_RANGE_KEY)
     if node.op != "call_function" or not _is_integer_tensor(node):
         return None
     entry = lookup(node.target)
