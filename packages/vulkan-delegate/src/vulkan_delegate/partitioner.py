@@ -19,6 +19,7 @@ from torch.export import ExportedProgram
 from torch.fx import Node
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from arm_tosa_core import layout
 from arm_tosa_core.delegation import aten_key, record_reason
 
 from .backend import BACKEND_ID, compile_specs
@@ -102,6 +103,19 @@ def _storable(node: Node, values: LoweringContext) -> bool:
         return False
 
 
+def _layout_reason(node: Node) -> str | None:
+    """The runtime hands a delegate each tensor's bytes in the dim order the program plans for it, and the
+    Vulkan delegate reads and writes contiguous (NCHW) bytes: a node that touches a tensor planned in
+    another dim order (a channels-last program) stays on the CPU, where the kernels follow the dim order."""
+    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    for v in vals:
+        for t in v if isinstance(v, list | tuple) else [v]:
+            if isinstance(t, torch.Tensor) and not layout.is_identity(order := layout.memory_layout(t)):
+                return (f"a tensor in dim order {order} (channels-last): the Vulkan delegate takes contiguous "
+                        "tensors; export with contiguous example inputs (x.contiguous())")
+    return None
+
+
 class _Support(OperatorSupportBase):
     """`ep` given (at partition time): a node the rules accept is also lowered on trial (trial.py)."""
 
@@ -127,7 +141,7 @@ class _Support(OperatorSupportBase):
             why = fam.support(node)
             if why:
                 return why
-        why = _dynamic_reason(node)
+        why = _dynamic_reason(node) or _layout_reason(node)
         if why is None and self.ep is not None:
             why = trial_reason(self.ep, node)
         return why
