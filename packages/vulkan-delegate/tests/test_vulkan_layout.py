@@ -22,3 +22,20 @@ def test_contiguous_program_is_still_delegated(vk_check):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 5, 1)).eval()
     vk_check(model, (torch.randn(1, 3, 6, 7),))
+
+
+class _HeadsAttention(nn.Module):
+    """q/k/v reshaped to heads and transposed (views with non-contiguous strides before decomposition)."""
+
+    def forward(self, x):
+        q = x.view(1, 16, 2, 8).transpose(1, 2)
+        return torch.nn.functional.scaled_dot_product_attention(q, q * 0.5, q + 1, is_causal=True).transpose(1, 2)
+
+
+def test_sdpa_over_transposed_views_stays_whole_and_delegated(vk_check, vk_delegated):
+    """The dim-order rule reads the edge graph: the transposes feeding an SDPA are views before decomposition,
+    and judging their strides there decomposed the SDPA (its `any` then stayed on the CPU: 2 delegates)."""
+    torch.manual_seed(0)
+    model = _HeadsAttention().eval()
+    vk_check(model, (torch.randn(1, 16, 16),))
+    assert any("scaled_dot_product" in str(t) for t in vk_delegated[id(model)]), vk_delegated[id(model)]

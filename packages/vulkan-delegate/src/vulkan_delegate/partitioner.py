@@ -141,7 +141,7 @@ class _Support(OperatorSupportBase):
             why = fam.support(node)
             if why:
                 return why
-        why = _dynamic_reason(node) or _layout_reason(node)
+        why = _dynamic_reason(node)
         if why is None and self.ep is not None:
             why = trial_reason(self.ep, node)
         return why
@@ -149,7 +149,9 @@ class _Support(OperatorSupportBase):
     def is_node_supported(self, submodules, node: Node) -> bool:
         if node.op != "call_function":
             return False
-        return record_reason(node, self.reason(node))
+        # dim orders are checked here, on the edge graph, not in ops_to_not_decompose: before decomposition a
+        # view (the transpose feeding an SDPA) carries its strides, which say nothing of what the runtime plans
+        return record_reason(node, self.reason(node) or _layout_reason(node))
 
 
 def _int32_unproven(ep: ExportedProgram, partitions) -> dict[Node, str]:
