@@ -15,7 +15,9 @@ On the device machine: `bash OUT/run_speed.sh` with OUT carried (bench/results/g
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import sys
 import tarfile
@@ -36,6 +38,22 @@ import speed_models  # noqa: E402
 from staging import stage_runtime  # noqa: E402
 
 
+@contextlib.contextmanager
+def lowering_env(stem: str):
+    """The environment speed_models.LOWERING_ENV gives this stem's lowering (none: unchanged)."""
+    env = speed_models.LOWERING_ENV.get(stem, {})
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def stage(work: Path, only: list[str]) -> None:
     meta = []
     picked = lambda stem: not only or any(stem.startswith(o) for o in only)  # noqa: E731
@@ -46,7 +64,8 @@ def stage(work: Path, only: list[str]) -> None:
         if name.endswith("_lanes64"):  # the A/B: every norm row on the 64-lane norm_row
             reduce_ops.NORM_WIDE_MIN = 1 << 62
         try:
-            edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner({"force_fp16": fp16})])
+            with lowering_env(stem):
+                edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner({"force_fp16": fp16})])
         finally:
             reduce_ops.NORM_WIDE_MIN = wide_min
         (work / f"{stem}.pte").write_bytes(edge.to_executorch().buffer)
@@ -61,7 +80,8 @@ def stage(work: Path, only: list[str]) -> None:
     for stem, kind, m, k, n, fp16 in filter(lambda c: picked(c[0]), speed_models.CHECKS):  # ref. and input on the device
         model, x = speed_models.build_check(kind, m, k, n)
         ep = torch.export.export(model, (x,))
-        edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner({"force_fp16": fp16})])
+        with lowering_env(stem):
+            edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner({"force_fp16": fp16})])
         (work / f"{stem}.pte").write_bytes(edge.to_executorch().buffer)
         meta.append({"stem": stem, "model": kind, "batch": 1, "fp16": fp16, "shape": list(x.shape)})
         print(stem, (work / f"{stem}.pte").stat().st_size, flush=True)

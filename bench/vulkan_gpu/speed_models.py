@@ -22,7 +22,9 @@ CASES = [("resnet18_b1_fp32", "resnet18", 1, False), ("resnet18_b1_fp16", "resne
          ("llama_block128_fp32", "llama_block", 1, False), ("llama_block128_fp16", "llama_block", 1, True),
          ("gemm4096_fp32", "gemm", 4096, False), ("gemm4096_fp16", "gemm", 4096, True),
          # issue 19's throughput goal: zoo_models' ResNet-50 (periodic weights, the runner's pattern input)
-         ("resnet50_b32_fp16", "resnet50", 32, True)]
+         ("resnet50_b32_fp16", "resnet50", 32, True),
+         # A/B rows: the same models lowered under LOWERING_ENV (fp32 GEMM on the 64x64 tile, packed fp32 convs)
+         ("gemm4096_fp32tile64", "gemm", 4096, False), ("resnet18_b1_fp32pack", "resnet18", 1, False)]
 #: CASES built by zoo_models.build (no input file travels: the runner's pattern; reference staged)
 ZOO_CASES = ("resnet50",)
 
@@ -54,7 +56,14 @@ CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16
           # packed 1x1 convolutions, the batch folded into the columns: stride 2 (the pack samples the
           # pixels), and 7x7 pointwise with split-K ("conv1s<s>": Conv2d(K, M, 1, stride=s) + bias + ReLU)
           ("check_conv1s2_128x256x28_fp16", "conv1s2", 128, 256, 28, True),
-          ("check_conv1s1_256x1024x7_fp16", "conv1s1", 256, 1024, 7, True)]
+          ("check_conv1s1_256x1024x7_fp16", "conv1s1", 256, 1024, 7, True),
+          # packed fp32 convolutions on the fp32 128x128 block (`f32big`; VKDG_F32_PACK=1)
+          ("check_conv3_64x64x56_fp32pack", "conv3", 64, 64, 56, False)]
+
+#: stems lowered with these environment variables set (ops/conv.py): A/B rows of a model or check above;
+#: the CUDA baselines time each model once, under its plain stem
+LOWERING_ENV = {"gemm4096_fp32tile64": {"VKDG_F32_BIG": "0"}, "resnet18_b1_fp32pack": {"VKDG_F32_PACK": "1"},
+                "check_conv3_64x64x56_fp32pack": {"VKDG_F32_PACK": "1"}}
 
 
 # SPEED_CASES="stem,stem,..." (staging and device alike): run only these cases and checks

@@ -13,7 +13,7 @@ from torch import nn
 
 from vulkan_delegate.lower import lower_program
 from vulkan_delegate.ops import conv
-from vulkan_delegate.ops.conv import CONV_PACK_ENV, packs_conv
+from vulkan_delegate.ops.conv import CONV_PACK_ENV, F32_PACK_ENV, packs_conv
 
 
 def r(*shape, seed=0):
@@ -82,6 +82,24 @@ def test_packed_conv_matches_eager(case, vk_check, monkeypatch):
     shaders = [d.shader for d in _dispatches(model, x)]
     assert shaders[1:3] == ["conv2d_pack_f16", "conv2d_gemm_f16big"], shaders  # (0: the input's cast)
     vk_check(model, (x,), fp16=True)
+
+
+# fp32 under VKDG_F32_PACK=1: the same pack onto the fp32 128x128 block (`f32big`, vec4 loads of 4 channels of
+# a tap); by default odd C (13 -> 16) with split-K and the residual, the other cases slow
+DEFAULT32 = ("c13_res_split",)
+
+
+@pytest.mark.parametrize("case", [c if c in DEFAULT32 else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in PACKED_CASES])
+def test_packed_fp32_conv_matches_eager(case, vk_check, monkeypatch):
+    monkeypatch.setenv(F32_PACK_ENV, "1")
+    monkeypatch.setattr(conv, "BIG_FROM", 1)
+    monkeypatch.setattr(conv, "PACK_1X1_MIN_TILES", 1)
+    model, x = PACKED_CASES[case]()
+    model.eval()
+    shaders = [d.shader for d in _dispatches(model, x, fp16=False)]
+    assert shaders[:2] == ["conv2d_pack_f32", "conv2d_gemm_f32big"], shaders
+    vk_check(model, (x,))
 
 
 def test_packed_conv_lowering(monkeypatch):

@@ -11,6 +11,7 @@ from executorch.exir import to_edge
 from torch import nn
 
 from vulkan_delegate.lower import lower_program
+from vulkan_delegate.ops import conv
 from vulkan_delegate.ops.conv import F32_BIG_ENV, gemm_variant
 from vulkan_delegate.payload import serialize
 from vulkan_delegate.profile import profile_program
@@ -239,10 +240,9 @@ class TA(nn.Module):
         return a.transpose(-1, -2) @ b
 
 
-# Under VKDG_F32_BIG=1, fp32 outputs of at least 264 128x128 blocks take matmul's `f32big`
-# (gemm_tile_big32.glsl: an 8x8 register block per invocation, vec4 loads where the strides allow; opt-in:
-# 2.0 TFLOP/s on the H100): the cases above plus odd K with batch offsets (rows 37 apart: element loads)
-# and a column-major A
+# fp32 outputs of at least F32_BIG_FROM 128x128 blocks take matmul's `f32big` (gemm_tile_big32.glsl: an 8x8
+# register block per invocation, vec4 loads where the strides allow; forced here from 1 block): the cases
+# above plus odd K with batch offsets (rows 37 apart: element loads) and a column-major A
 BIG32_CASES = {**BIG_CASES,
                "batched_k37": lambda: (MatMul(), (r(66, 130, 37), r(66, 37, 131))),
                "ta": lambda: (TA(), (r(41, 2100), r(41, 2051)))}
@@ -251,8 +251,11 @@ BIG32_CASES = {**BIG_CASES,
 @pytest.mark.parametrize("case", ["batched_k37"] + [pytest.param(c, marks=pytest.mark.slow)
                                                    for c in BIG32_CASES if c != "batched_k37"])
 def test_big_gemm_tile_fp32(case, vk_check, monkeypatch):
-    monkeypatch.setenv(F32_BIG_ENV, "1")
     assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32big"
+    monkeypatch.setenv(F32_BIG_ENV, "0")  # the 64x64 tile, for timing it
+    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32"
+    monkeypatch.delenv(F32_BIG_ENV)
+    monkeypatch.setattr(conv, "F32_BIG_FROM", 1)
     assert gemm_variant("f32", 4096, 4096, 1, 64) == "f32"  # a caller without it (conv2d_gemm)
     model, inputs = BIG32_CASES[case]()
     model.eval()
@@ -291,7 +294,9 @@ def test_big_tile_is_chosen_by_shape_and_its_twin_by_the_device():
     assert gemm_variant("f16", 128 * 263, 128, 1, 64, big=True) == "f16"
     assert gemm_variant("f16", 128 * 12, 128 * 22, 1, 64) == "f16"  # a caller without the big tile
     assert gemm_variant("f16", 2048, 2048, 3, 64, big=True) == "f16big"  # batch counts
-    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32"  # fp32: f32big only under VKDG_F32_BIG=1
+    # fp32: f32big from 792 blocks (4096^3 on the H100 1.5x faster; 2100 x 2056, 289 blocks, 1.2x slower)
+    assert gemm_variant("f32", 4096, 4096, 1, 64, big=True) == "f32big"
+    assert gemm_variant("f32", 2100, 2056, 1, 64, big=True) == "f32"
     assert selected_shader("matmul_f16big", True) == "matmul_f16bigcoop"
     assert selected_shader("conv2d_gemm_f16big", True) == "conv2d_gemm_f16bigcoop"
     assert selected_shader("matmul_f16big", False) == "matmul_f16big"

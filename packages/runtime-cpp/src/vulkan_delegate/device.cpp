@@ -8,6 +8,7 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "pipeline_stats.h"
 #include "variant_select.h"
 #include "vk_coopmat.h"
 
@@ -191,6 +192,15 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
     dot.shaderIntegerDotProduct = VK_TRUE;
     append(&dot, &dot.pNext);
     extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exe{};
+  exe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  caps.pipeline_stats = pipeline_stats_requested() &&
+                        vkc::device_has_extension(physical.handle, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (caps.pipeline_stats) {
+    exe.pipelineExecutableInfo = VK_TRUE;
+    append(&exe, &exe.pNext);
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   }
   ET_LOG(Info, "VkComputeBackend: %s, Vulkan %u.%u, fp16 arithmetic %d (enabled %d), 16-bit storage %d, subgroup %u "
          "(arithmetic %d), "

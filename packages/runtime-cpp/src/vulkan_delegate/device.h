@@ -43,6 +43,9 @@ struct Caps {
   // lowers it (to test the refusal on a device with a large limit).
   uint64_t max_storage_range = 0;
   float timestamp_period_ns = 0;
+  // VK_KHR_pipeline_executable_properties enabled (VKDG_PIPELINE_STATS=1 and the device has it): pipelines
+  // are created with their compiler statistics captured and logged (pipeline_stats.h)
+  bool pipeline_stats = false;
 };
 
 class Device {

@@ -12,6 +12,7 @@
 #include "barrier_plan.h"
 #include "io_convert.h"
 #include "opcodes.h"
+#include "pipeline_stats.h"
 #include "shader_table.h"
 #include "variant_select.h"
 
@@ -255,7 +256,9 @@ Error Method::create_pipelines() {
                  p.module, "main", nullptr};
     cpi.layout = p.layout;
     cpi.flags = VK_PIPELINE_CREATE_DISPATCH_BASE_BIT;  // record() splits > 65535 groups per axis
+    if (dev_->caps().pipeline_stats) cpi.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     VK_TRY(vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &cpi, nullptr, &p.pipeline));
+    if (dev_->caps().pipeline_stats) log_pipeline_stats(d, p.pipeline, p.name);
   }
   return Error::Ok;
 }

@@ -25,7 +25,7 @@ MAX_RANK = 6
 # swaps them in at load where the device has VK_KHR_cooperative_matrix (runtime-cpp's
 # vulkan_delegate/shader_select.cpp).
 SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop", "f16big", "f16bigcoop", "f32big"),
-                   "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop"),
+                   "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop", "f32big"),
                    "rope": ("f32", "f16")}  # the rotary chain's add (ops/rope.py, via the binary family)
 # Twins no payload names, which the runtime swaps in at load (runtime-cpp's vulkan_delegate/variant_select.cpp):
 # `f16math32`, fp16 storage with fp32 arithmetic, where the device lacks shaderFloat16 (or VKDG_FP16_MATH=0);

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
-// variants: f32 f16 f32small f16small f16big f16bigcoop
+// variants: f32 f16 f32small f16small f16big f16bigcoop f32big
 // tile: 4 4 1
 // tile small: 1 1 1
 // tile big: 8 8 1
@@ -12,7 +12,8 @@
 // push = N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, groups (1), has_bias, lo, hi, has_res,
 // splits, packed (0: NCHW, 1: packed, one image per z, 2: packed and folded, below). Threads (OH*OW, OC, N * splits); each invocation computes 4x4 of them (the `small`
 // variants: 1; `f16big` 8x8, 128x128 per workgroup: gemm_tile_big.glsl, or f16bigcoop on tensor cores
-// gemm_tile_big_coop.glsl, with 128-bit loads of the weight rows and of a pointwise conv's input).
+// gemm_tile_big_coop.glsl, with 128-bit loads of the weight rows and of a pointwise conv's input; `f32big`
+// the same block in fp32, gemm_tile_big32.glsl, with vec4 loads: packed fp32 convolutions).
 // packed (1): X is conv2d_pack.comp's channel-last copy of the input, [N][H][W][C] with the zero padding
 // inside it (the push's H, W, C are the packed sizes, PH = PW = 0, C a multiple of 8) and the weight rows
 // are ordered (kh, kw, c) to match, so 8 consecutive k from a multiple of 8 are 8 channels of one tap:
@@ -83,10 +84,10 @@ void emit(uint oc, uint p, float v) {
   float r = v + (PU(16) != 0u ? float(bias[oc]) : 0.0) + (PU(19) != 0u ? float(res[o]) : 0.0);
   y[o] = T(clamp(r, PF(17), PF(18)));
 }
+#define POINTWISE (!PACKED && PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
 #ifdef COOPMAT
 // 128-bit loads (8 fp16): weight rows (K contiguous) when K is a multiple of 8; the input of a pointwise
 // stride-1 unpadded conv (pixels contiguous) when OH*OW is; a packed input (8 channels of one tap) always
-#define POINTWISE (!PACKED && PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
 #define A_VEC (K % 8u == 0u)
 #define B_NVEC (POINTWISE && OHW % 8u == 0u)
 #define B_KVEC PACKED
@@ -95,6 +96,16 @@ layout(std430, binding = 1) readonly buffer W8 { uvec4 w8[]; };
 #define LOAD_A8(m, k) w8[((m) * K + (k)) / 8u]
 #define LOAD_B8(k, p) x8[(xbase + (PACKED ? packed_offset(k, p) : (k) * OHW + (p))) / 8u]
 #include "gemm_tile_big_coop.glsl"
+#elif !defined(FP16)
+// f32big: vec4 loads (4 fp32), as above; a packed input's 4 channels of one tap (CP is a multiple of 8)
+#define A_VEC4 (K % 4u == 0u)
+#define B_NVEC4 (POINTWISE && OHW % 4u == 0u)
+#define B_KVEC4 PACKED
+layout(std430, binding = 0) readonly buffer X4 { vec4 x4[]; };
+layout(std430, binding = 1) readonly buffer W4 { vec4 w4[]; };
+#define LOAD_A4(m, k) w4[((m) * K + (k)) / 4u]
+#define LOAD_B4(k, p) x4[(xbase + (PACKED ? packed_offset(k, p) : (k) * OHW + (p))) / 4u]
+#include "gemm_tile_big32.glsl"
 #else
 #include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
 #endif

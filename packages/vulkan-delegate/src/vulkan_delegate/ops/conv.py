@@ -128,7 +128,7 @@ def lower_conv(ctx, node: Node) -> None:
         # faster than the 64x64 tile) and packed ones (im2col loads 128-bit; gathered element by element
         # from NCHW, 3x3 convs ran 1.3x slower on it than on the 64x64 tile)
         c = push[1]  # (packed: CP)
-        variant = "f16big" if packed else gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw,
+        variant = f"{ctx.sfx}big" if packed else gemm_variant(ctx.sfx, oc, oh * ow, n, c * kh * kw,
                                                           big=pointwise and ctx.sfx == "f16")
         tile = 16 if variant.endswith("small") else 128 if variant.endswith("big") else 64
         if packed:  # the batch folded into the GEMM's columns (conv2d_gemm.comp)
@@ -177,11 +177,13 @@ TARGET_TILES, MIN_K_SHARE = 256, 128
 SMALL_BELOW, SMALL_MAX_K = 32, 1024
 #: an fp16 GEMM (matmul, conv2d_gemm) whose output gives at least BIG_FROM 128x128 tiles (two per SM of a
 #: 132-SM H100) runs on the 128x128 tile (`f16big`: 8 tensor-core subgroups where the device has
-#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed. fp32 keeps
-#: the 64x64 tile: matmul's `f32big` (an 8x8 register block per invocation) ran 2.0 TFLOP/s on the H100
-#: against the 64x64 tile's 22.6 (GEMM 4096^3), so it runs only under F32_BIG_ENV.
+#: cooperative matrices, else the 64x64 tile over its quarters); split over K only when packed.
 BIG_FROM = 264
-#: "1" at lowering: fp32 matmuls of BIG_FROM blocks take `f32big` (for timing it; correct, but slow on the H100)
+#: an fp32 matmul whose output gives at least F32_BIG_FROM 128x128 blocks (three waves of two per SM on a
+#: 132-SM H100) runs on matmul's `f32big` (an 8x8 register block per invocation): on the H100 GEMM 4096^3
+#: 6.14 -> 4.15 ms (22.4 -> 33.1 TFLOP/s), but 2100x1000x2056 (289 blocks, a second wave of 25) 449 -> 531 us
+F32_BIG_FROM = 792
+#: "0" at lowering: fp32 matmuls keep the 64x64 tile (for timing it)
 F32_BIG_ENV = "VKDG_F32_BIG"
 
 
@@ -191,8 +193,9 @@ def gemm_variant(sfx: str, m, n, batch, k, big: bool = False) -> str:
     matmul's f16big / f32big, conv2d_gemm's f16big) its `big` twin; symbolic shapes keep the 64x64 tile."""
     if not all(isinstance(v, int) for v in (m, n, batch, k)):
         return sfx
-    if big and (sfx == "f16" or sfx == "f32" and os.environ.get(F32_BIG_ENV) == "1") and \
-            -(-m // 128) * -(-n // 128) * batch >= BIG_FROM:
+    blocks = -(-m // 128) * -(-n // 128) * batch
+    if big and (sfx == "f16" and blocks >= BIG_FROM or
+                sfx == "f32" and blocks >= F32_BIG_FROM and os.environ.get(F32_BIG_ENV) != "0"):
         return f"{sfx}big"
     tiles = -(-m // 64) * -(-n // 64) * batch
     return f"{sfx}small" if tiles < SMALL_BELOW and k <= SMALL_MAX_K else sfx
@@ -211,6 +214,9 @@ def split_k(n: int | None, oc: int, pixels, k: int, tile: int = 64, min_share: i
 
 #: "0" at lowering: fp16 convolutions keep the NCHW implicit GEMM (no conv2d_pack), for timing the old path
 CONV_PACK_ENV = "VKDG_CONV_PACK"
+#: "1" at lowering: fp32 convolutions run packed as fp16 ones do, on the fp32 128x128 block (`f32big`). Not
+#: the default: ResNet-18 b1 on the H100 took 791 us of dispatches packed against 776 us on the 64x64 tile
+F32_PACK_ENV = "VKDG_F32_PACK"
 #: K share of one split of a packed (128x128-tile) convolution: two K slices of 32
 BIG_MIN_K_SHARE = 64
 
@@ -223,9 +229,9 @@ def packs_conv(sfx: str, sizes: list, taps: int, pointwise: bool = False) -> boo
     where the output gives too few blocks. Fewer than 8 channels (a stem, padded to 8) only where the
     output gives BIG_FROM blocks: on the H100, ResNet-18 b1's 7x7 stem took 60 us packed (pack, 3 K
     splits, their sum) against 35 us on the 64x64 tile."""
-    if sfx != "f16" or not all(isinstance(v, int) for v in sizes):
+    if sfx not in ("f16", "f32") or not all(isinstance(v, int) for v in sizes):
         return False
-    if os.environ.get(CONV_PACK_ENV) == "0":
+    if os.environ.get(CONV_PACK_ENV) == "0" or sfx == "f32" and os.environ.get(F32_PACK_ENV) != "1":
         return False
     n, c, _, _, oc, oh, ow = sizes
     if taps == 1:
