@@ -3,7 +3,7 @@
 Weight-only layers run shader `linear_q` (float activations, integer weights dequantized in registers),
 or for up to GEMV_MAX_ROWS rows of 4-bit weights in 32-element groups (the decode step) `linear_q_gemv`
 (with a following silu, or an add/mul of an earlier tensor of the same shape, in its epilogue, and the RMS
-norm its activations come from folded in; its weights' K is permuted inside blocks of 1024, `gemv_order`);
+norm its activations come from folded in);
 it reads the [N, K] integer weights flattened row-major, two's complement, packed into 32-bit words:
 8-bit values four per word, 4-bit values two per byte (eight per word, element i in bits 4*(i % 8)..
 of word i / 8, i.e. low nibble first). Weights whose values all fit in [-8, 7] (every 4-bit layer)
@@ -67,7 +67,7 @@ def lower_linear_q(ctx, node: Node) -> None:
     if dyn:
         dispatch_integer_linear(ctx, x, q, s, int(group), bias, y, ACT_SYMMETRIC)
         return
-    w = ctx.g.constant(pack_weights(q[:, gemv_order(k)] if gemv else q, bits), U8)
+    w = ctx.g.constant(pack_weights(q, bits), U8)
     sc = ctx.g.constant(s.float())
     push = [rows, n_out, k, int(group), int(k // group), int(bias is not None), 0, bits]
     if gemv:
@@ -152,23 +152,6 @@ def uses_gemv(rows, k: int, group: int, bits: int) -> bool:
     for 4-bit weights whose groups are whole 32-element chunks and a static row count up to
     GEMV_MAX_ROWS; `linear_q` (one thread per output) otherwise."""
     return bits == 4 and isinstance(rows, int) and rows <= GEMV_MAX_ROWS and k % 32 == 0 and group % 32 == 0
-
-
-#: chunks (of 32 4-bit weights, 16 bytes) that 32 lanes of `linear_q_gemv` read as one 512-byte block
-GEMV_BLOCK_CHUNKS = 32
-
-
-def gemv_order(k: int) -> np.ndarray:
-    """The K order `linear_q_gemv` reads its weights in (k a multiple of 32): inside each block of L <= 32
-    chunks, element p of chunk l is k = block start + 4 L (p // 4) + 4 l + p % 4. The lane reading chunk l
-    then needs x[4 (L t + l) ..][:4] for t = 0..7: 32 lanes read each x vec4 as one coalesced 512-byte
-    block (in row order, a lane's 32 values were 128 contiguous bytes, 32 cache lines per warp-wide load)."""
-    blocks = []
-    for start in range(0, k, 32 * GEMV_BLOCK_CHUNKS):
-        lanes = min(GEMV_BLOCK_CHUNKS, (k - start) // 32)
-        chunk, p = np.arange(lanes)[:, None], np.arange(32)[None, :]
-        blocks.append((start + 4 * lanes * (p // 4) + 4 * chunk + p % 4).reshape(-1))
-    return np.concatenate(blocks)
 
 
 def weight_bits(q: torch.Tensor) -> int:
