@@ -235,18 +235,22 @@ def print_decode_table(folder: Path = GPU) -> dict | None:
     rows = [json.loads(line) for line in files[-1].read_text().splitlines() if line.startswith("{")]
     print(f"\nDecode on the lent GPU ({files[-1].name}; see {(folder / 'README.md').relative_to(HERE.parent)}): "
           "one token per call, logits read back, median over every decode step")
-    print(f"{'engine':20} {'weights':>8} {'ms/token':>9} {'tokens/s':>9} {'MB/token':>9} {'GB/s':>7} {'of peak':>7} "
+    configs = sorted(folder.glob(files[-1].stem + "_config.json"))
+    for name, meta in (json.loads(configs[0].read_text()).items() if configs else ()):
+        print(f"config {name}: {meta['config']}, 4-bit groups of {meta['group']}, "
+              f"{meta['weight_bytes_per_token'] / 1e6:.1f} MB of weights per token")
+    print(f"{'config':8} {'engine':20} {'weights':>8} {'ms/token':>9} {'tokens/s':>9} {'MB/token':>9} {'GB/s':>7} {'of peak':>7} "
           f"{'prefill err':>11} {'tokens=eager':>12} {'changed':>7}")
     for r in rows:
         if "median_ms_per_token" not in r:
             continue
         fp16 = "fp16" in r.get("weights", "")
         match = f"{r['tokens_matching_eager']}/{r['tokens_compared']}" if "tokens_compared" in r else "-"
-        print(f"{r['engine']:20} {'fp16' if fp16 else '4-bit':>8} {_fmt(r['median_ms_per_token'], '9.3f')} "
+        print(f"{r.get('config', '-'):8} {r['engine']:20} {'fp16' if fp16 else '4-bit':>8} {_fmt(r['median_ms_per_token'], '9.3f')} "
               f"{_fmt(r['tokens_per_s'], '9.1f')} {_fmt(r['weight_bytes_per_token'] / 1e6, '9.1f')} "
               f"{_fmt(r['weight_gbps'], '7.0f')} {_fmt(r['bandwidth_fraction'] * 100, '6.1f')}% "
               f"{_fmt(r.get('prefill_max_rel_err'), '11.1e')} {match:>12} {str(r.get('changed_token_changes_logits', '-')):>7}")
-    return {r["engine"]: r for r in rows}
+    return {f"{r.get('config', '')} {r['engine']}".strip(): r for r in rows}
 
 
 def main() -> int:

@@ -20,6 +20,11 @@ from torch.nn import functional as F
 #: LlamaDecoder's DecoderConfig fields (Llama-3-8B's layer width, 3 layers, few KV heads: the cache that
 #: travels with every call stays small)
 CONFIG = dict(vocab=256, dim=4096, heads=32, kv_heads=2, hidden=14336, layers=3, max_len=48)
+#: the configs the bench stages by name: `wide3` (CONFIG) and `llama1b`, Llama-3.2-1B's blocks (dim 2048,
+#: 16 layers, 32 / 8 heads, SwiGLU 8192) at random init, with the same small vocab: its 128256-row fp32 LM
+#: head would be 1 GB of random data, past the 64 MiB the staged bundle may take (its bytes are not counted)
+CONFIGS = {"wide3": CONFIG,
+           "llama1b": dict(vocab=256, dim=2048, heads=32, kv_heads=8, hidden=8192, layers=16, max_len=48)}
 GROUP = 32  # 4-bit weights, one fp32 scale per 32 (VulkanQuantizer(bits=4, group_size=32))
 PROMPT, STEPS = 8, 32
 TILE_ROWS = 4

@@ -1,8 +1,9 @@
 """Stage the decode benchmark (issue 23's decoder tokens/s, issue 19's bandwidth goal) for the device.
 
-    uv run python bench/vulkan_gpu/prepare_decode.py [OUT] [--layers L]   # OUT default: out/vulkan-decode
+    uv run python bench/vulkan_gpu/prepare_decode.py [OUT] [--config wide3|llama1b] [--layers L]
+    # OUT default: out/vulkan-decode; the bundle: bundle.tar.xz (wide3), bundle_<config>.tar.xz otherwise
 
-decode_models.CONFIG's decoder (4-bit weights in groups of 32, tiled blocks) lowered fully to Vulkan as
+decode_models.CONFIGS[config]'s decoder (4-bit weights in groups of 32, tiled blocks) lowered fully to Vulkan as
 `prefill` + `decode` (kv_decoder.lower_methods / methods_to_pte), decode_runner built as vkdg_decode, and
 decode_cuda.py + decode_models.py for the eager reference and the CUDA rows. The eager fp32 reference of
 the same quantized model is computed on the device (decode_cuda.py `ref`: TorchDecoder in fp32 on the
@@ -86,14 +87,14 @@ def check_torch_decoder_matches(cfg: dict) -> float:
     return worst
 
 
-def stage(work: Path, cfg: dict) -> None:
+def stage(work: Path, cfg: dict, name: str) -> None:
     from vulkan_delegate.kv_decoder import lower_methods, methods_to_pte
 
     t0 = time.time()
     torch_err = check_torch_decoder_matches(cfg)
     model = vulkan_decoder(decode_models.decoder_state(cfg), cfg)
     (work / "decoder.pte").write_bytes(methods_to_pte(lower_methods(model, decode_models.PROMPT)))
-    meta = {"config": cfg, "group": decode_models.GROUP, "prompt": decode_models.PROMPT, "steps": decode_models.STEPS,
+    meta = {"config_name": name, "config": cfg, "group": decode_models.GROUP, "prompt": decode_models.PROMPT, "steps": decode_models.STEPS,
             "weight_bytes_per_token": decode_models.weight_bytes_per_token(cfg), "torch_decoder_rel_err": torch_err,
             "pte_bytes": (work / "decoder.pte").stat().st_size, "lower_s": round(time.time() - t0, 1),
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
@@ -107,15 +108,17 @@ def stage(work: Path, cfg: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", nargs="?", default="out/vulkan-decode")
-    ap.add_argument("--layers", type=int, default=decode_models.CONFIG["layers"])
+    ap.add_argument("--config", choices=sorted(decode_models.CONFIGS), default="wide3")
+    ap.add_argument("--layers", type=int, help="layers (default: the config's)")
     args = ap.parse_args()
+    cfg = decode_models.CONFIGS[args.config]
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for f in ("run_decode.sh", "device_env.sh"):
         shutil.copy(HERE / f, out)
-    bundle = out / "bundle.tar.xz"
+    bundle = out / ("bundle.tar.xz" if args.config == "wide3" else f"bundle_{args.config}.tar.xz")
     with tempfile.TemporaryDirectory() as tmp:
-        stage(Path(tmp), dict(decode_models.CONFIG, layers=args.layers))
+        stage(Path(tmp), dict(cfg, layers=args.layers or cfg["layers"]), args.config)
         with tarfile.open(bundle, "w:xz", preset=1) as tar:  # 1 MiB window: the weights' 4-row period fits
             tar.add(tmp, arcname=".")
     print(bundle, bundle.stat().st_size)

@@ -157,7 +157,9 @@ def test_integer_linear_matches_integer_reference(vk_lower, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("k,group,lead,fp16", [
     pytest.param(4160, 64, (1,), False, id="decode-row-K4160-group64"),  # 130 chunks: threads loop twice
+    pytest.param(1056, 96, (1,), False, id="K1056-group96"),  # groups of 3 chunks; 33 chunks, one pass
     pytest.param(160, 32, (1, 3), True, id="3rows-fp16", marks=pytest.mark.slow),
+    pytest.param(2048, 2048, (1,), False, id="one-group-per-row", marks=pytest.mark.slow),
 ])
 def test_4bit_gemv_matches_dequantized_reference(vk_lower, tmp_path, monkeypatch, k, group, lead, fp16):
     """Few rows of 4-bit weights in 32-element chunks run `linear_q_gemv` (split-K over a workgroup, 128-bit
