@@ -16,6 +16,7 @@ On the device machine: `bash OUT/run_speed.sh` with OUT carried (bench/results/g
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tarfile
@@ -45,10 +46,18 @@ def stage(work: Path, only: list[str]) -> None:
         wide_min = reduce_ops.NORM_WIDE_MIN
         if name.endswith("_lanes64"):  # the A/B: every norm row on the 64-lane norm_row
             reduce_ops.NORM_WIDE_MIN = 1 << 62
+        ab = speed_models.ab_setting(name)  # an A/B case: one lowering choice off
+        saved = os.environ.get(ab[0]) if ab else None
+        if ab:
+            os.environ[ab[0]] = ab[1]
         try:
             edge = to_edge_transform_and_lower(ep, partitioner=[VulkanPartitioner({"force_fp16": fp16})])
         finally:
             reduce_ops.NORM_WIDE_MIN = wide_min
+            if ab and saved is None:
+                os.environ.pop(ab[0], None)
+            elif ab:
+                os.environ[ab[0]] = saved
         (work / f"{stem}.pte").write_bytes(edge.to_executorch().buffer)
         if name != "gemm":
             with torch.no_grad():

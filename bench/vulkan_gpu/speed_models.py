@@ -32,6 +32,18 @@ NORM_CASES = [("rmsnorm4096_r1_fp32", "rms_norm4096", 1, False),
               ("rmsnorm4096_r1_lanes64_fp32", "rms_norm4096_lanes64", 1, False),
               ("rmsnorm4096_r128_fp32", "rms_norm4096", 128, False),
               ("rmsnorm4096_r128_lanes64_fp32", "rms_norm4096_lanes64", 128, False)]
+# A/B cases: a model lowered with one lowering choice turned off by its environment variable (prepare_speed.py sets
+# it while lowering; the CUDA baselines skip them); only run when SPEED_CASES names them
+AB_SUFFIXES = {"_nofuse": ("VKDG_FUSE", "0"),  # no elementwise fusion (vulkan_delegate/fuse.py)
+               "_no1x1small": ("VKDG_CONV1X1_SMALL", "0")}  # small pointwise convs on the GEMM tile
+AB_CASES = [("llama_block128_nofuse_fp32", "llama_block_nofuse", 1, False),
+            ("llama_block128_nofuse_fp16", "llama_block_nofuse", 1, True),
+            ("mobilenet_v2_b1_no1x1small_fp32", "mobilenet_v2_no1x1small", 1, False)]
+
+
+def ab_setting(name: str) -> tuple[str, str] | None:
+    """(variable, value) an A/B case is lowered under, or None."""
+    return next((v for suffix, v in AB_SUFFIXES.items() if name.endswith(suffix)), None)
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
 # (the tensor-core ones exist nowhere else): "mm" x[:M, :K] @ x[M:] of one [M + K, N] input (B row-major;
@@ -60,7 +72,7 @@ CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16
 # SPEED_CASES="stem,stem,..." (staging and device alike): run only these cases and checks
 _ONLY = [s for s in os.environ.get("SPEED_CASES", "").split(",") if s]
 if _ONLY:
-    CASES = [c for c in CASES + NORM_CASES if c[0] in _ONLY]
+    CASES = [c for c in CASES + NORM_CASES + AB_CASES if c[0] in _ONLY]
     CHECKS = [c for c in CHECKS if c[0] in _ONLY]
 
 
@@ -90,6 +102,8 @@ def build(name: str, batch: int) -> tuple[nn.Module, torch.Tensor]:
         return zoo_models.build(name, batch)
     import example_models
 
+    for suffix in AB_SUFFIXES:
+        name = name.removesuffix(suffix)
     # images at 224 px; the Llama block (issue 19's fp16 goal) at 128 tokens
     model, (x,) = example_models.get_example(name).build(input_size=128 if name == "llama_block" else 224)
     with torch.no_grad():
