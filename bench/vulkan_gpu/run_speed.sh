@@ -43,3 +43,11 @@ print(json.dumps({'engine': 'vkdg kernel', 'model': sys.argv[3], 'kernel_us': us
   esac
 done
 (cd "$D" && PYTHONUNBUFFERED=1 python3 speed_cuda.py time "$D" 2>>"$ERR") | tee -a "$LOG"
+# the compiled-CUDA reference: torch.compile(mode="max-autotune") of COMPILED_CASES (default: the b1 models and the
+# Llama block), each in its own process, its compile and timing capped at COMPILE_CAP_S seconds
+COMPILE_CAP_S=${COMPILE_CAP_S:-60}
+for stem in ${COMPILED_CASES:-resnet18_b1_fp32 mobilenet_v2_b1_fp32 llama_block128_fp32 llama_block128_fp16}; do
+  (cd "$D" && PYTHONUNBUFFERED=1 timeout "$COMPILE_CAP_S" python3 speed_cuda.py compiled "$D" "$stem" 2>>"$ERR") \
+    | tee -a "$LOG" | grep -q . \
+    || echo "{\"engine\": \"torch.compile max-autotune\", \"model\": \"$stem\", \"error\": \"no result within the ${COMPILE_CAP_S} s cap (or failed: stderr.log)\"}" | tee -a "$LOG"
+done

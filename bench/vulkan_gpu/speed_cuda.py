@@ -2,10 +2,12 @@
 
     python3 speed_cuda.py gemm-ref DIR     # writes DIR/<stem>.ref.f32 of the GEMM and CHECKS cases (fp64 on the GPU)
     python3 speed_cuda.py time DIR         # JSON lines: eager CUDA and CUDA graph per case, GEMM TFLOP/s
+    python3 speed_cuda.py compiled DIR STEM  # one JSON line: torch.compile(mode="max-autotune") of one case
 
 Per model case: median ms per call over 200 runs (20 warm-ups) with upload and readback, eager
 (`model(x.cuda())`) and CUDA graph (cuda_timing.graph_call), max_rel_err against the staged eager CPU
-fp32 reference. Per GEMM case also the kernel alone: torch.matmul on resident tensors timed with CUDA
+fp32 reference. The compiled-CUDA reference (issue 19 item 5) is `torch.compile(mode="max-autotune")`, one
+case per process so run_speed.sh can cap its compile time with `timeout` (COMPILE_CAP_S there). Per GEMM case also the kernel alone: torch.matmul on resident tensors timed with CUDA
 events (TF32 off for fp32), in TFLOP/s.
 """
 
@@ -67,6 +69,30 @@ def time_all(folder: Path) -> None:
         torch.cuda.empty_cache()
 
 
+def time_compiled(folder: Path, stem: str) -> None:
+    """torch.compile(mode="max-autotune") of one case: compile_s (the first call: tracing, autotuning, CUDA
+    graph capture), then the median ms per call with upload and readback, as eager's."""
+    import time
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    _, name, batch, half = next(c for c in speed_models.CASES if c[0] == stem)
+    model, x = speed_models.build(name, batch)
+    model = model.cuda()
+    model = model.half() if half else model
+    compiled = torch.compile(model, mode="max-autotune")
+    row = {"engine": "torch.compile max-autotune", "model": stem}
+    with torch.no_grad():
+        call = eager_call(compiled, x, half)
+        start = time.perf_counter()
+        call(x)
+        row["compile_s"] = round(time.perf_counter() - start, 1)
+        row["median_ms"], y = median_ms(call, x)
+    ref_file = folder / f"{stem}.ref.f32"
+    if ref_file.exists():
+        row["max_rel_err"] = rel_err_to_file(y, ref_file)
+    print(json.dumps(row), flush=True)
+
+
 def gemm_refs(folder: Path) -> None:
     staged = _staged(folder)
     for stem, name, batch, _ in speed_models.CASES:
@@ -83,4 +109,4 @@ def gemm_refs(folder: Path) -> None:
 
 if __name__ == "__main__":
     print(torch.__version__, torch.cuda.get_device_name(0), file=sys.stderr)
-    {"gemm-ref": gemm_refs, "time": time_all}[sys.argv[1]](Path(sys.argv[2]))
+    {"gemm-ref": gemm_refs, "time": time_all, "compiled": time_compiled}[sys.argv[1]](Path(sys.argv[2]), *sys.argv[3:])

@@ -34,6 +34,11 @@ NORM_CASES = [("rmsnorm4096_r1_fp32", "rms_norm4096", 1, False),
               ("rmsnorm4096_r1_lanes64_fp32", "rms_norm4096_lanes64", 1, False),
               ("rmsnorm4096_r128_fp32", "rms_norm4096", 128, False),
               ("rmsnorm4096_r128_lanes64_fp32", "rms_norm4096_lanes64", 128, False)]
+# A/B cases: a model lowered with one lowering choice turned off (LOWERING_ENV below; the CUDA baselines skip
+# them); only run when SPEED_CASES names them
+AB_CASES = [("llama_block128_nofuse_fp32", "llama_block", 1, False),  # no elementwise fusion (fuse.py)
+            ("llama_block128_nofuse_fp16", "llama_block", 1, True),
+            ("mobilenet_v2_b1_no1x1small_fp32", "mobilenet_v2", 1, False)]  # small pointwise convs on the GEMM tile
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
 # (the tensor-core ones exist nowhere else): "mm" x[:M, :K] @ x[M:] of one [M + K, N] input (B row-major;
@@ -63,13 +68,15 @@ CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16
 #: stems lowered with these environment variables set (ops/conv.py): A/B rows of a model or check above;
 #: the CUDA baselines time each model once, under its plain stem
 LOWERING_ENV = {"gemm4096_fp32tile64": {"VKDG_F32_BIG": "0"}, "resnet18_b1_fp32pack": {"VKDG_F32_PACK": "1"},
-                "check_conv3_64x64x56_fp32pack": {"VKDG_F32_PACK": "1"}}
+                "check_conv3_64x64x56_fp32pack": {"VKDG_F32_PACK": "1"},
+                "llama_block128_nofuse_fp32": {"VKDG_FUSE": "0"}, "llama_block128_nofuse_fp16": {"VKDG_FUSE": "0"},
+                "mobilenet_v2_b1_no1x1small_fp32": {"VKDG_CONV1X1_SMALL": "0"}}
 
 
 # SPEED_CASES="stem,stem,..." (staging and device alike): run only these cases and checks
 _ONLY = [s for s in os.environ.get("SPEED_CASES", "").split(",") if s]
 if _ONLY:
-    CASES = [c for c in CASES + NORM_CASES if c[0] in _ONLY]
+    CASES = [c for c in CASES + NORM_CASES + AB_CASES if c[0] in _ONLY]
     CHECKS = [c for c in CHECKS if c[0] in _ONLY]
 
 

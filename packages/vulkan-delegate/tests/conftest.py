@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
@@ -71,6 +73,24 @@ def check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **kw):
 def vk_check():
     """`vk_check(model, inputs, fp16=False, tol=None, ref=None, fully=True, **partitioner_kw)`."""
     return check
+
+
+def dispatch_shaders(edge, fp16: bool) -> list[str]:
+    """The shader of each dispatch (variant suffix dropped: `conv2d_gemm`, `copy`) of the program's one Vulkan
+    partition, as the lowering makes them."""
+    from vulkan_delegate.lower import lower_program
+
+    ep = edge.exported_program()
+    calls = [n for n in ep.graph.nodes if n.target is executorch_call_delegate]
+    assert len(calls) == 1, calls
+    inner = getattr(ep.graph_module, calls[0].args[0].target).original_module
+    return [re.sub(r"_[fi](32|16).*$", "", d.shader) for d in lower_program(inner, fp16).dispatches]
+
+
+@pytest.fixture
+def vk_shaders():
+    """`vk_shaders(edge, fp16)`: the shader of each dispatch of the one Vulkan partition (dispatch_shaders)."""
+    return dispatch_shaders
 
 
 @pytest.fixture

@@ -186,9 +186,11 @@ def test_generated_opcode_files_are_current():
 
 @pytest.mark.parametrize("shader", sorted(opcodes.OP_TABLES))
 def test_every_opcode_has_a_shader_branch(shader):
-    """Each op of a table is handled by name in its shader (`case UNARY_EXP:` ...), and no shader
-    branch compares the op word with a bare number."""
+    """Each op of a table is handled by name in its shader or a file it includes (`case UNARY_EXP:` ...), and
+    no shader branch compares the op word with a bare number."""
     src = (RUNTIME_SRC / "shaders" / f"{shader}.comp").read_text()
+    src += "".join((RUNTIME_SRC / "shaders" / inc).read_text() for inc in re.findall(r'#include "(\w+\.glsl)"', src)
+                   if inc != "opcodes.glsl")
     for op in opcodes.OP_TABLES[shader]:
         assert re.search(rf"\b{shader.upper()}_{op.upper()}\b", src), f"{shader}.comp does not handle {op}"
     assert not re.search(r"case\s+\d+\s*:|op\s*==\s*\d", src), f"{shader}.comp matches a numeric op code"

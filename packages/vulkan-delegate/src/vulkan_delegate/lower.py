@@ -10,6 +10,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import Node
 
+from .fuse import fuse_elementwise, fusion_enabled
 from .graph import (
     F16,
     F32,
@@ -214,6 +215,8 @@ class LoweringContext:
             g.output_hosts.append(host)
         g.source = ""
         g.prune_unread()
+        if fusion_enabled():
+            fuse_elementwise(g)
         g.plan_arena()
         return g
 

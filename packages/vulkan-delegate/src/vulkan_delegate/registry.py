@@ -26,14 +26,15 @@ MAX_RANK = 6
 # vulkan_delegate/shader_select.cpp).
 SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop", "f16big", "f16bigcoop", "f32big"),
                    "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop", "f32big"),
-                   "rope": ("f32", "f16")}  # the rotary chain's add (ops/rope.py, via the binary family)
+                   "rope": ("f32", "f16"),  # the rotary chain's add (ops/rope.py, via the binary family)
+                   "ewise_expr": ("f32", "f16")}  # fused unary/binary trees (fuse.py, after every family)
 # Twins no payload names, which the runtime swaps in at load (runtime-cpp's vulkan_delegate/variant_select.cpp):
 # `f16math32`, fp16 storage with fp32 arithmetic, where the device lacks shaderFloat16 (or VKDG_FP16_MATH=0);
 # `sg`, the row reductions' subgroup-arithmetic form, where the device has it (unless VKDG_SUBGROUP=0).
 _ROW = ("f32sg", "f16sg")
 RUNTIME_TWINS = {**{s: ("f16math32",) for s in ("unary", "binary", "pool2d", "upsample2d", "compare", "argreduce",
                                                  "where", "take", "gather", "index_write", "pad", "mask_bool",
-                                                 "conv2d_dw")},
+                                                 "conv2d_dw", "ewise_expr")},
                  **{s: _ROW for s in ("softmax_row", "norm_row", "norm_row_wide", "reduce_row",
                                           "attention_flash")},
                  "copy": ("f16_f16math32", "f32_f16math32", "f16_f32math32", "f16_i32math32", "i32_f16math32")}

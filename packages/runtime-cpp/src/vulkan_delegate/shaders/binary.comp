@@ -6,6 +6,7 @@
 // fmod: C semantics (the result has the dividend's sign), as torch.fmod
 // Floats: add/sub/mul/div/max/min in CT (fp16 in the f16 variant); pow and fmod in fp32.
 #include "common.glsl"
+#include "elementwise.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
 layout(std430, binding = 1) readonly buffer B { T b[]; };
@@ -45,21 +46,7 @@ void main() {
     case BINARY_DIV: hr = hx / hz; break;
     case BINARY_MAXIMUM: hr = max(hx, hz); break;
     case BINARY_MINIMUM: hr = min(hx, hz); break;
-    default: {
-      float x = float(a[ia]), z = float(b[ib]), r;
-      switch (PI(0)) {
-        case BINARY_POW: r = pow_signed(x, z); break;
-        case BINARY_FMOD: {  // C fmod (sign of x); NaN for z == 0, as torch
-          r = x - z * trunc(x / z);
-          // x / z rounded up to the next integer leaves r one |z| past zero, with the wrong sign
-          if (x > 0.0 && r < 0.0) r += abs(z);
-          if (x < 0.0 && r > 0.0) r -= abs(z);
-          break;
-        }
-        default: r = UNKNOWN_OP_NAN; break;
-      }
-      hr = CT(r);
-    }
+    default: hr = CT(binary_f32(PI(0), float(a[ia]), float(b[ib]))); break;  // pow, fmod: fp32
   }
   y[i] = T(hr);
 #endif

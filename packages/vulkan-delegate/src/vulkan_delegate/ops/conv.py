@@ -19,6 +19,11 @@ aten = torch.ops.aten
 BN = aten._native_batch_norm_legit_no_training.default
 #: "0" at lowering: depthwise convolutions take the generic direct loop (conv2d.comp), for timing the old path
 DEPTHWISE_ENV = "VKDG_DEPTHWISE"
+#: "0" at lowering: pointwise convs of few pixels take the GEMM tile instead of conv2d_1x1_small (the A/B)
+POINTWISE_SMALL_ENV = "VKDG_CONV1X1_SMALL"
+#: pointwise convs of at most this many output pixels per image (MobileNet's 14x14 and 7x7) split K inside
+#: the workgroup (conv2d_1x1_small.comp); fp32 only (fp16 keeps the tensor-core tile)
+POINTWISE_SMALL_MAX_PIXELS = 196
 
 
 def _target(node: Node):
@@ -56,7 +61,8 @@ def _bn_params(ctx, bn: Node):
 
 
 @register("conv2d", [aten.convolution.default],
-          ["conv2d", "conv2d_dw", "conv2d_gemm", "conv2d_pack", "conv2d_splitk", "conv_transpose2d"],
+          ["conv2d", "conv2d_1x1_small", "conv2d_dw", "conv2d_gemm", "conv2d_pack", "conv2d_splitk",
+           "conv_transpose2d"],
           support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     """2-D convolutions, and 1-D ones as 2-D of height 1 (views: no copy); transposed ones gather on
@@ -120,6 +126,11 @@ def lower_conv(ctx, node: Node) -> None:
     if transposed:
         ctx.dispatch("conv_transpose2d", [x, wt, bt, y], push, (oh * ow, oc, n))
         return
+    if groups == 1 and pointwise and not transposed and not packed and _pointwise_small(ctx.sfx, n, oh * ow):
+        ctx.dispatch("conv2d_1x1_small", [x, wt, bt, res if res is not None else y, y],
+                     [n, c, oh * ow, oc, has_bias, float(lo), float(hi), int(res is not None)],
+                     (-(-(oh * ow) // 32) * 256, -(-oc // 4), n))
+        return
     if groups == 1:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
         # with bias, the residual and the clamp in its epilogue
@@ -165,6 +176,12 @@ def lower_conv(ctx, node: Node) -> None:
     ctx.dispatch("conv2d", [x, wt, bt, y],
                  [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
                   dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
+
+
+def _pointwise_small(sfx: str, n, pixels) -> bool:
+    """Whether a pointwise conv runs on conv2d_1x1_small (static sizes, fp32, few pixels)."""
+    return (sfx == "f32" and isinstance(n, int) and isinstance(pixels, int) and pixels <= POINTWISE_SMALL_MAX_PIXELS
+            and os.environ.get(POINTWISE_SMALL_ENV) != "0")
 
 
 #: workgroups (output tiles) a convolution should give the GPU; fewer (late layers at batch 1)

@@ -1,13 +1,15 @@
 """Rotary position embedding: the chain `x * cos + rotate_half(x) * sin` (Llama's half-split layout) as
 one `rope` dispatch.
 
-exir leaves rotate_half as slice, slice, neg and cat (two copies), so the chain is 8 dispatches per
+exir leaves rotate_half as slice, slice (or a split), neg and cat (two copies), so the chain is 8 dispatches per
 tensor, each moving a few KB in a decode step. The add that ends the chain is lowered as `rope` when its
 operands match the pattern; the chain's own dispatches are then unread and `Graph.prune_unread` drops
 them (any that another node reads stay, so the match never changes a result).
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 from torch.fx import Node
@@ -19,6 +21,7 @@ from .elementwise import broadcast_strides
 
 aten = torch.ops.aten
 _SLICE, _NEG, _CAT, _MUL = aten.slice_copy.Tensor, aten.neg.default, aten.cat.default, aten.mul.Tensor
+_SPLIT = aten.split_with_sizes_copy.default
 
 
 def _is(node, target) -> bool:
@@ -39,8 +42,22 @@ def _last_dim_slice(node, rank: int, size: int) -> tuple[Node, int, int] | None:
     return src, min(max(start + size if start < 0 else start, 0), size), min(max(end + size if end < 0 else end, 0), size)
 
 
+def _last_dim_part(node, rank: int, size: int) -> tuple[Node, int, int] | None:
+    """(source, start, end) of a last-dim slice, or of one part of a last-dim split_with_sizes_copy (exir's
+    form of torch.split / chunk, read through getitem)."""
+    if not (isinstance(node, Node) and node.target is operator.getitem and _is(node.args[0], _SPLIT)):
+        return _last_dim_slice(node, rank, size)
+    split, k = node.args
+    src, sizes = split.args[0], list(split.args[1])
+    dim = split.args[2] if len(split.args) > 2 else 0
+    if dim % rank != rank - 1 or not all(isinstance(v, int) for v in sizes) or sum(sizes) != size:
+        return None
+    return src, sum(sizes[:k]), sum(sizes[:k + 1])
+
+
 def rotate_half_source(node) -> Node | None:
-    """x where `node` is cat([-x[..., h:], x[..., :h]], -1) with x's last dim 2h (static), else None."""
+    """x where `node` is cat([-x[..., h:], x[..., :h]], -1) with x's last dim 2h (static; the halves sliced or
+    split), else None."""
     if not _is(node, _CAT) or len(node.args[0]) != 2:
         return None
     shape = shape_of(node)
@@ -51,7 +68,7 @@ def rotate_half_source(node) -> Node | None:
     neg, low = node.args[0]
     if not _is(neg, _NEG):
         return None
-    hi, lo = _last_dim_slice(neg.args[0], rank, size), _last_dim_slice(low, rank, size)
+    hi, lo = _last_dim_part(neg.args[0], rank, size), _last_dim_part(low, rank, size)
     h = size // 2
     if hi is None or lo is None or hi[0] is not lo[0] or hi[1:] != (h, size) or lo[1:] != (0, h):
         return None
