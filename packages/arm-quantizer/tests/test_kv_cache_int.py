@@ -9,13 +9,16 @@ import torch
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
 from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
-from arm_quantizer.kv_cache import module_runner, quantize_methods, reset_buffers
+from arm_quantizer.kv_cache import (
+    module_runner,
+    quantize_and_lower_hf_methods,
+    quantize_methods,
+    reset_buffers,
+)
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report
 from arm_tosa_core.hf_static_cache import (
     build_hf_static_cache_llama,
-    export_hf_methods,
     hf_runner,
-    hf_step_inputs,
 )
 from arm_tosa_core.kv_cache_models import (
     StaticCacheDecoder,
@@ -181,15 +184,10 @@ def test_transformers_static_cache_llama_int_is_one_partition_and_decodes_as_fak
     reference ran on a stale cache). It was two partitions: the quantizer folds the positions' `arange`
     into a buffer, whose values `registry.int_range` did not see, so the RoPE cast stayed on the CPU."""
     prompt = torch.tensor([3, 1, 4, 1, 5, 9])
-    model = build_hf_static_cache_llama(layers=layers, max_len=max_len)
-    programs = export_hf_methods(model, prompt_len=prompt.numel())
-    converted = quantize_methods(programs, lambda: TOSAQuantizer(TosaCompileSpec(SPEC)).set_global(
-        get_symmetric_quantization_config()), lambda run: greedy_decode(hf_runner(run), prompt, steps, max_len))
-    examples = {"prefill": hf_step_inputs(0, prompt.numel()), "decode": hf_step_inputs(prompt.numel(), 1)}
-    reexported = {name: torch.export.export(converted[name], examples[name], strict=True) for name in converted}
-    reset_buffers(converted)  # export ran the modules
-    edge = to_edge_transform_and_lower(reexported, partitioner=[TOSAPartitioner(TosaCompileSpec(SPEC))],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    converted, edge = quantize_and_lower_hf_methods(
+        build_hf_static_cache_llama(layers=layers, max_len=max_len), prompt, steps,
+        lambda: TOSAQuantizer(TosaCompileSpec(SPEC)).set_global(get_symmetric_quantization_config()),
+        TOSAPartitioner(TosaCompileSpec(SPEC)))
     for method in ("prefill", "decode"):
         report = partition_report(edge.exported_program(method))
         assert len(report.delegates) == 1, f"{method}:\n{report}"

@@ -57,24 +57,54 @@ def test_static_cache_decoder_on_vgf_decodes_as_eager(build, layers, max_len, st
     assert_greedy_decodes_alike(run, eager, PROMPT, steps, max_len, rel=1e-5)
 
 
+def _logits_lsb(converted) -> float:
+    """The scale of the dequantize that gives `decode`'s logits: one LSB of the fake-quant reference."""
+    out = [n for n in converted["decode"].graph.nodes if n.op == "output"][0].args[0]
+    return float((out[0] if isinstance(out, (tuple, list)) else out).args[1])
+
+
 @pytest.mark.slow  # ~3 min on 2 cores: quantization, lowering and 2 x 32 greedy steps
 def test_transformers_llama_int8_on_vgf_equals_fake_quant():
     """transformers' StaticCache Llama (1 layer, 40 positions) a8w8 with `VgfQuantizer`, lowered for
     TOSA-1.0+INT: each method one VGF partition, 32 greedy steps on lavapipe with tokens equal to the
     fake-quant modules' and every step's logits within 1 LSB of theirs."""
     from arm_quantizer import get_symmetric_quantization_config
-    from arm_quantizer.kv_cache import module_runner, quantize_methods, reset_buffers
-    from arm_tosa_core.hf_static_cache import hf_step_inputs
-    from arm_tosa_core.kv_cache_models import greedy_decode
+    from arm_quantizer.kv_cache import module_runner, quantize_and_lower_hf_methods
     from arm_vgf import VgfQuantizer
 
     steps, max_len = 32, 40
     spec = VgfCompileSpec("TOSA-1.0+INT")
-    converted = quantize_methods(export_hf_methods(build_hf_static_cache_llama(layers=1, max_len=max_len),
-                                                   prompt_len=PROMPT.numel()),
+    converted, edge = quantize_and_lower_hf_methods(
+        build_hf_static_cache_llama(layers=1, max_len=max_len), PROMPT, steps,
+        lambda: VgfQuantizer(spec).set_global(get_symmetric_quantization_config()), VgfPartitioner(spec))
+    for method in ("prefill", "decode"):
+        report = partition_report(edge.exported_program(method))
+        assert len(report.delegates) == 1, f"{method}:\n{report}"
+        assert all("float boundary" in c.reason for c in report.cpu_nodes), f"{method}:\n{report}"
+    lsb = _logits_lsb(converted)
+    with layer_environment():
+        run = hf_runner(pte_runner(methods_to_pte(edge)))
+    assert_greedy_decodes_alike(run, hf_runner(module_runner(converted)), PROMPT, steps, max_len, atol=lsb * 1.0001)
+
+
+@pytest.mark.slow  # 4 steps: 280 s on 2 cores at load 14 (quantization, the VGF INT lowering, lavapipe)
+@pytest.mark.parametrize(("layers", "max_len", "steps"), [(1, 12, 4), (1, 40, 32)], ids=["4", "32"])
+def test_our_decoder_int8_on_vgf_equals_fake_quant(layers, max_len, steps):
+    """`StaticCacheDecoder` a8w8 with `VgfQuantizer`, lowered for TOSA-1.0+INT: each method one VGF partition,
+    greedy steps on lavapipe with tokens equal to the fake-quant modules' and every step's logits within 1 LSB."""
+    from arm_quantizer import get_symmetric_quantization_config
+    from arm_quantizer.kv_cache import module_runner, quantize_methods, reset_buffers
+    from arm_tosa_core.kv_cache_models import greedy_decode, step_inputs
+    from arm_vgf import VgfQuantizer
+
+    model = StaticCacheDecoder(vocab=32, dim=16, heads=2, layers=layers, max_len=max_len).eval()
+    spec = VgfCompileSpec("TOSA-1.0+INT")
+    converted = quantize_methods(export_methods(model, PROMPT.numel(), max_len),
                                  lambda: VgfQuantizer(spec).set_global(get_symmetric_quantization_config()),
-                                 lambda run: greedy_decode(hf_runner(run), PROMPT, steps, max_len))
-    examples = {"prefill": hf_step_inputs(0, PROMPT.numel()), "decode": hf_step_inputs(PROMPT.numel(), 1)}
+                                 lambda run: greedy_decode(run, PROMPT, steps, max_len))
+    n = PROMPT.numel()
+    examples = {"prefill": step_inputs(0, torch.zeros(n, dtype=torch.int64), max_len),
+                "decode": step_inputs(n, torch.zeros(1, dtype=torch.int64), max_len)}
     programs = {m: torch.export.export(converted[m], examples[m], strict=True) for m in converted}
     reset_buffers(converted)  # export ran the modules
     edge = to_edge_transform_and_lower(programs, partitioner=[VgfPartitioner(spec)],
@@ -83,8 +113,7 @@ def test_transformers_llama_int8_on_vgf_equals_fake_quant():
         report = partition_report(edge.exported_program(method))
         assert len(report.delegates) == 1, f"{method}:\n{report}"
         assert all("float boundary" in c.reason for c in report.cpu_nodes), f"{method}:\n{report}"
-    out = [n for n in converted["decode"].graph.nodes if n.op == "output"][0].args[0]
-    lsb = float((out[0] if isinstance(out, (tuple, list)) else out).args[1])  # the logits' dequantize scale
+    lsb = _logits_lsb(converted)
     with layer_environment():
-        run = hf_runner(pte_runner(methods_to_pte(edge)))
-    assert_greedy_decodes_alike(run, hf_runner(module_runner(converted)), PROMPT, steps, max_len, atol=lsb * 1.0001)
+        run = pte_runner(methods_to_pte(edge))
+    assert_greedy_decodes_alike(run, module_runner(converted), PROMPT, steps, max_len, atol=lsb * 1.0001)

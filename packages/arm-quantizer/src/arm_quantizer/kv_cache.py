@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+from arm_tosa_core.hf_static_cache import export_hf_methods, hf_runner, hf_step_inputs
+from arm_tosa_core.kv_cache_models import greedy_decode
 from arm_tosa_core.quantized import is_dequantize, is_quantize
 
 from .config import get_symmetric_quantization_config
@@ -245,3 +248,26 @@ def module_runner(modules: dict[str, GraphModule]) -> Callable[[str, tuple], tor
             return modules[method](*inputs)
 
     return run
+
+
+def quantize_and_lower_hf_methods(model: torch.nn.Module, prompt: torch.Tensor, calibration_steps: int,
+                                  make_quantizer: Callable, partitioner, int16_partitioner=None
+                                  ) -> tuple[dict[str, GraphModule], object]:
+    """transformers' StaticCache model (`arm_tosa_core.hf_static_cache`): `export_hf_methods`, quantize both
+    methods with `make_quantizer()` (calibrated on `calibration_steps` greedy steps after `prompt`), export
+    the converted modules again and lower them with `partitioner`. Returns (the converted modules, the fake-
+    quant reference with their cache zeroed; the lowered `EdgeProgramManager`).
+
+    `int16_partitioner` (a16w8): `quantize_methods`' `partitioner`, which sets the int16 ops the target
+    leaves on the CPU back to int8; a separate object from `partitioner`, whose per-program state it would
+    otherwise share."""
+    n = prompt.numel()
+    converted = quantize_methods(export_hf_methods(model, prompt_len=n), make_quantizer,
+                                 lambda run: greedy_decode(hf_runner(run), prompt, calibration_steps, model.max_len),
+                                 partitioner=int16_partitioner)
+    examples = {"prefill": hf_step_inputs(0, n), "decode": hf_step_inputs(n, 1)}
+    programs = {m: torch.export.export(converted[m], examples[m], strict=True) for m in converted}
+    reset_buffers(converted)  # export ran the modules
+    edge = to_edge_transform_and_lower(programs, partitioner=[partitioner],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    return converted, edge

@@ -178,6 +178,9 @@ class TOSAPartitioner(Partitioner):
         Inference batch norms after a convolution are folded into it first (a copy of the program;
         the one given is not changed), unless `additional_checks` might want to exclude them.
         """
+        for entry in registry.entries():
+            if entry.prepare_program is not None:
+                exported_program = entry.prepare_program(exported_program)
         # one capture per program: exir prepares every method before it partitions any
         self._integer_constants = [*getattr(self, "_integer_constants", []), _integer_constants(exported_program)]
         if not self.additional_checks:

@@ -77,6 +77,9 @@ class OpEntry:
     preserve_for_speed: bool = False
     #: called with the exported program before exir decomposes, when the family is kept whole (SDPA)
     prepare_preserve: Callable[[Any], Any] | None = None
+    #: called with every exported program before exir decomposes; returns it, or a rewritten one that
+    #: computes the same values (see `detach_copy_destinations`)
+    prepare_program: Callable[[Any], Any] | None = None
     #: a float16 node lowers in float32 and rounds once (a chain of operators; see half_math.py)
     fp32_opmath: bool = False
     #: compile-time-constant inputs fold into a constant, emitting no operator
@@ -125,6 +128,7 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                 profiles: Iterable[str] = ("FP", "INT"), preserve: bool = False, quant: Any = None,
                 u55: bool = True, quant_aliases: Iterable[Any] = (), weight_axis: Any = 0,
                 preserve_for_speed: bool = False, prepare_preserve: Callable[[Any], Any] | None = None,
+                prepare_program: Callable[[Any], Any] | None = None,
                 fp32_opmath: bool = False, folds_constants: bool = False, constant_output: bool = False,
                 fp_index_math: bool = False, fp_integer_rule: FpIntegerRule | None = None,
                 int16: bool | Callable[[Node], bool] | None = None, complex_values: bool = False,
@@ -148,7 +152,8 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
         entry = OpEntry(name, tuple(targets), fn, support=support, profiles=frozenset(profiles),
                         preserve=preserve, quant=quant, u55=u55, quant_aliases=tuple(quant_aliases),
                         weight_axis=weight_axis, preserve_for_speed=preserve_for_speed,
-                        prepare_preserve=prepare_preserve, fp32_opmath=fp32_opmath,
+                        prepare_preserve=prepare_preserve, prepare_program=prepare_program,
+                        fp32_opmath=fp32_opmath,
                         folds_constants=folds_constants, constant_output=constant_output,
                         fp_index_math=fp_index_math, fp_integer_rule=fp_integer_rule, int16=int16,
                         complex_values=complex_values, float_params=float_params, bool_result=bool_result,

@@ -5,6 +5,7 @@ layout); views keep the layout when only size-1 dims move."""
 from __future__ import annotations
 
 import torch
+from torch.export import ExportedProgram
 from torch.fx import Node
 
 from .. import layout
@@ -134,8 +135,41 @@ def lower_expand(ctx: LoweringContext, node: Node) -> Value:
     return ctx.emit(Op.TILE, [x.tensor, ctx.b.shape_const(multiples)], shape, dtype, x.perm)
 
 
+def detach_copy_destinations(ep: ExportedProgram) -> ExportedProgram:
+    """A program that overwrites a buffer or an input with `copy_`, with each functional `copy(dst, src)`
+    given a zero tensor of dst's shape and dtype as `dst` (a compile-time constant): the copy's value is
+    `src` cast and broadcast (`lower_copy` reads only dst's shape), but a partition holding it would take
+    `dst` as an input no operator reads. vela drops such a TOSA input, and the Ethos-U payload then had
+    fewer inputs than the delegate is called with (transformers' StaticCache runs
+    `cumulative_length.copy_(cache_position[0])`: "assembled from different compiles" at load).
+
+    exir's partitioners may not change the edge graph, so this runs before exir decomposes: the program
+    is functionalized first (`run_decompositions({})`, which decomposes nothing), only when it has such
+    a `copy_`. Returns `ep` itself otherwise."""
+    if not any(_overwrites_placeholder(n, aten.copy_.default) for n in ep.graph.nodes):
+        return ep
+    ep = ep.run_decompositions({})
+    graph = ep.graph
+    for node in [n for n in graph.nodes if _overwrites_placeholder(n, aten.copy.default)]:
+        dst = node.args[0]
+        meta = dst.meta["val"]
+        with graph.inserting_before(node):
+            zeros = graph.call_function(aten.full.default, ([int(d) for d in meta.shape], 0),
+                                        {"dtype": meta.dtype, "device": meta.device})
+        zeros.meta["val"] = meta.new_zeros(meta.shape)
+        node.replace_input_with(dst, zeros)
+    graph.lint()
+    ep.graph_module.recompile()
+    return ep
+
+
+def _overwrites_placeholder(node: Node, target) -> bool:
+    return node.op == "call_function" and node.target is target and isinstance(node.args[0], Node) \
+        and node.args[0].op == "placeholder"
+
+
 @register_op("copy", [aten.copy.default], quant=Quant.SHARED, shared_inputs=2, folds_constants=True,
-             fp_index_math=True, fp_integer_rule=exact_in_float32(moves=True))
+             fp_index_math=True, fp_integer_rule=exact_in_float32(moves=True), prepare_program=detach_copy_destinations)
 def lower_copy(ctx: LoweringContext, node: Node) -> Value:
     """`self.copy_(src)` as a value (slice assignment `x[:, a:b] = v` exports as slice + copy +
     slice_scatter): `src` cast to self's dtype and broadcast to its shape; self's values are not read."""
