@@ -119,3 +119,45 @@ def test_rope_through_a_split_is_one_dispatch(vk_check, vk_shaders):
     x, cos, sin = r(1, 4, 16, 32), r(16, 32, seed=1), r(16, 32, seed=2)
     edge = vk_check(RopeSplit().eval(), (x, cos, sin))
     assert vk_shaders(edge, False) == ["rope", "copy"]
+
+
+def _corrupt_op_code(program: list) -> list:
+    """The first unary word's op code replaced by one past the unary table."""
+    from vulkan_delegate import fuse, opcodes
+
+    k = next((i for i, w in enumerate(program) if isinstance(w, int) and w & 3 == fuse.KIND_UNARY), None)
+    if k is None:  # (a subtree without a unary op)
+        return program
+    return [*program[:k], (program[k] & 0xFF) | len(opcodes.OP_TABLES["unary"]) << 8, *program[k + 1:]]
+
+
+def _extra_load(program: list) -> list:
+    """One more input pushed and never consumed: the program leaves two values."""
+    from vulkan_delegate import fuse
+
+    return [fuse.KIND_LOAD, *program]
+
+
+@pytest.mark.parametrize("corrupt", [_corrupt_op_code, _extra_load], ids=["op_code", "unbalanced"])
+def test_corrupt_fused_program_is_refused_at_load(vk_lower, vk_shaders, monkeypatch, corrupt):
+    """The runtime checks each fused program at load (op codes inside the unary/binary tables, the stack within
+    the shader's 4 slots, one value left): a payload that fails is an Error, never a NaN or a read past the
+    shader's stack at run time."""
+    from executorch.runtime import Runtime
+    from vulkan_delegate import fuse
+
+    dispatch = fuse._dispatch
+
+    def corrupted(expr, root):
+        d = dispatch(expr, root)
+        program = corrupt(d.push[10:])
+        d.push[1:2], d.push[10:] = [len(program)], program
+        return d
+
+    monkeypatch.setattr(fuse, "_dispatch", corrupted)
+    x = r(4, 33)
+    edge = vk_lower(UnaryChain().eval(), (x,))
+    assert vk_shaders(edge, False) == ["ewise_expr", "copy"]
+    pte = bytes(edge.to_executorch().buffer)
+    with pytest.raises(RuntimeError):
+        Runtime.get().load_program(pte).load_method("forward").execute([x])
