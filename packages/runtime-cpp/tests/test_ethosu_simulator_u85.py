@@ -1,7 +1,7 @@
 """EthosUBackend on Ethos-U85 payloads (regor's command stream, vela 5.x): the stream decodes into
 named register state per kick-off, a mutated stream is an Error and never a crash, the kick-offs the
-U85 simulator covers (elementwise, pooling, convolution and depthwise with regor's weight streams,
-int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
+U85 simulator covers (elementwise, pooling, convolution and depthwise with regor's weight streams
+in the mlw or the fast format, resize, int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
 ethos-u85-256, and a stream with a kick-off it does not cover is refused at load naming the command
 (or runs its host graph when the payload has one).
 """
@@ -104,11 +104,32 @@ def test_u85_malformed_streams_are_errors_naming_the_command(add_edge, capfd):
         assert log in capfd.readouterr().err
 
 
-def test_u85_mutated_streams_never_crash(add_edge, conv_edge):
+class _FastConvResize(nn.Module):
+    """A 16->16 3x3 convolution (fast-format weights) into an align_corners bilinear resize (a
+    RESIZE into 32 bits, then a NONE pool that rescales it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(16, 16, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+
+    def forward(self, x):
+        return self.up(self.conv(x))
+
+
+@pytest.fixture(scope="module")
+def fwd_resize_edge():
+    return _lower(_FastConvResize(), (torch.randn(1, 16, 6, 6),))
+
+
+def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge):
     """Seeded mutations of real U85 payloads through the parser and the simulator. In process: a
     child would spend ~20 s importing the runtime for well under a second of fuzzing (a crash still
-    fails the session; `nox -s runtime-fuzz` and `runtime-asan` run long fuzz runs in a child)."""
-    seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={})) for e in (add_edge, conv_edge)]
+    fails the session; `nox -s runtime-fuzz` runs long fuzz runs in a child, `runtime-asan` runs
+    this test on the ASan/UBSan build)."""
+    seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={}))
+             for e in (add_edge, conv_edge, fwd_resize_edge)]
     outcomes = {"ok": 0, "error": 0}
     fn = fuzz.entry_point("ethosu_command_stream")
     rng = random.Random(0)
@@ -215,7 +236,7 @@ KICK_OFFS.update(A16W8)
 KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
            "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
-           "u85_resize_bilinear_align_corners", "u85_avg_pool_exclude_pad")
+           "u85_avg_pool_exclude_pad")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
@@ -226,17 +247,19 @@ def test_u85_kick_offs_bit_exact_against_the_reference_model(name):
     assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
 
 
-def test_u85_fast_weight_format_is_decoded_bit_exactly():
+def test_u85_fast_weight_format_and_resize_bit_exact(fwd_resize_edge):
     """regor stores a plain 16->16 3x3 convolution's weights in the fast format (WEIGHT_FORMAT bit 0,
     FWD: a 32-byte header with a zero adjustment and a 16-entry table, then 2- or 4-bit table
-    indices or raw bytes), which the simulator decodes in place of the mlw codec."""
-    module, (x,) = _conv(16, 16, 3, 8, padding=1)
-    edge = _lower(module, (x,))
-    (conv,) = [k for k in kick_offs(ethosu_commands(_payload(edge))[1]) if k.op == "NPU_OP_CONV"]
+    indices or raw bytes), which the simulator decodes in place of the mlw codec; the bilinear
+    resize after it (align_corners: n = 7) writes 32-bit sums that a NONE pool rescales by 1/49."""
+    commands = kick_offs(ethosu_commands(_payload(fwd_resize_edge))[1])
+    (conv,) = [k for k in commands if k.op == "NPU_OP_CONV"]
     assert conv.registers["NPU_SET_WEIGHT_FORMAT"][0] & 1, conv.registers["NPU_SET_WEIGHT_FORMAT"]
-    program = Runtime.get().load_program(progs.deployable_pte(edge))  # a Method does not keep it alive
+    assert [k.op for k in commands].count("NPU_OP_RESIZE") >= 1
+    x = torch.randn(1, 16, 6, 6)
+    program = Runtime.get().load_program(progs.deployable_pte(fwd_resize_edge))  # a Method does not keep it alive
     (got,) = program.load_method("forward").execute([x])
-    expected = run_on_reference_model(edge, x)
+    expected = run_on_reference_model(fwd_resize_edge, x)
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
 
 
