@@ -1,7 +1,7 @@
 """EthosUBackend on Ethos-U85 payloads (regor's command stream, vela 5.x): the stream decodes into
 named register state per kick-off, a mutated stream is an Error and never a crash, the kick-offs the
-U85 simulator covers (elementwise, pooling, convolution and depthwise with regor's weight streams,
-int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
+U85 simulator covers (elementwise, pooling, convolution and depthwise with regor's weight streams
+in the mlw or the fast format, resize, int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
 ethos-u85-256, and a stream with a kick-off it does not cover is refused at load naming the command
 (or runs its host graph when the payload has one).
 """
@@ -104,11 +104,32 @@ def test_u85_malformed_streams_are_errors_naming_the_command(add_edge, capfd):
         assert log in capfd.readouterr().err
 
 
-def test_u85_mutated_streams_never_crash(add_edge, conv_edge):
+class _FastConvResize(nn.Module):
+    """A 16->16 3x3 convolution (fast-format weights) into an align_corners bilinear resize (a
+    RESIZE into 32 bits, then a NONE pool that rescales it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(16, 16, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+
+    def forward(self, x):
+        return self.up(self.conv(x))
+
+
+@pytest.fixture(scope="module")
+def fwd_resize_edge():
+    return _lower(_FastConvResize(), (torch.randn(1, 16, 6, 6),))
+
+
+def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge):
     """Seeded mutations of real U85 payloads through the parser and the simulator. In process: a
     child would spend ~20 s importing the runtime for well under a second of fuzzing (a crash still
-    fails the session; `nox -s runtime-fuzz` and `runtime-asan` run long fuzz runs in a child)."""
-    seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={})) for e in (add_edge, conv_edge)]
+    fails the session; `nox -s runtime-fuzz` runs long fuzz runs in a child, `runtime-asan` runs
+    this test on the ASan/UBSan build)."""
+    seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={}))
+             for e in (add_edge, conv_edge, fwd_resize_edge)]
     outcomes = {"ok": 0, "error": 0}
     fn = fuzz.entry_point("ethosu_command_stream")
     rng = random.Random(0)
@@ -140,6 +161,19 @@ KICK_OFFS.update(POOL)
 # the mean of a global average pool: a REDUCE_SUM pool into a 32-bit chain buffer, then an
 # elementwise SUB (of the zero points' sum) reading that chain, whose OFM scale divides
 KICK_OFFS["u85_mean"] = (nn.AdaptiveAvgPool2d(1), (torch.randn(1, 8, 7, 7),))
+# count_include_pad=False: a DEPTHWISE window sum into 32 bits, an elementwise MUL by the
+# per-position reciprocals (broadcast over channels), then a NONE pool that rescales the 32-bit
+# accumulator it loads from IFM2
+KICK_OFFS["u85_avg_pool_exclude_pad"] = (nn.AvgPool2d(3, 1, 1, count_include_pad=False), (torch.randn(1, 4, 7, 7),))
+RESIZE = {  # NPU_OP_RESIZE with TOSA's scale (n, d) and offset per axis
+    "u85_resize_nearest": (nn.Upsample(scale_factor=2, mode="nearest"), (torch.randn(1, 3, 4, 5),)),
+    "u85_resize_nearest_3x": (nn.Upsample(scale_factor=3, mode="nearest"), (torch.randn(1, 3, 4, 5),)),
+    "u85_resize_bilinear": (nn.Upsample(scale_factor=2, mode="bilinear"), (torch.randn(1, 5, 4, 6),)),
+    # n = 7: the resize writes its 32-bit sums and a NONE pool rescales them by 1/49
+    "u85_resize_bilinear_align_corners": (nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+                                          (torch.randn(1, 3, 4, 4),)),
+}
+KICK_OFFS.update(RESIZE)
 
 
 class _Residual(nn.Module):
@@ -201,7 +235,8 @@ KICK_OFFS.update(CONV)
 KICK_OFFS.update(A16W8)
 KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
-           "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual")
+           "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
+           "u85_avg_pool_exclude_pad")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
@@ -212,34 +247,51 @@ def test_u85_kick_offs_bit_exact_against_the_reference_model(name):
     assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
 
 
+def test_u85_fast_weight_format_and_resize_bit_exact(fwd_resize_edge):
+    """regor stores a plain 16->16 3x3 convolution's weights in the fast format (WEIGHT_FORMAT bit 0,
+    FWD: a 32-byte header with a zero adjustment and a 16-entry table, then 2- or 4-bit table
+    indices or raw bytes), which the simulator decodes in place of the mlw codec; the bilinear
+    resize after it (align_corners: n = 7) writes 32-bit sums that a NONE pool rescales by 1/49."""
+    commands = kick_offs(ethosu_commands(_payload(fwd_resize_edge))[1])
+    (conv,) = [k for k in commands if k.op == "NPU_OP_CONV"]
+    assert conv.registers["NPU_SET_WEIGHT_FORMAT"][0] & 1, conv.registers["NPU_SET_WEIGHT_FORMAT"]
+    assert [k.op for k in commands].count("NPU_OP_RESIZE") >= 1
+    x = torch.randn(1, 16, 6, 6)
+    program = Runtime.get().load_program(progs.deployable_pte(fwd_resize_edge))  # a Method does not keep it alive
+    (got,) = program.load_method("forward").execute([x])
+    expected = run_on_reference_model(fwd_resize_edge, x)
+    assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
+
+
 @pytest.mark.slow
 def test_u85_mobilenet_v2_bit_exact_against_the_reference_model():
     """The in-repo MobileNetV2 end to end on ethos-u85-256: convolutions chained into the residual
     ADDs, and the final mean (a 1x1 AVERAGE pool at this input size)."""
     model, inputs = get_example("mobilenet_v2").build(seed=0, input_size=32)
     edge = progs.ethosu_lower(model, inputs, TARGET)
-    method = Runtime.get().load_program(progs.deployable_pte(edge)).load_method("forward")
-    (got,) = method.execute(list(inputs))
+    program = Runtime.get().load_program(progs.deployable_pte(edge))  # a Method does not keep it alive
+    (got,) = program.load_method("forward").execute(list(inputs))
     expected = run_on_reference_model(edge, *inputs)
     assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
 
 
 @pytest.fixture(scope="module")
-def resize_edge():
+def matmul_edge():
     torch.manual_seed(0)
-    return _lower(nn.Upsample(scale_factor=2, mode="bilinear"), (torch.randn(1, 1, 4, 4),))
+    return _lower(_Binary(torch.bmm), (torch.randn(2, 4, 8), torch.randn(2, 8, 5)))
 
 
-def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(resize_edge, capfd):
-    x = torch.randn(1, 1, 4, 4)
-    stream = parse_binstream(_payload(resize_edge))
-    program = Runtime.get().load_program(progs.pte_with_payload(resize_edge, build_binstream(replace(stream, extra={}))))
+def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(matmul_edge, capfd):
+    """A batched matmul: regor writes a convolution with its weights from IFM2, not simulated."""
+    inputs = [torch.randn(2, 4, 8), torch.randn(2, 8, 5)]
+    stream = parse_binstream(_payload(matmul_edge))
+    program = Runtime.get().load_program(progs.pte_with_payload(matmul_edge, build_binstream(replace(stream, extra={}))))
     with pytest.raises(RuntimeError, match="Failed to load method"):
         program.load_method("forward")
     err = capfd.readouterr().err
-    assert re.search(r"NPU_OP_RESIZE at cmd_data offset \d+: .* is not simulated for Ethos-U85 yet", err)
+    assert re.search(r"NPU_OP_CONV at cmd_data offset \d+: .*weights from IFM2.* is not simulated for Ethos-U85 yet", err)
     assert "--host-graph" in err
     # with its host graph the same payload runs that graph on the reference model
-    method = Runtime.get().load_program(progs.pte(resize_edge)).load_method("forward")
-    (got,) = method.execute([x])
-    assert torch.equal(got, run_on_reference_model(resize_edge, x))
+    program = Runtime.get().load_program(progs.pte(matmul_edge))
+    (got,) = program.load_method("forward").execute(inputs)
+    assert torch.equal(got, run_on_reference_model(matmul_edge, *inputs))

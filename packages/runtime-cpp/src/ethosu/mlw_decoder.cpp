@@ -1,5 +1,6 @@
 #include "ethosu/mlw_decoder.h"
 
+#include <algorithm>
 #include <array>
 
 namespace runtime_cpp {
@@ -234,6 +235,48 @@ bool mlw_decode(const uint8_t* data, size_t size, size_t max_values, std::vector
     }
   }
 #undef MLW_GET
+  return true;
+}
+
+bool fwd_decode(const uint8_t* data, size_t size, size_t count, std::vector<int16_t>* out, const char** error) {
+  constexpr size_t kHeaderBytes = 32, kAlign = 32;
+  constexpr int kTableEntries = 16;
+  BitReader bb(data, size);
+  uint32_t raw = 0, small_table = 0, unused = 0, adjust = 0;
+  if (size < kHeaderBytes || !bb.get(1, &raw) || !bb.get(1, &small_table)) {
+    *error = "a fast-format (FWD) weight stream shorter than its 32-byte header";
+    return false;
+  }
+  for (int skipped = 0; skipped < 102; skipped += 32) bb.get(std::min(32, 102 - skipped), &unused);
+  bb.get(8, &adjust);
+  std::array<int16_t, kTableEntries> table{};
+  for (int16_t& entry : table) {
+    uint32_t folded = 0;
+    bb.get(9, &folded);
+    const int mag = static_cast<int>(folded >> 1);
+    entry = static_cast<int16_t>((folded & 1) ? -mag : mag);
+  }
+  if (raw && small_table) {
+    *error = "a fast-format (FWD) weight header sets both raw mode and the small table";
+    return false;
+  }
+  const int bits = raw ? 8 : small_table ? 2 : 4;
+  const size_t body = (count * size_t(bits) + 7) / 8;
+  if (size != kHeaderBytes + (body + kAlign - 1) / kAlign * kAlign) {
+    *error = "a fast-format (FWD) weight stream whose length is not one section of the operation's weights";
+    return false;
+  }
+  const int zero_adjust = static_cast<int8_t>(adjust);
+  out->reserve(out->size() + count);
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t code = 0;
+    bb.get(bits, &code);
+    if (raw) {
+      out->push_back(static_cast<int16_t>(static_cast<int8_t>(code) - zero_adjust));
+    } else {
+      out->push_back(table[code]);
+    }
+  }
   return true;
 }
 

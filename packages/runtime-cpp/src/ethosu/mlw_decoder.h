@@ -17,5 +17,14 @@ namespace npu {
 bool mlw_decode(const uint8_t* data, size_t size, size_t max_values, std::vector<int16_t>* out,
                 const char** error);
 
+// Decoder of the Ethos-U85 fast weight format (WEIGHT_FORMAT bit 0, "FWD"): a 256-bit header (bit 0
+// raw mode, bit 1 a 4-entry table, bits 104-111 a signed zero adjustment, bits 112-255 sixteen
+// 9-bit table entries, each |w| << 1 | sign), then one code per weight: a 2-bit table index, a
+// 4-bit table index, or in raw mode a byte holding the int8 weight plus the zero adjustment; the
+// stream is padded to 32 bytes. The header does not say how many weights follow, so the caller
+// gives `count`; false (with `*error`) when `size` is not exactly that one section, so that a
+// stream of several sections, or a truncated one, is never read as one.
+bool fwd_decode(const uint8_t* data, size_t size, size_t count, std::vector<int16_t>* out, const char** error);
+
 }  // namespace npu
 }  // namespace runtime_cpp

@@ -176,7 +176,9 @@ Error decode_weights(const Registers& regs, const Command& at, const Memory& mem
   }
   std::vector<int16_t> decoded;
   const char* error = nullptr;
-  if (!mlw_decode(bytes, len, order.size(), &decoded, &error)) {
+  const bool ok = stream.fast ? fwd_decode(bytes, len, order.size(), &decoded, &error)
+                              : mlw_decode(bytes, len, order.size(), &decoded, &error);
+  if (!ok) {
     ET_LOG(Error, "%s: %s at cmd_data offset %zu: %s", kTag, name, at.offset, error);
     return Error::InvalidProgram;
   }

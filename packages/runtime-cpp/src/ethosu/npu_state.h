@@ -120,6 +120,7 @@ const uint8_t* region_bytes(const Memory& memory, int region, uint64_t addr, uin
 struct CoreWeights {
   Reg1 base, length;
   int core, cores;
+  bool fast = false;  // the U85's fast weight format (FWD) instead of the mlw codec
 };
 Error decode_weights(const Registers& regs, const Command& at, const Memory& memory, const CoreWeights& stream,
                      const std::vector<int64_t>& order, const std::array<int, 4>& shape, int in_depth,

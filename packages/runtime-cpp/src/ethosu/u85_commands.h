@@ -22,12 +22,20 @@ namespace u85 {
 constexpr Op kOpResize = static_cast<Op>(0x007);
 // cmd0 registers.
 constexpr Reg0 kIfmBroadcast = static_cast<Reg0>(0x108);
+constexpr Reg0 kResizeXScaleNM1 = static_cast<Reg0>(0x12A);
+constexpr Reg0 kResizeYScaleNM1 = static_cast<Reg0>(0x12B);
+constexpr Reg0 kResizeXOffset = static_cast<Reg0>(0x12C);
+constexpr Reg0 kResizeYOffset = static_cast<Reg0>(0x12D);
 constexpr Reg0 kWeightFormat = static_cast<Reg0>(0x12E);
 constexpr Reg0 kDmaIdxRegion = static_cast<Reg0>(0x134);
 // cmd1 registers (OFM_SCALE keeps its U55 number; IFM/IFM2_SCALE take OPA/OPB_SCALE's).
 constexpr Reg1 kIfmScale = static_cast<Reg1>(0x025);
 constexpr Reg1 kIfm2Scale = static_cast<Reg1>(0x026);
 constexpr Reg1 kOpScalar = static_cast<Reg1>(0x027);
+// RESIZE_X/Y_STEP: the step between OFM positions in IFM units of 1/n, as an integer part
+// (parameter bits 0-3) and a remainder (payload bits 0-10); the block steps follow.
+constexpr Reg1 kResizeXStep = static_cast<Reg1>(0x096);
+constexpr Reg1 kResizeYStep = static_cast<Reg1>(0x097);
 // NPU_OP_BRANCH is a cmd1 (its payload the target), the only kick-off with a payload.
 constexpr uint16_t kOpBranch = 0x100;
 

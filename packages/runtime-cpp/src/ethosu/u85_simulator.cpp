@@ -289,6 +289,48 @@ void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale,
   *shift = rec[8] & 0x3F;
 }
 
+// NPU_OP_POOL in mode NONE with the accumulator loaded from IFM2 (ACC_FORMAT acc_input 2): regor's
+// rescale of a 32-bit tensor (the "null pool": a bilinear resize's sums, a MUL by reciprocals) to
+// 8 or 16 bits. Each OFM element is its IFM2 element, less IFM2's zero point, through the global
+// OFM scale, the zero point and the activation; the IFM registers (int8, the same tensor) are
+// not read. IFM2 may be a chain buffer. IFM2_BROADCAST is not applied: regor's generator does not
+// write it for this operation, so it holds whatever the previous elementwise operation set (a
+// channel broadcast after the MUL of a count_include_pad=False average pool).
+Error run_rescale_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
+                       const std::vector<uint8_t>& lut, OpRecord* record) {
+  const int acc_format = regs.p(kAccFormat);
+  if ((acc_format & 3) > 1 || ((acc_format >> 4) & 3) != 2 || ((acc_format >> 6) & 1) != 0) {
+    return unsupported(at, "a NONE pool without its accumulator from IFM2");
+  }
+  if (((regs.p(kOfmPrecision) >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on a NONE pool");
+  const int storage = storage_of(regs.p(kIfm2Precision));
+  if (storage == 1 || storage == 3) return unsupported(at, "a scalar or 3x1-tiled accumulator input");
+  Operand acc_in;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm2, storage == 2 ? nullptr : memory, at, &acc_in.fm));
+  if (storage == 2 && chains != nullptr) acc_in.chain = &(*chains)[static_cast<size_t>(acc_in.fm.region)];
+  OfmWriter out;
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
+  const Scale out_scale = scale_of(regs, kOfmScale, 3);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
+  const int oh = out.h, ow = out.w, oc = out.c;
+  if (record != nullptr) *record = {at.offset, "rescale", {oh, ow, oc}, {0, 0, 0}, {oh, ow, oc}, {1, 1}, 0, 0};
+  if (memory == nullptr) return Error::Ok;
+  for (int y = 0; y < oh; ++y) {
+    for (int x = 0; x < ow; ++x) {
+      for (int c = 0; c < oc; ++c) {
+        int64_t v = 0;
+        ET_CHECK_OK_OR_RETURN_ERROR(read_operand(acc_in, regs, at, y, x, c, &v));
+        const int64_t r = apply_activation(act, apply(out_scale, v, true) + out.fm.zero_point);
+        if (!out.write(y, x, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
+      }
+    }
+  }
+  out.finish(chains);
+  return Error::Ok;
+}
+
 // NPU_OP_POOL in MAX, SUM or REDUCE_SUM mode over an NHWC or NHCWB16 IFM with padding (padded
 // positions are skipped, as TOSA's MAX_POOL2D does), with a global OFM scale or a per-channel bias
 // and scale from the scale stream (regor's rescales and its NCHW-to-NHWC copies: a 1x1 SUM into a
@@ -296,13 +338,15 @@ void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale,
 // into OFM channel 0 (regor's mean: a REDUCE_SUM into a 32-bit chain buffer, then an elementwise
 // SUB of the zero points' sum with the OFM scale as the division). AVERAGE only over a 1x1 kernel
 // without padding (MobileNetV2's mean over a 1x1 map), where the average is the one value whatever
-// the divisor: regor writes a DEPTHWISE for a larger AVG_POOL2D, so no stream of ours has shown
-// how the NPU divides. MIN, ARGMAX and the accumulator-only modes are refused likewise.
+// the divisor: regor writes a DEPTHWISE for a larger AVG_POOL2D (and a DEPTHWISE, a MUL by the
+// reciprocals and a NONE pool for one that excludes the padding), so no stream of ours has shown
+// how the NPU divides. NONE goes to run_rescale_pool; MIN and ARGMAX are refused.
 Error run_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
                const std::vector<uint8_t>& lut, OpRecord* record) {
   static const char* const kNames[] = {"pool_max", "pool_avg", "reduce_sum", "pool_sum"};
   const int mode = at.param & 7;
-  if (mode > 3) return unsupported(at, "this pooling mode (MAX, SUM, REDUCE_SUM and a 1x1 AVERAGE are)");
+  if (mode == 4) return run_rescale_pool(regs, at, memory, chains, lut, record);
+  if (mode > 3) return unsupported(at, "this pooling mode (MAX, SUM, REDUCE_SUM, NONE and a 1x1 AVERAGE are)");
   // Pooling reads the IFM as stored: no broadcast and no IFM scale (regor leaves IFM_SCALE as the
   // previous elementwise operation set it).
   Operand in;
@@ -392,15 +436,18 @@ bool ublock_of(int microblock, int* h, int* w) {
 // NPU_OP_CONV and NPU_OP_DEPTHWISE with weights from the weight stream (standard format, one
 // weight decoder), bias and per-channel scale from the scale stream, over an IFM in memory.
 // The OFM goes to memory or to a chain buffer (regor chains a convolution into the residual ADD
-// that follows it). Refused: weights from IFM2 (matmul), the fast weight format, more than one
-// weight stream, IFM upscaling, a chained or broadcast input, global OFM scaling and accumulators
-// kept across kick-offs.
+// that follows it). Weights in the mlw codec or the fast format (FWD). Refused: weights from IFM2
+// (matmul), more than one weight stream, IFM upscaling, a chained or broadcast input, global OFM
+// scaling and accumulators kept across kick-offs.
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
                const NpuConfig& config, Chains* chains, const std::vector<uint8_t>& lut, OpRecord* record) {
   if (!depthwise && (at.param & 1)) return unsupported(at, "a convolution with weights from IFM2 (matmul)");
+  // WEIGHT_FORMAT bit 0: the fast format (FWD), bit 4: 2:4 sparsity. With one weight decoder FWD
+  // keeps the standard traversal; only the coding of the stream differs.
   const int wf = regs.p(kWeightFormat);
-  if (wf & 1) return unsupported(at, "the fast weight format (FWD)");
+  const bool fast = wf & 1;
   const bool sparse = !depthwise && ((wf >> 4) & 1);
+  if (fast && (depthwise || sparse)) return fail(at, "the fast weight format with a depthwise or sparse traversal");
   if (config.macs_per_cc > 256) return unsupported(at, "a configuration with more than one weight decoder");
   if (regs.data(kWeight1Length) != 0 || regs.data(static_cast<Reg1>(0x093)) != 0 ||
       regs.data(static_cast<Reg1>(0x095)) != 0) {
@@ -461,7 +508,7 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
     return fail(at, "the weight traversal the registers describe is not valid");
   }
   std::vector<int32_t> weights(size_t(oc) * k.h * k.w * in_depth, 0);
-  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, {kWeightBase, kWeightLength, 0, 1}, order,
+  ET_CHECK_OK_OR_RETURN_ERROR(decode_weights(regs, at, *memory, {kWeightBase, kWeightLength, 0, 1, fast}, order,
                                              {oc, k.h, k.w, ifm_depth}, in_depth, &weights));
   Error err = Error::Ok;
   const uint8_t* s_bytes = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
@@ -499,6 +546,97 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   return Error::Ok;
 }
 
+// One axis of NPU_OP_RESIZE: OFM position o reads IFM position (o * d + offset) / n, with n from
+// RESIZE_*_SCALE_N_M1, d from RESIZE_*_STEP (one step = d / n and d % n), the signed 12-bit
+// RESIZE_*_OFFSET, and the IFM extent from the kernel size (regor writes the IFM height and the
+// columns the OFM reads there).
+struct ResizeAxis {
+  int64_t n = 1, d = 1, offset = 0;
+  int extent = 1;
+  // TOSA RESIZE's integer source position: the floor index and the remainder in units of 1/n.
+  void at(int o, int64_t* index, int64_t* frac) const {
+    const int64_t pos = int64_t{o} * d + offset;
+    *index = pos >= 0 ? pos / n : -((-pos + n - 1) / n);
+    *frac = pos - *index * n;
+  }
+  int clamp(int64_t i) const { return static_cast<int>(std::min<int64_t>(std::max<int64_t>(i, 0), extent - 1)); }
+};
+
+ResizeAxis resize_axis(const Registers& regs, Reg0 scale_n_m1, Reg1 step, Reg0 offset, int extent) {
+  ResizeAxis a;
+  a.n = (regs.p(scale_n_m1) & 0x7FF) + 1;
+  a.d = int64_t(regs.param(step) & 0xF) * a.n + (regs.data(step) & 0x7FF);
+  a.offset = static_cast<int16_t>(uint16_t(regs.p(offset) << 4)) >> 4;  // signed 12 bits
+  a.extent = extent;
+  return a;
+}
+
+// NPU_OP_RESIZE as TOSA RESIZE defines it (mode in the parameter: 0 bilinear, 2 nearest; 1
+// REPLICATE, which regor does not write, is refused): bilinear weighs the four neighbours, clamped
+// to the IFM, by (n - frac) and frac per axis; nearest takes the neighbour the remainder rounds to.
+// The sum, in units of 1/(n_y * n_x), is scaled by 2^16 before the OFM scale, whose shift regor
+// sets to 16 plus the shift of the rescale it fuses (a power of two: n_y * n_x for a plain
+// bilinear resize).
+Error run_resize(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
+                 const std::vector<uint8_t>& lut, OpRecord* record) {
+  const int mode = at.param & 3;
+  if (mode != 0 && mode != 2) return unsupported(at, "this resize mode (BILINEAR and NEAREST are)");
+  Operand in;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &in.fm));
+  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0) {
+    return unsupported(at, "a broadcast, scalar or chained resize input");
+  }
+  if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
+  OfmWriter out;
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
+  const int acc_format = regs.p(kAccFormat);
+  if ((acc_format & 3) > 1 || ((acc_format >> 4) & 7) != 0) {
+    return unsupported(at, "an accumulator kept from or handed to another operation");
+  }
+  if (((regs.p(kOfmPrecision) >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on a resize");
+  const Scale out_scale = scale_of(regs, kOfmScale, 3);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
+  const ResizeAxis ay = resize_axis(regs, kResizeYScaleNM1, kResizeYStep, kResizeYOffset, regs.p(kKernelHeightM1) + 1);
+  const ResizeAxis ax = resize_axis(regs, kResizeXScaleNM1, kResizeXStep, kResizeXOffset, regs.p(kKernelWidthM1) + 1);
+  const int oh = out.h, ow = out.w, oc = out.c;
+  if (record != nullptr) {
+    *record = {at.offset, mode == 0 ? "resize_bilinear" : "resize_nearest", {oh, ow, oc}, {ay.extent, ax.extent, oc},
+               {0, 0, 0}, {1, 1}, 0, 0};
+  }
+  if (memory == nullptr) return Error::Ok;
+  for (int oy = 0; oy < oh; ++oy) {
+    int64_t iy = 0, fy = 0;
+    ay.at(oy, &iy, &fy);
+    for (int ox = 0; ox < ow; ++ox) {
+      int64_t ix = 0, fx = 0;
+      ax.at(ox, &ix, &fx);
+      for (int c = 0; c < oc; ++c) {
+        int64_t acc = 0;
+        if (mode == 0) {
+          const int ys[2] = {ay.clamp(iy), ay.clamp(iy + 1)}, xs[2] = {ax.clamp(ix), ax.clamp(ix + 1)};
+          const int64_t wy[2] = {ay.n - fy, fy}, wx[2] = {ax.n - fx, fx};
+          for (int j = 0; j < 2; ++j) {
+            for (int i = 0; i < 2; ++i) {
+              int64_t v = 0;
+              ET_CHECK_OK_OR_RETURN_ERROR(read_operand(in, regs, at, ys[j], xs[i], c, &v));
+              acc += v * wy[j] * wx[i];
+            }
+          }
+        } else {
+          const int y = ay.clamp(2 * fy >= ay.n ? iy + 1 : iy), x = ax.clamp(2 * fx >= ax.n ? ix + 1 : ix);
+          ET_CHECK_OK_OR_RETURN_ERROR(read_operand(in, regs, at, y, x, c, &acc));
+        }
+        const int64_t r = apply_activation(act, apply(out_scale, acc * 65536, true) + out.fm.zero_point);
+        if (!out.write(oy, ox, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
+      }
+    }
+  }
+  out.finish(chains);
+  return Error::Ok;
+}
+
 // DMA between two mapped regions, or into the LUT memory (U85 DMA0_*_REGION: region bits 0-2,
 // internal memory bit 8, source stride mode bits 9-10, index mode bit 11). Strided, indexed and
 // from-internal transfers are refused.
@@ -529,7 +667,7 @@ Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpReco
       case kOpDepthwise:
         return run_conv(regs, c, c.code == kOpDepthwise, memory, stream.config, &chains, lut, r);
       case kOpResize:
-        return unsupported(c, "this operation");
+        return run_resize(regs, c, memory, &chains, lut, r);
       default:  // IRQ, DMA_WAIT, KERNEL_WAIT, PMU_MASK: ordering and events only
         return Error::Ok;
     }
