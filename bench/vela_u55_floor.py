@@ -3,8 +3,8 @@
     uv run python bench/vela_u55_floor.py                       # MobileNetV2 at 224 (issue 22's 45 % goal)
     uv run python bench/vela_u55_floor.py --model tv:mobilenet_v3_large --input-size 128
 
-For each Conv2d (int8 in and out, 32-bit accumulator, as vela picks for int8) and each residual ADD of the
-torchvision model, the cycles vela 5.2 cannot estimate below, from `ethosu/vela/npu_performance.py` and the
+For each Conv2d (int8 in and out, 32-bit accumulator, as vela picks for int8) and each residual ADD (of a
+torchvision InvertedResidual block) of the model, the cycles vela 5.2 cannot estimate below, from `ethosu/vela/npu_performance.py` and the
 U55-128 tables in `architecture_features.py` (OFM micro-block 2x1x8 = 16 elements):
 - output rate: `output_cycles_per_elem[7]` = 0.5 cycles per output element (ReLU's activation rate is also
   0.5), whatever the graph form: every layer writes its output;
