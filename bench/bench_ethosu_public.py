@@ -66,7 +66,9 @@ def _row(model: str, target: str, side: str, res: dict) -> dict:
             "sram_peak_kib": res.get("vela_sram_peak_kib"), "flash_kib": res.get("vela_flash_kib"),
             "cpu_ops": _cpu_ops(res), "compile_s": res.get("total_s"), "vela_s": res.get("vela_s"),
             "mac_util": util, "tune_chosen": res.get("tune_chosen"), "vela_flags": res.get("vela_flags"),
-            "channels_last_io": res.get("channels_last_io")}
+            "channels_last_io": res.get("channels_last_io"),
+            # where vela's cycles go (per operator, and the costliest layers): to compare the two sides' graph forms
+            "cycles_by_op": res.get("vela_cycles_by_op"), "top_layers": res.get("vela_top_layers")}
 
 
 def _fmt(v, spec: str = "") -> str:
