@@ -224,3 +224,11 @@ def test_rounding_division_of_floats_is_not_a_true_division(vk_lower):
     reasons = [c.reason for c in partition_report(edge).cpu_nodes]
     assert len(reasons) == 2 and all("rounding_mode='floor'" in r for r in reasons), reasons
     assert_same(run_on_vulkan(edge.to_executorch(), x, d), model(x, d))
+
+
+def test_negative_power_of_zero_is_inf(vk_lower):
+    """x ** -1 at x = 0 came back 0 (GLSL's pow is undefined there), torch gives inf; -0.5 of a negative
+    base is NaN, of an odd negative integer power keeps the sign."""
+    x = torch.tensor([0.0, -2.0, 0.5, 3.0, -1.5, 4.0])
+    model = Fn(lambda a: (a ** -1, torch.pow(a, -2.0), torch.pow(a, -3), torch.pow(a, -0.5)))
+    check(vk_lower, model, (x,))

@@ -264,7 +264,9 @@ def lower_scalar(ctx, node: Node) -> None:
         return
     s = float(node.args[1]) if len(node.args) > 1 else 0.0
     alpha = float(node.kwargs.get("alpha", 1.0))
-    if t == aten.pow.Tensor_Scalar:
+    if t == aten.pow.Tensor_Scalar and s < 0:
+        _reciprocal_power(ctx, node, -s)
+    elif t == aten.pow.Tensor_Scalar:
         unary(ctx, node, "pow", s)
     elif t == aten.mul.Scalar:
         unary(ctx, node, "affine", s, 0.0)
@@ -276,6 +278,19 @@ def lower_scalar(ctx, node: Node) -> None:
         unary(ctx, node, "affine", 1.0, -s * alpha)
     else:  # neg
         unary(ctx, node, "affine", -1.0, 0.0)
+
+
+def _reciprocal_power(ctx, node: Node, e: float) -> None:
+    """y = 1 / x ** e for x ** -e: GLSL's pow is undefined at x = 0 for a negative exponent (lavapipe gave 0
+    for 0 ** -1, torch gives inf); the division gives torch's inf there."""
+    x, y = ctx.inp(node.args[0]), ctx.out(node)
+    n = numel(y.shape)
+    power = ctx.g.new_tensor(y.shape, y.dtype)
+    ctx.dispatch("unary", [x, power], [opcode("unary", "pow"), n, float(e), 0.0], (n,))
+    one = operand(ctx, 1.0, node.meta["val"].dtype)
+    sizes = [1] * (6 - len(y.shape)) + list(y.shape)
+    ctx.dispatch("binary", [one, power, y], [opcode("binary", "div"), n, *sizes, *broadcast_strides(one.shape, y.shape),
+                                             *broadcast_strides(y.shape, y.shape), 1.0], (n,))
 
 
 __all__ = ["broadcast_strides", "clamp_bounds", "CLAMPS", "shape_of"]
