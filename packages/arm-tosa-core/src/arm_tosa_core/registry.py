@@ -447,6 +447,9 @@ def _range_from_definition(node: Node, depth: int, path: frozenset) -> tuple[int
         if a is None or b is None:
             return None
         return (a[0] + b[0], a[1] + b[1]) if name == "add" else (a[0] - b[1], a[1] - b[0])
+    if name == "clamp" and all(isinstance(b, int) and not isinstance(b, bool) for b in node.args[1:3]) \
+            and len(node.args) == 3 and node.args[1] <= node.args[2]:
+        return node.args[1], node.args[2]  # torch's clamp: within [min, max] whatever its input
     if name == "mul" and len(node.args) == 2:
         a, b = (_int_range(x, depth, path) for x in node.args)
         if a is None or b is None:
@@ -607,8 +610,10 @@ def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
     return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 
 
-def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
-    """Why `node` cannot be lowered for `spec`, in words; None when it can."""
+def unsupported_reason(node: Node, spec: TosaSpecification, int64_proof: bool = True) -> str | None:
+    """Why `node` cannot be lowered for `spec`, in words; None when it can. `int64_proof=False` skips the
+    int32 proof of `int64_arithmetic` families (a while_loop body's counter is bounded by the iteration
+    count, which `int_range` does not see; such counters would wrap only after 2^31 iterations)."""
     entry = lookup(node.target)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
@@ -654,7 +659,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     reason = entry.support(node, spec) if entry.support is not None else None
     if reason is None and fp_only:  # the family's own reason first: it is more specific
         reason = _fp_integer_reason(node, entry, spec)
-    if reason is None and entry.int64_arithmetic and not quantized:
+    if reason is None and entry.int64_arithmetic and not quantized and int64_proof:
         reason = _int64_arithmetic_reason(node, entry)
     return reason
 
