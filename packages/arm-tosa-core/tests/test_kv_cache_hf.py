@@ -152,3 +152,28 @@ def test_static_cache_llama_fp_is_one_partition_and_decodes_as_eager(layers, max
         assert report.delegates[0].ops.get("SCATTER", 0) == 2 * layers, report
     assert_greedy_decodes_alike(hf_runner(pte_runner(methods_to_pte(edge))), hf_eager_runner(model), PROMPT, steps,
                                 max_len, rel=1e-5)
+
+
+class _EvenPositions(_BufferedPositions):
+    """`_BufferedPositions` with other values under the same buffer names and shapes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.arange(3) * 2)
+
+
+def test_a_reused_partitioner_judges_each_program_by_its_own_constants():
+    """The partitioner kept every program's integer constants for its whole life: lowering a second
+    program with an equal-named `steps` of other values made it unknown (the two records disagree),
+    and its positions went to the CPU. Each lowering now starts its own records."""
+    partitioner = TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP"))
+    new, cache_position = torch.randn(1, 2, 3, 4), torch.tensor([2, 3, 4])
+    for model_class in (_BufferedPositions, _EvenPositions):
+        edge = to_edge_transform_and_lower(torch.export.export(model_class(), (new, cache_position)),
+                                           partitioner=[partitioner],
+                                           compile_config=EdgeCompileConfig(_check_ir_validity=False))
+        report = partition_report(edge.exported_program())
+        assert len(report.delegates) == 1 and not report.cpu_nodes, f"{model_class.__name__}:\n{report}"
+        assert len(partitioner._integer_constants) == 1  # the program being lowered only
+        got = run_on_reference_model(edge, new, cache_position)
+        assert torch.equal(got, model_class()(new, cache_position))

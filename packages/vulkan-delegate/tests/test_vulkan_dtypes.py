@@ -211,3 +211,24 @@ def test_half_model_is_delegated_with_fp16_inputs_and_outputs(vk_lower):
     assert y.dtype == torch.float16
     err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
     assert err <= 1e-2, err
+
+
+def test_rounding_division_of_floats_is_not_a_true_division(vk_lower):
+    """div.Tensor_mode was lowered as a plain division, its rounding_mode ignored (-7.0 // 2 came back
+    -3.5, 0.83 off). Trunc mode is the quotient truncated; floor mode (torch corrects floor(a / b) with
+    fmod: 1.0 // 0.1 is 9) stays on the CPU with the reason."""
+    x, d = torch.tensor([-7.0, 7.0, -7.0, 7.0, -1.0, 0.5, 1.0]), torch.tensor([2.0, -2.0, -2.0, 2.0, 3.0, -3.0, 0.1])
+    model = Fn(lambda a, b: (torch.div(a, b, rounding_mode="trunc"), torch.div(a, b, rounding_mode="floor"),
+                             a // 4))
+    edge = vk_lower(model, (x, d))
+    reasons = [c.reason for c in partition_report(edge).cpu_nodes]
+    assert len(reasons) == 2 and all("rounding_mode='floor'" in r for r in reasons), reasons
+    assert_same(run_on_vulkan(edge.to_executorch(), x, d), model(x, d))
+
+
+def test_negative_power_of_zero_is_inf(vk_lower):
+    """x ** -1 at x = 0 came back 0 (GLSL's pow is undefined there), torch gives inf; -0.5 of a negative
+    base is NaN, of an odd negative integer power keeps the sign."""
+    x = torch.tensor([0.0, -2.0, 0.5, 3.0, -1.5, 4.0])
+    model = Fn(lambda a: (a ** -1, torch.pow(a, -2.0), torch.pow(a, -3), torch.pow(a, -0.5)))
+    check(vk_lower, model, (x,))

@@ -33,9 +33,15 @@ def memory_layout(meta: object) -> Perm:
         return identity(rank)
     # the dim order ExecuTorch plans the tensor with: strides sorted largest first, ties kept in order
     # (exir.tensor.dim_order_from_stride)
-    stride, shape = tuple(meta.stride()), tuple(meta.shape)
-    order = tuple(sorted(range(rank), key=lambda d: -stride[d]))
-    return identity(rank) if only_unit_dims_move(shape, identity(rank), order) else order
+    stride = tuple(meta.stride())
+    return planned_layout(tuple(meta.shape), sorted(range(rank), key=lambda d: -stride[d]))
+
+
+def planned_layout(shape: Sequence[int], dim_order: Sequence[int]) -> Perm:
+    """The layout of a tensor of `shape` planned with `dim_order` (a program's dim order for it): the
+    dim order itself, or the identity when it moves only size-1 dims (the bytes lie as the identity's)."""
+    order = tuple(dim_order)
+    return identity(len(order)) if only_unit_dims_move(shape, identity(len(order)), order) else order
 
 
 def apply(shape: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:

@@ -103,6 +103,9 @@ class TOSAPartitioner(Partitioner):
         self.compile_spec = compile_spec
         self.additional_checks = list(additional_checks or [])
         self.delegation_spec = DelegationSpec(self.backend_id, compile_spec.to_list())
+        #: (`_state_signature`, integer constants) of each program of the lowering in progress
+        self._integer_constants: list[tuple[frozenset, dict[str, torch.Tensor]]] = []
+        self._partitioned = False  # a partition ran since the last preparation: the next one starts anew
 
     def target_check(self, node: Node) -> str | None:
         """Extra per-target constraints (subclasses override); None when the node is fine."""
@@ -135,7 +138,10 @@ class TOSAPartitioner(Partitioner):
         return RegistrySupport(self.compile_spec, self.additional_checks, self.target_check)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        _restore_integer_constants(exported_program, getattr(self, "_integer_constants", []))
+        self._partitioned = True
+        signature = _state_signature(exported_program)
+        _restore_integer_constants(exported_program, [record for key, record in self._integer_constants
+                                                      if key <= signature])
         mark_constants(exported_program)
         if self.compile_spec.tosa_spec.support_integer():
             mark_quantized_region(exported_program.graph)
@@ -181,8 +187,11 @@ class TOSAPartitioner(Partitioner):
         for entry in registry.entries():
             if entry.prepare_program is not None:
                 exported_program = entry.prepare_program(exported_program)
-        # one capture per program: exir prepares every method before it partitions any
-        self._integer_constants = [*getattr(self, "_integer_constants", []), _integer_constants(exported_program)]
+        # one capture per program: exir prepares every method of a lowering before it partitions any, so
+        # the first preparation after a partition starts the next lowering (records of earlier ones go)
+        if self._partitioned:
+            self._integer_constants, self._partitioned = [], False
+        self._integer_constants.append((_state_signature(exported_program), _integer_constants(exported_program)))
         if not self.additional_checks:
             exported_program = fold_conv_batch_norm(exported_program)
         for entry in registry.entries():
@@ -255,12 +264,21 @@ def _integer_constants(ep: ExportedProgram) -> dict[str, torch.Tensor]:
             and not v.dtype.is_complex and v.numel() <= _MAX_CAPTURED and not isinstance(v, FakeTensor)}
 
 
+def _state_signature(ep: ExportedProgram) -> frozenset:
+    """The names, shapes and dtypes of a program's parameters and buffers: what identifies it between
+    its preparation and exir's faked copy in `partition` (which may hold more: constants exir lifts into
+    buffers), so `partition` uses the records of programs whose signature is a subset of its own."""
+    return frozenset((name, tuple(value.shape), value.dtype) for name, value in ep.state_dict.items()
+                     if isinstance(value, torch.Tensor))
+
+
 def _restore_integer_constants(ep: ExportedProgram, captured: list[dict[str, torch.Tensor]]) -> None:
     """Put the real values recorded by `_integer_constants` back into `partition`'s copy of the program
-    (exir replaces that copy's state dict with the real one afterwards). `captured` holds one record per
-    program prepared (the methods of a multi-method program: `prefill` and `decode` both have a
-    `_arm_folded_0`, of different shapes or values); a value is restored only where every record of the
-    same name, shape and dtype agrees, else it stays a stand-in (unknown), never another method's."""
+    (exir replaces that copy's state dict with the real one afterwards). `captured` holds the records of
+    the programs that may be this one (methods of a multi-method program with the same parameters and
+    buffers: `prefill` and `decode` both have a `_arm_folded_0`, of different shapes or values); a value is
+    restored only where every record of the same name, shape and dtype agrees, else it stays a stand-in
+    (unknown), never another method's."""
     for key, fake in list(ep.state_dict.items()):
         if not isinstance(fake, FakeTensor):
             continue

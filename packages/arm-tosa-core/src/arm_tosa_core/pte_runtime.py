@@ -60,27 +60,14 @@ def _in_planned_layout(pte: bytes, method: str, inputs: Sequence[torch.Tensor]) 
         if not isinstance(x, torch.Tensor) or order is None or len(order) != x.dim():
             out.append(x)
             continue
-        planned, given = layout.memory_layout(_Strided(x.shape, order)), layout.memory_layout(x)
-        if planned != given and not layout.is_identity(planned):
+        planned, given = layout.planned_layout(x.shape, order), layout.memory_layout(x)
+        if not layout.only_unit_dims_move(x.shape, planned, given) and not layout.is_identity(planned):
             raise ValueError(
                 f"input {i} of method {method!r} is {_layout_name(planned)} (dim order {planned}) in this "
                 f"program, but the tensor given is {_layout_name(given)} (dim order {given}): pass it as "
                 f"{_conversion(planned)}, the layout the program was exported with")
         out.append(x.permute(*planned).contiguous().permute(*layout.inverse(planned)))
     return out + list(inputs[len(out):])
-
-
-class _Strided:
-    """Shape and strides of a tensor planned with `dim_order` (what `layout.memory_layout` reads)."""
-
-    def __init__(self, shape: Sequence[int], dim_order: Sequence[int]) -> None:
-        from executorch.exir.tensor import stride_from_dim_order
-
-        self.shape, self.ndim = tuple(shape), len(shape)
-        self._stride = tuple(stride_from_dim_order(list(shape), list(dim_order)))
-
-    def stride(self) -> tuple[int, ...]:
-        return self._stride
 
 
 def _conversion(perm: tuple[int, ...]) -> str:

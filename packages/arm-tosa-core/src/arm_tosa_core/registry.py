@@ -107,6 +107,9 @@ class OpEntry:
     #: an indexing family: `(index argument, number of valid indices[, whether -count..-1 wrap])` of a
     #: node (see `int_range`)
     index_operand: Callable[[Node], tuple[Node, int] | tuple[Node, int, bool] | None] | None = None
+    #: integer arithmetic whose int64 result TOSA computes in INT32 (add, sub, mul, sum): it can wrap where
+    #: torch's int64 does not, so such a node lowers only where `int_range` proves its result within int32
+    int64_arithmetic: bool = False
     #: per-target checks attached with `target_rule` (target name -> rules, in registration order)
     target_rules: dict[str, tuple[TargetRule, ...]] = field(default_factory=dict)
 
@@ -134,7 +137,8 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                 int16: bool | Callable[[Node], bool] | None = None, complex_values: bool = False,
                 float_params: bool = False, bool_result: bool = False, shared_inputs: int | None = None,
                 bias_repeats: Callable[[Node], int] | None = None, quant_boundary: bool = False,
-                index_operand: Callable[[Node], Any] | None = None, **unknown: Any) -> Callable[[LowerRule], LowerRule]:
+                index_operand: Callable[[Node], Any] | None = None, int64_arithmetic: bool = False,
+                **unknown: Any) -> Callable[[LowerRule], LowerRule]:
     """Decorator: register the decorated lowering rule for `targets` (aten OpOverloads).
 
     Every keyword is an `OpEntry` field (documented there). `quant_aliases` are the export-time
@@ -158,7 +162,7 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                         fp_index_math=fp_index_math, fp_integer_rule=fp_integer_rule, int16=int16,
                         complex_values=complex_values, float_params=float_params, bool_result=bool_result,
                         shared_inputs=shared_inputs, bias_repeats=bias_repeats, quant_boundary=quant_boundary,
-                        index_operand=index_operand)
+                        index_operand=index_operand, int64_arithmetic=int64_arithmetic)
         for target in entry.targets:
             if target in _ENTRIES:
                 raise RuntimeError(f"{target} registered twice ({_ENTRIES[target].name}, {name})")
@@ -323,7 +327,9 @@ def note_constant_range(node: Node, value: Any, mutated: bool) -> None:
     `arange(n)` positions into a buffer, and only the buffer's values bound them). A buffer the
     program writes (`mutated`) holds other values on later calls, so it gets no range."""
     node.meta.pop(CONSTANT_RANGE_KEY, None)
-    if (mutated or not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor)  # a stand-in: unknown
+    if isinstance(value, FakeTensor):  # a stand-in: unknown, unless it keeps its (small) real value
+        value = value.constant
+    if (mutated or not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor)
             or value.dtype not in INDEX_INTEGERS or not value.numel()):
         return
     node.meta[CONSTANT_RANGE_KEY] = (int(value.min()), int(value.max()))
@@ -446,6 +452,22 @@ def _range_from_definition(node: Node, depth: int, path: frozenset) -> tuple[int
         if a is None or b is None:
             return None
         return (a[0] + b[0], a[1] + b[1]) if name == "add" else (a[0] - b[1], a[1] - b[0])
+    if name == "clamp" and all(isinstance(b, int) and not isinstance(b, bool) for b in node.args[1:3]) \
+            and len(node.args) == 3 and node.args[1] <= node.args[2]:
+        return node.args[1], node.args[2]  # torch's clamp: within [min, max] whatever its input
+    if name == "mul" and len(node.args) == 2:
+        a, b = (_int_range(x, depth, path) for x in node.args)
+        if a is None or b is None:
+            return None
+        corners = [x * y for x in a for y in b]
+        return min(corners), max(corners)
+    if name == "sum_mean" and isinstance(node.args[0], Node) and node.meta["val"].numel():
+        source = node.args[0]
+        terms = source.meta["val"].numel() // node.meta["val"].numel()
+        dtype = source.meta["val"].dtype
+        each = (0, 1) if dtype == torch.bool else (torch.iinfo(dtype).min, torch.iinfo(dtype).max) \
+            if dtype in (torch.int8, torch.int16, torch.uint8) else _int_range(source, depth, path)
+        return None if each is None else (min(0, each[0]) * terms, max(0, each[1]) * terms)
     return None
 
 
@@ -456,6 +478,22 @@ def _keeps_integers(node: Node) -> bool:
     if entry is None or not _is_integer_tensor(node):
         return False
     return entry.name in ("view", "clone_cast", "copy", "add", "sub")
+
+
+_INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
+
+
+def _int64_arithmetic_reason(node: Node, entry: OpEntry) -> str | None:
+    """Why an `int64_arithmetic` node cannot compute its int64 result in INT32, or None."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dtype != torch.int64 or not val.numel():
+        return None
+    bounds = int_range(node)
+    if bounds is not None and _INT32_RANGE[0] <= bounds[0] and bounds[1] <= _INT32_RANGE[1]:
+        return None
+    known = "are not bounded by constants, shapes or index uses" if bounds is None else f"reach {bounds}"
+    return (f"{entry.name} computes its int64 result in the INT32 that TOSA carries int64 in, which would wrap "
+            f"past +-2^31 where torch does not; its values {known}, so it runs on the CPU")
 
 
 def fp_movable_integers(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | None:
@@ -577,8 +615,10 @@ def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
     return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 
 
-def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
-    """Why `node` cannot be lowered for `spec`, in words; None when it can."""
+def unsupported_reason(node: Node, spec: TosaSpecification, int64_proof: bool = True) -> str | None:
+    """Why `node` cannot be lowered for `spec`, in words; None when it can. `int64_proof=False` skips the
+    int32 proof of `int64_arithmetic` families (a while_loop body's counter is bounded by the iteration
+    count, which `int_range` does not see; such counters would wrap only after 2^31 iterations)."""
     entry = lookup(node.target)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
@@ -624,6 +664,8 @@ def unsupported_reason(node: Node, spec: TosaSpecification) -> str | None:
     reason = entry.support(node, spec) if entry.support is not None else None
     if reason is None and fp_only:  # the family's own reason first: it is more specific
         reason = _fp_integer_reason(node, entry, spec)
+    if reason is None and entry.int64_arithmetic and not quantized and int64_proof:
+        reason = _int64_arithmetic_reason(node, entry)
     return reason
 
 

@@ -69,7 +69,7 @@ def control_flow_reason(node: Node, spec: TosaSpecification) -> str | None:
         for inner in gm.graph.nodes:
             if inner.op != "call_function" or inner.target is operator.getitem:
                 continue
-            reason = registry.unsupported_reason(inner, spec)
+            reason = registry.unsupported_reason(inner, spec, int64_proof=False)
             if reason is not None and "quantize_per" in str(inner.target):
                 reason += (" (PT2E quantizes a while_loop body at its entry and dequantizes at its exit: "
                            "the loop carries float values, and TOSA INT has no float to quantize)")

@@ -58,7 +58,7 @@ _broadcast_or_float = exact_in_float32(index_broadcast_rule)
 
 
 @register_op("add", [aten.add.Tensor, aten.add.Scalar], quant=Quant.BINARY, quant_aliases=[aten.add_.Tensor, aten.add_.Scalar],
-             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True)
+             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True, int64_arithmetic=True)
 def lower_add(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), _scaled(ctx, ctx.val(node.args[1]), arg(node, 2, "alpha", 1))
     return elementwise(ctx, node, Op.ADD, [a, b])
@@ -77,7 +77,7 @@ _RSUB = (aten.rsub.Scalar, aten.rsub.Tensor)
 
 @register_op("sub", [aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar], quant=Quant.BINARY,
              quant_aliases=[aten.rsub.Tensor, aten.sub_.Tensor, aten.sub_.Scalar],
-             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True)
+             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True, int64_arithmetic=True)
 def lower_sub(ctx: LoweringContext, node: Node) -> Value:
     minuend, subtrahend = _sub_operands(node)
     a, b = ctx.val(minuend), _scaled(ctx, ctx.val(subtrahend), arg(node, 2, "alpha", 1))
@@ -85,7 +85,7 @@ def lower_sub(ctx: LoweringContext, node: Node) -> Value:
 
 
 @register_op("mul", [aten.mul.Tensor, aten.mul.Scalar], quant=Quant.BINARY, quant_aliases=[aten.mul_.Tensor, aten.mul_.Scalar],
-             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True)
+             fp_index_math=True, fp_integer_rule=_broadcast_or_float, folds_constants=True, int64_arithmetic=True)
 def lower_mul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     return elementwise(ctx, node, Op.MUL, [a, b], extra=[mul_shift(ctx)])

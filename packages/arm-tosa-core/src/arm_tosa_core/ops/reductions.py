@@ -96,7 +96,8 @@ def pools_in_place(x: Value) -> bool:
 
 
 @register_op("sum_mean", [aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.sum.default],
-             support=_sum_mean_support, quant=Quant.REDUCE, fp32_opmath=True, folds_constants=True)
+             support=_sum_mean_support, quant=Quant.REDUCE, fp32_opmath=True, folds_constants=True,
+             int64_arithmetic=True)
 def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if not x.dtype.is_floating_point and not node.meta.get("arm_quantized"):

@@ -53,8 +53,9 @@ def _int_arith_support(node: Node, op: str) -> str | None:
 
 
 def _binary_support(node: Node) -> str | None:
-    if node.target in (aten.div.Tensor,) and node.kwargs.get("rounding_mode"):
-        return "div with rounding_mode"
+    if node.kwargs.get("rounding_mode") == "floor":  # div.Tensor_mode (`//`, torch.floor_divide)
+        return ("div with rounding_mode='floor' (torch corrects floor(a / b) with fmod(a, b), e.g. 1.0 // 0.1 "
+                "is 9, which this delegate does not compute)")
     if not node.meta["val"].dtype.is_floating_point:
         return _int_arith_support(node, BINARY[_key(node)])
     if any(isinstance(a, Node) and not a.meta["val"].dtype.is_floating_point for a in node.args[:2]):
@@ -127,6 +128,19 @@ def lower_binary(ctx, node: Node) -> None:
     a, b = operand(ctx, node.args[0], like), operand(ctx, node.args[1], like)
     alpha = float(node.kwargs.get("alpha", 1.0))
     y = ctx.out(node)
+    shape = y.shape
+    if node.kwargs.get("rounding_mode") == "trunc":  # torch: trunc(a / b), the quotient rounded once
+        quotient = ctx.g.new_tensor(shape, y.dtype)
+        _binary_dispatch(ctx, node, [a, b, quotient], alpha, variant)
+        n = numel(shape)
+        ctx.dispatch("unary", [quotient, y], [opcode("unary", "trunc"), n, 0.0, 0.0], (n,))
+        return
+    _binary_dispatch(ctx, node, [a, b, y], alpha, variant)
+
+
+def _binary_dispatch(ctx, node: Node, bindings: list, alpha: float, variant: str) -> None:
+    """y = a op b (bindings [a, b, y]), broadcasting a and b to y's shape."""
+    a, b, y = bindings
     shape = y.shape
     sizes = [1] * (6 - len(shape)) + list(shape)
     ctx.dispatch("binary", [a, b, y], [opcode("binary", BINARY[_key(node)]), numel(shape), *sizes,
@@ -250,7 +264,9 @@ def lower_scalar(ctx, node: Node) -> None:
         return
     s = float(node.args[1]) if len(node.args) > 1 else 0.0
     alpha = float(node.kwargs.get("alpha", 1.0))
-    if t == aten.pow.Tensor_Scalar:
+    if t == aten.pow.Tensor_Scalar and s < 0:
+        _reciprocal_power(ctx, node, -s)
+    elif t == aten.pow.Tensor_Scalar:
         unary(ctx, node, "pow", s)
     elif t == aten.mul.Scalar:
         unary(ctx, node, "affine", s, 0.0)
@@ -262,6 +278,19 @@ def lower_scalar(ctx, node: Node) -> None:
         unary(ctx, node, "affine", 1.0, -s * alpha)
     else:  # neg
         unary(ctx, node, "affine", -1.0, 0.0)
+
+
+def _reciprocal_power(ctx, node: Node, e: float) -> None:
+    """y = 1 / x ** e for x ** -e: GLSL's pow is undefined at x = 0 for a negative exponent (lavapipe gave 0
+    for 0 ** -1, torch gives inf); the division gives torch's inf there."""
+    x, y = ctx.inp(node.args[0]), ctx.out(node)
+    n = numel(y.shape)
+    power = ctx.g.new_tensor(y.shape, y.dtype)
+    ctx.dispatch("unary", [x, power], [opcode("unary", "pow"), n, float(e), 0.0], (n,))
+    one = operand(ctx, 1.0, node.meta["val"].dtype)
+    sizes = [1] * (6 - len(y.shape)) + list(y.shape)
+    ctx.dispatch("binary", [one, power, y], [opcode("binary", "div"), n, *sizes, *broadcast_strides(one.shape, y.shape),
+                                             *broadcast_strides(y.shape, y.shape), 1.0], (n,))
 
 
 __all__ = ["broadcast_strides", "clamp_bounds", "CLAMPS", "shape_of"]
