@@ -144,6 +144,7 @@ def test_corrupt_fused_program_is_refused_at_load(vk_lower, vk_shaders, monkeypa
     the shader's 4 slots, one value left): a payload that fails is an Error, never a NaN or a read past the
     shader's stack at run time."""
     from executorch.runtime import Runtime
+
     from vulkan_delegate import fuse
 
     dispatch = fuse._dispatch
