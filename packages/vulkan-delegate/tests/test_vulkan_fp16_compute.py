@@ -107,3 +107,39 @@ def test_fp16_math_variant_is_chosen_at_load(vk_lower, monkeypatch):
     gemm = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
     shaders = _shaders(vk_lower(gemm, (r(3, 8),), fp16=True), (r(3, 8),))
     assert not any(s.endswith("math32") for s in shaders) and any(s.startswith("matmul_f16") for s in shaders)
+
+
+class ConvBatchNorm(nn.Module):
+    """conv -> batch norm (folded into the convolution), then batch norm on its own (after a relu: its
+    own dispatch). Each norm's shift beta - mean * scale nearly cancels: mean 1000 (fp16 spacing 0.5
+    there), scale 1 + 2^-10, so mean * scale is 1000.98 exactly and 1001 in fp16."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn, self.bn2 = nn.BatchNorm2d(4), nn.BatchNorm2d(4)
+        with torch.no_grad():
+            self.conv.weight.mul_(0.1)
+            for bn in (self.bn, self.bn2):
+                bn.running_mean.fill_(1000.0)
+                bn.running_var.fill_(1.0)
+                bn.weight.fill_(1 + 2 ** -10)
+                bn.bias.fill_(1000.0)
+
+    def forward(self, x):
+        return self.bn2(F.relu(self.bn(self.conv(x))))
+
+
+def test_half_batch_norm_folds_in_fp32(vk_check, vk_rel_err):
+    """A `model.half()` program hands the delegate fp16 batch-norm statistics. Folding them in fp16
+    rounded mean * scale (1000.98 -> 1001) before the shift's cancellation: 2.4e-2 absolute on outputs
+    near 1 (GoogLeNet `model.half()`: 1.6x eager fp16's distance from fp32). In fp32, rounded once when
+    stored, as eager fp16 (opmath fp32) computes the norm. Reference: the fp32 model with the same
+    fp16-rounded parameters; within eager fp16's own distance plus one fp16 ulp."""
+    model = ConvBatchNorm().eval().half()
+    x = r(1, 3, 8, 8).half()
+    ref = ConvBatchNorm().eval().float()
+    ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+    ref = ref(x.float())
+    eager_fp16 = vk_rel_err(model(x), ref)
+    vk_check(model, (x,), tol=eager_fp16 + 2 ** -10, ref=ref)

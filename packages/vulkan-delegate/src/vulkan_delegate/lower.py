@@ -10,6 +10,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import Node
 
+from arm_tosa_core import layout
+
 from .fuse import fuse_elementwise, fusion_enabled
 from .graph import (
     F16,
@@ -30,6 +32,16 @@ from .graph import (
 from .registry import lookup
 
 NO_COMPUTE = {operator.getitem}
+
+
+def planned_strides(shape: list, order: tuple[int, ...]) -> list:
+    """The strides of a logical `shape` whose bytes lie in dim `order` (the runtime hands a delegate a
+    tensor's bytes as the program plans them: channels-last is (0, 2, 3, 1))."""
+    physical = contiguous_strides([shape[d] for d in order])
+    strides: list = [0] * len(shape)
+    for i, d in enumerate(order):
+        strides[d] = physical[i]
+    return strides
 
 
 def dim_of(d: Any) -> Any:
@@ -186,7 +198,14 @@ class LoweringContext:
             io.storage.pinned = True
             g.inputs.append(io.id)
             g.input_hosts.append(host)
-            self.values[node] = io if io.dtype == I32 else self._cast(io, self.g.compute_dtype)
+            order = layout.memory_layout(val)
+            compute = I32 if io.dtype == I32 else self.g.compute_dtype
+            if layout.is_identity(order):
+                self.values[node] = self._cast(io, compute)
+            else:  # the planned bytes (channels-last) permuted to the contiguous ones the shaders read
+                shape = io.shape
+                self.values[node] = x = self.g.new_tensor(shape, compute)
+                self.copy(io, x, shape, planned_strides(shape, order), 0)
         for node in self.ep.graph.nodes:
             if node.op != "call_function" or node in self.fused:
                 continue
@@ -210,7 +229,11 @@ class LoweringContext:
             host = HOST_DTYPES[arg.meta["val"].dtype]
             io = g.new_tensor(t.shape, I32 if t.dtype == I32 else F16 if host == HOST_F16 else F32)
             io.storage.pinned = True
-            self._cast(t, io.dtype, io)
+            order = layout.memory_layout(arg.meta["val"])
+            if layout.is_identity(order) or len(order) != len(t.shape):
+                self._cast(t, io.dtype, io)
+            else:  # written in the dim order the program plans for it (channels-last)
+                self.copy(t, io, t.shape, contiguous_strides(t.shape), 0, planned_strides(t.shape, order))
             g.outputs.append(io.id)
             g.output_hosts.append(host)
         g.source = ""

@@ -19,13 +19,12 @@ from torch.export import ExportedProgram
 from torch.fx import Node
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from arm_tosa_core import layout
 from arm_tosa_core.delegation import aten_key, record_reason
 
 from .backend import BACKEND_ID, compile_specs
-from .graph import INT32_MAX, INT32_MIN
+from .graph import INT32_MAX, INT32_MIN, contiguous_strides
 from .int_range import fits_int32
-from .lower import HOST_DTYPES, LoweringContext, constant_placeholders, is_static_fill
+from .lower import HOST_DTYPES, LoweringContext, constant_placeholders, dim_of, is_static_fill
 from .ops.elementwise import INT32_PROOF_FAMILIES
 from .registry import families, lookup
 from .trial import _stand_in, trial_reason
@@ -104,15 +103,17 @@ def _storable(node: Node, values: LoweringContext) -> bool:
 
 
 def _layout_reason(node: Node) -> str | None:
-    """The runtime hands a delegate each tensor's bytes in the dim order the program plans for it, and the
-    Vulkan delegate reads and writes contiguous (NCHW) bytes: a node that touches a tensor planned in
-    another dim order (a channels-last program) stays on the CPU, where the kernels follow the dim order."""
+    """The runtime hands a delegate each tensor's bytes in the dim order the program plans for it; the
+    lowering permutes a partition's inputs and outputs from and to that order (lower.py), read from the
+    strides. A dynamic-shape tensor in another dim order has symbolic strides, whose order is not known
+    at lowering: a node touching one stays on the CPU, where the kernels follow the dim order."""
     vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
     for v in vals:
         for t in v if isinstance(v, list | tuple) else [v]:
-            if isinstance(t, torch.Tensor) and not layout.is_identity(order := layout.memory_layout(t)):
-                return (f"a tensor in dim order {order} (channels-last): the Vulkan delegate takes contiguous "
-                        "tensors; export with contiguous example inputs (x.contiguous())")
+            if (isinstance(t, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in t.shape)
+                    and [dim_of(s) for s in t.stride()] != contiguous_strides([dim_of(d) for d in t.shape])):
+                return ("a dynamic-shape tensor in a non-contiguous dim order (channels-last): export it with "
+                        "contiguous example inputs (x.contiguous()) or static shapes")
     return None
 
 

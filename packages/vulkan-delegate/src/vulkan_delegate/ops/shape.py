@@ -25,11 +25,8 @@ def _view_support(node: Node) -> str | None:
         return f"cast to {dtype}"
     if dtype == torch.int64 and node.args[0].meta["val"].dtype.is_floating_point:
         return "a float to int64 cast (values may exceed the int32 the delegate computes integers in)"
-    order = node.kwargs.get("dim_order")
-    if order is not None and list(order) != sorted(order):
-        return "a non-contiguous dim order"
-    if node.kwargs.get("memory_format") not in (None, torch.contiguous_format, torch.preserve_format):
-        return f"a copy to memory format {node.kwargs['memory_format']}"
+    # a copy to another dim order (x.to(memory_format=torch.channels_last)) is a logical identity: the
+    # delegate computes on contiguous tensors and lays out only its partition's I/O as planned (lower.py)
     return any_tensors(node)
 
 
