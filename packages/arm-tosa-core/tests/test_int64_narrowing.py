@@ -28,3 +28,14 @@ def test_bounded_int64_arithmetic_still_lowers():
     res = check_lowering(Fn(lambda s, i: torch.nn.functional.embedding(i * 2 + 1, s.t), t=table),
                          [torch.tensor([[3, 31]])])
     assert not res.report.cpu_nodes, str(res.report)
+
+
+def test_float_to_int64_cast_stays_on_cpu():
+    """TOSA computes int64 as int32 and CAST saturates: (x * 1e10).long() came back 2147483647 for 1e10.
+    The cast stays on the CPU with the reason; the float math before it is still delegated, and the result
+    equals eager (check_lowering runs the program with the reference model)."""
+    x = torch.tensor([1.0, -2.5, 0.3, 7.0])
+    res = check_lowering(Fn(lambda s, x: (x * 1e10).to(torch.int64)), [x], spec="TOSA-1.0+FP", expect_full=False)
+    reasons = {c.target: c.reason for c in res.report.cpu_nodes}
+    assert any("float to int64 cast" in r for r in reasons.values()), reasons
+    assert "aten.mul.Tensor" not in reasons, reasons

@@ -84,8 +84,20 @@ def _fp_cast_rule(node: Node, entry: OpEntry, spec: TosaSpecification) -> str | 
     return (f"casting between bool and {dtype} needs the INT profile; under {spec} it runs on the CPU")
 
 
+def _cast_support(node: Node, spec: TosaSpecification) -> str | None:
+    """A float -> int64 cast of a computed tensor: TOSA computes it as int32, whose CAST saturates at +-2^31
+    (1e10 came back 2147483647), so it stays on the CPU; an int32 or bool target is what torch computes."""
+    src = node.args[0].meta.get("val")
+    out = node.meta.get("val")
+    if (isinstance(src, torch.Tensor) and isinstance(out, torch.Tensor) and src.dtype.is_floating_point
+            and out.dtype == torch.int64 and not node.meta.get("arm_quantized")):
+        return ("a float to int64 cast: TOSA computes int64 as int32, whose CAST saturates at 2^31 where torch "
+                "keeps the value; cast to int32 in the model if its values fit")
+    return None
+
+
 @register_op("clone_cast", [aten.clone.default, aten._to_copy.default, edge_dim_order._clone_dim_order.default,
-                            edge_dim_order._to_dim_order_copy.default], quant=Quant.SHARED,
+                            edge_dim_order._to_dim_order_copy.default], support=_cast_support, quant=Quant.SHARED,
              folds_constants=True, fp_index_math=True, fp_integer_rule=_fp_cast_rule)
 def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
