@@ -44,8 +44,8 @@ void main() {
     case BINARY_SUB: hr = hx - CT(PF(20)) * hz; break;
     case BINARY_MUL: hr = hx * hz; break;
     case BINARY_DIV: hr = hx / hz; break;
-    case BINARY_MAXIMUM: hr = max(hx, hz); break;
-    case BINARY_MINIMUM: hr = min(hx, hz); break;
+    case BINARY_MAXIMUM: hr = nan_max(hx, hz); break;
+    case BINARY_MINIMUM: hr = nan_min(hx, hz); break;
     default: hr = CT(binary_f32(PI(0), float(a[ia]), float(b[ib]))); break;  // pow, fmod: fp32
   }
   y[i] = T(hr);

@@ -34,6 +34,16 @@ layout(push_constant) uniform PushConstants { uint p[32]; } pc;
 #define PU(i) pc.p[i]
 #define PI(i) int(pc.p[i])
 #define PF(i) uintBitsToFloat(pc.p[i])
+// torch's maximum/minimum/clamp/amax/amin/max_pool2d return NaN where an operand is NaN; GLSL's max/min/clamp
+// leave that result undefined (NVIDIA and llvmpipe return the other operand): every NaN-sensitive use calls these.
+float nan_max(float a, float b) { return isnan(a) || isnan(b) ? a + b : max(a, b); }
+float nan_min(float a, float b) { return isnan(a) || isnan(b) ? a + b : min(a, b); }
+float nan_clamp(float v, float lo, float hi) { return isnan(v) ? v : clamp(v, lo, hi); }
+#if defined(FP16) && !defined(MATH32)
+float16_t nan_max(float16_t a, float16_t b) { return isnan(a) || isnan(b) ? a + b : max(a, b); }
+float16_t nan_min(float16_t a, float16_t b) { return isnan(a) || isnan(b) ? a + b : min(a, b); }
+float16_t nan_clamp(float16_t v, float16_t lo, float16_t hi) { return isnan(v) ? v : clamp(v, lo, hi); }
+#endif
 // The default branch of an op-code switch: unreachable (the runtime refuses unknown codes at load).
 #define UNKNOWN_OP_NAN uintBitsToFloat(0x7fc00000u)
 

@@ -14,21 +14,21 @@ float erf_approx(float v) {  // Abramowitz & Stegun 7.1.26, |error| < 1.5e-7
 float unary_f32(int op, float v, float a, float b) {
   switch (op) {
     case UNARY_AFFINE: return a * v + b;
-    case UNARY_CLAMP: return clamp(v, a, b);
+    case UNARY_CLAMP: return nan_clamp(v, a, b);
     case UNARY_ABS: return abs(v);
     case UNARY_FLOOR: return floor(v);
     case UNARY_CEIL: return ceil(v);
     case UNARY_TRUNC: return trunc(v);
     case UNARY_SIGN: return sign(v);
     case UNARY_ROUND: return roundEven(v);  // torch.round: half to even
-    case UNARY_HARDSWISH: return v * clamp(v + 3.0, 0.0, 6.0) / 6.0;
-    case UNARY_HARDSIGMOID: return clamp(v + 3.0, 0.0, 6.0) / 6.0;
+    case UNARY_HARDSWISH: return v * nan_clamp(v + 3.0, 0.0, 6.0) / 6.0;
+    case UNARY_HARDSIGMOID: return nan_clamp(v + 3.0, 0.0, 6.0) / 6.0;
     case UNARY_LEAKY_RELU: return v > 0.0 ? v : a * v;
     case UNARY_SIGMOID: return 1.0 / (1.0 + exp(-v));
-    case UNARY_TANH: return tanh(clamp(v, -15.0, 15.0));
+    case UNARY_TANH: return tanh(nan_clamp(v, -15.0, 15.0));
     case UNARY_GELU: return 0.5 * v * (1.0 + erf_approx(v * 0.7071067811865476));
     case UNARY_GELU_TANH:
-      return 0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0)));
+      return 0.5 * v * (1.0 + tanh(nan_clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0)));
     case UNARY_SILU: return v / (1.0 + exp(-v));
     case UNARY_EXP: return exp(v);
     case UNARY_RSQRT: return inversesqrt(v);
@@ -50,8 +50,8 @@ float binary_f32(int op, float x, float z) {
     case BINARY_SUB: return x - z;
     case BINARY_MUL: return x * z;
     case BINARY_DIV: return x / z;
-    case BINARY_MAXIMUM: return max(x, z);
-    case BINARY_MINIMUM: return min(x, z);
+    case BINARY_MAXIMUM: return nan_max(x, z);
+    case BINARY_MINIMUM: return nan_min(x, z);
     case BINARY_POW: return pow_signed(x, z);
     case BINARY_FMOD: {  // C fmod (sign of x); NaN for z == 0, as torch
       float r = x - z * trunc(x / z);

@@ -26,7 +26,7 @@ void main() {
       int iw = w0 + kw * PI(12);
       if (iw < 0 || iw >= W) continue;
       CT v = CT(x[nc * uint(H * W) + uint(ih * W + iw)]);
-      if (is_max) mx = max(mx, v);
+      if (is_max) mx = nan_max(mx, v);
       else acc += float(v);
       count++;
     }

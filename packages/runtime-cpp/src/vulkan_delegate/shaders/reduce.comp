@@ -16,7 +16,7 @@ void main() {
   float acc = op == REDUCE_MAX ? -1.0 / 0.0 : (op == REDUCE_MIN ? 1.0 / 0.0 : 0.0);
   for (uint r = 0; r < red; ++r) {
     float v = float(x[base + r * inner]);
-    acc = op == REDUCE_MAX ? max(acc, v) : (op == REDUCE_MIN ? min(acc, v) : acc + v);
+    acc = op == REDUCE_MAX ? nan_max(acc, v) : (op == REDUCE_MIN ? nan_min(acc, v) : acc + v);
   }
   if (op == REDUCE_MEAN) acc /= float(red);
   else if (op != REDUCE_SUM && op != REDUCE_MAX && op != REDUCE_MIN) acc = UNKNOWN_OP_NAN;

@@ -18,9 +18,13 @@ void main() {
   float acc = op == REDUCE_MAX ? -1.0 / 0.0 : (op == REDUCE_MIN ? 1.0 / 0.0 : 0.0);
   for (uint r = lane; r < red; r += ROW_LANES) {
     float v = float(x[base + r]);
-    acc = op == REDUCE_MAX ? max(acc, v) : (op == REDUCE_MIN ? min(acc, v) : acc + v);
+    acc = op == REDUCE_MAX ? nan_max(acc, v) : (op == REDUCE_MIN ? nan_min(acc, v) : acc + v);
   }
+  // subgroupMax/Min (and max/min) drop a NaN: a row holding one reduces to NaN, as torch's amax/amin
+  bool extreme = op == REDUCE_MAX || op == REDUCE_MIN;
+  float nans = extreme ? row_sum(isnan(acc) ? 1.0 : 0.0) : 0.0;
   acc = op == REDUCE_MAX ? row_max(acc) : (op == REDUCE_MIN ? row_min(acc) : row_sum(acc));
+  if (nans > 0.0) acc = UNKNOWN_OP_NAN;
   if (op == REDUCE_MEAN) acc /= float(red);
   else if (op != REDUCE_SUM && op != REDUCE_MAX && op != REDUCE_MIN) acc = UNKNOWN_OP_NAN;
   if (lane == 0) y[row] = T(acc);

@@ -19,7 +19,7 @@ void main() {
   if (i >= PU(1)) return;
   CT h = CT(x[i]), ha = CT(PF(2)), hb = CT(PF(3)), hr;
   switch (PI(0)) {  // the ops exact in CT
-    case UNARY_CLAMP: hr = clamp(h, ha, hb); break;
+    case UNARY_CLAMP: hr = nan_clamp(h, ha, hb); break;
     case UNARY_ABS: hr = abs(h); break;
     case UNARY_FLOOR: hr = floor(h); break;
     case UNARY_CEIL: hr = ceil(h); break;

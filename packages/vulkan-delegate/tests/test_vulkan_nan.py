@@ -1,0 +1,51 @@
+"""NaN propagation: torch's maximum/minimum, clamp-like activations, amax/amin and max pooling return NaN where
+an operand is NaN; GLSL's max/min/clamp leave that undefined (llvmpipe and NVIDIA return the other operand), so
+each such shader goes through common.glsl's nan_max/nan_min/nan_clamp. The shared comparison (conftest.check)
+fails on a finite value where eager gives NaN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def with_nans(*shape, seed=0):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    x.view(-1)[seed::7] = float("nan")  # in some rows/windows, not in others
+    return x
+
+
+class Fn(nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+CASES = {
+    "maximum": (lambda x, y: torch.maximum(x, y), 2),
+    "minimum": (lambda x, y: torch.minimum(x, y), 2),
+    "relu": (lambda x: torch.relu(x), 1),
+    "clamp": (lambda x: x.clamp(-0.5, 0.5), 1),
+    "hardswish": (lambda x: F.hardswish(x), 1),
+    "tanh": (lambda x: torch.tanh(x), 1),
+    "amax_last": (lambda x: x.amax(-1), 1),  # one workgroup per row (reduce_row)
+    "amin_last": (lambda x: x.amin(-1), 1),
+    "amax_middle": (lambda x: x.amax(1), 1),  # reduce over [outer, red, inner]
+    "max_pool": (lambda x: F.max_pool2d(x.reshape(2, 3, 10, 12), 2), 1),
+}
+
+
+# fp16: one case per shader whose f16 variant computes in fp16 (binary, unary, reduce_row)
+RUNS = [(name, False) for name in CASES] + [("maximum", True), ("clamp", True), ("amax_last", True)]
+
+
+@pytest.mark.parametrize("name,fp16", RUNS, ids=[f"{n}-{'fp16' if h else 'fp32'}" for n, h in RUNS])
+def test_nan_propagates_as_in_torch(vk_check, name, fp16):
+    fn, arity = CASES[name]
+    inputs = tuple(with_nans(2, 3, 120, seed=s) for s in range(1, arity + 1))
+    vk_check(Fn(fn).eval(), inputs, fp16=fp16)
