@@ -68,7 +68,7 @@ SHAPES = [
                                          *a.unbind(0)), [(2, 6, 4)]),
     ("slice_select", lambda s, a: (a[:, 1:3] + 1, a[..., -2:] * 2, a[1] - 1, a[:, -1] * 3, a[:, :, 1:],
                                    a.narrow(1, 2, 2)), [(2, 4, 5)]),
-    ("casts_truncate", lambda s, a: ((a * 3).to(torch.int32) + 1, (a * 3).long(), (a > 0).float() * a,
+    ("casts_truncate", lambda s, a: ((a * 3).to(torch.int32) + 1, (a * 3).int().long(), (a > 0).float() * a,
                                      (a * 4).int().float() / 4), [(3, 7)]),
     ("constant_pad", lambda s, a: (F.pad(a, (1, 2)), F.pad(a, (0, 1, 2, 0), value=-1.5),
                                    F.pad(a, (1, 1, 1, 1, 1, 0))), [(2, 3, 4)]),
