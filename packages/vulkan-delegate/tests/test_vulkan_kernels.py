@@ -144,15 +144,19 @@ def test_split_k_where_the_output_gives_few_tiles():
     assert g.dispatches[0].push[20] == 2 and g.dispatches[3].push[7] == 1  # 2 splits; residual in the sum
 
 
-def test_gemm_tile_is_chosen_by_shape():
+def test_gemm_tile_is_chosen_by_shape(monkeypatch):
     """Outputs that give fewer than 32 64x64 tiles (with K <= 2048) take the 16x16 `small` tile: a
-    batch-2 linear layer, a 1x1 conv at 7x7; big outputs and long K keep the 64x64 one; a single row
-    (batch-1 linear) the GEMV kernel."""
+    batch-2 linear layer, a 1x1 conv at 7x7 (when the pointwise kernel for at most 196 pixels is off); big
+    outputs and long K keep the 64x64 one; a single row (batch-1 linear) the GEMV kernel."""
     small = [d.shader for d in _lowered_graph(nn.Linear(960, 1000).eval(), (r(2, 960),)).dispatches]
     assert small[0] == "matmul_f32small"
     one_row = [d.shader for d in _lowered_graph(nn.Linear(1280, 1000).eval(), (r(1, 1280),)).dispatches]
     assert one_row[0] == "matmul_gemv_f32"
-    assert _lowered_graph(nn.Conv2d(160, 960, 1).eval(), (r(1, 160, 7, 7),)).dispatches[0].shader == "conv2d_gemm_f32small"
+    pointwise = nn.Conv2d(160, 960, 1).eval(), (r(1, 160, 7, 7),)
+    assert _lowered_graph(*pointwise).dispatches[0].shader == "conv2d_1x1_small_f32"
+    monkeypatch.setenv("VKDG_CONV1X1_SMALL", "0")
+    assert _lowered_graph(*pointwise).dispatches[0].shader == "conv2d_gemm_f32small"
+    monkeypatch.delenv("VKDG_CONV1X1_SMALL")
     big = _lowered_graph(*CONV_CASES["conv_big_tile"]).dispatches
     assert big[0].shader == "conv2d_gemm_f32"
     long_k = _lowered_graph(nn.Conv2d(512, 512, 3, padding=1).eval(), (r(1, 512, 7, 7),)).dispatches
