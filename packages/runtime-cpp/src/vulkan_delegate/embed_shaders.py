@@ -10,7 +10,8 @@ BIG_TILE, the 128x128 GEMM tile a lowering names for large outputs; `math32` (`f
 MATH32, the fp16-storage fp32-arithmetic twin of an f16 variant that computes in fp16, which the runtime
 runs where the device lacks shaderFloat16 (variant_select.cpp); `sg` (`f32sg`) SUBGROUP, the subgroup-
 arithmetic twin of a row-reduction shader (row_reduce.glsl), run where the device has subgroup arithmetic
-in compute shaders. Binding count (distinct binding numbers: a shader may alias one buffer as two views)
+in compute shaders; `split` (`f16smallsplit`) SPLIT_K, a name of its own for a variant whose `coop` twin
+splits K over the subgroups (matmul's, gemm_tile_small_coop.glsl). Binding count (distinct binding numbers: a shader may alias one buffer as two views)
 and the optional `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z` for that
 suffix's variants, `// tile bigcoop: ...` for those with both suffixes) are read from the source, each
 variant's local size from its SPIR-V (a variant may declare its own under #if), so the runtime computes
@@ -27,7 +28,7 @@ from spirv_bindings import writes_only_last_binding
 
 TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
 SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1", "math32": "-DMATH32=1",
-            "sg": "-DSUBGROUP=1"}
+            "sg": "-DSUBGROUP=1", "split": "-DSPLIT_K=1"}
 
 
 def split_variant(variant: str) -> tuple[str, list[str]]:

@@ -5,7 +5,6 @@
 // tile: 4 4 1
 // tile small: 1 1 1
 // tile big: 8 8 1
-// tile bigcoop: 8 16 1
 // Ungrouped NCHW convolution as an implicit GEMM (gemm_tile.glsl): per image, Y[oc, p] = W[oc, k] X[k, p]
 // with K = C*KH*KW and X[k, p] the input pixel under tap k of output pixel p (im2col addressed on the fly,
 // never stored); a 1x1 stride-1 unpadded convolution reads X directly. Epilogue: bias, the residual
@@ -27,11 +26,7 @@
 // z = n * splits + s sums its share of K and writes the raw partial to Y[s][n][oc][p] (Y is then the
 // [splits, N, OC, OH*OW] scratch); conv2d_splitk.comp adds the partials and applies the epilogue.
 #include "common.glsl"
-#if defined(BIG_TILE) && defined(COOPMAT)
-layout(local_size_x = 16, local_size_y = 8) in;  // gemm_tile_big_coop.glsl: 4 subgroups, 128x128 (tile bigcoop)
-#else
 layout(local_size_x = 16, local_size_y = 16) in;
-#endif
 layout(std430, binding = 0) readonly buffer X { T x[]; };
 layout(std430, binding = 1) readonly buffer W { T w[]; };
 layout(std430, binding = 2) readonly buffer Bias { T bias[]; };

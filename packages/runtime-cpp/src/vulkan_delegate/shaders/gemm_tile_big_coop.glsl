@@ -1,17 +1,12 @@
-// The 128x128 tensor-core GEMM tile (matmul's and conv2d_gemm's `f16bigcoop`, the twin the runtime picks for
-// `f16big` on a device with VK_KHR_cooperative_matrix 16x16x16 fp16 x fp16 + fp32 and 32-wide subgroups).
+// The 128x128 tensor-core GEMM tile (matmul's `f16bigcoop`, the twin the runtime picks for `f16big` on a
+// device with VK_KHR_cooperative_matrix 16x16x16 fp16 x fp16 + fp32 and 32-wide subgroups).
 // gemm_big(m0, n0, k_begin, k_end, M, N) calls the includer's emit(m, n, v) once for every m < M, n < N of
 // the block C[m0 .. m0+128, n0 .. n0+128] with v = sum_k A[m, k] B[k, n] over k_begin <= k < k_end, in fp32.
 //
-// The 128 invocations (the includer's local size for this variant: 16 x 8) are 4 subgroups of 32 in a 2 (m)
-// x 2 (n) grid, each owning a 64x64 block of C: 4 x 4 fp32 accumulator matrices, so each 16-deep step loads
-// 4 A + 4 B matrices from shared memory for 16 multiply-adds (a 64x32 share per subgroup loaded 6 for 8).
-// With 4 subgroups the driver fits two workgroups per SM (registers, 2 x 44 KiB of shared memory), so one
-// workgroup's global loads are in flight while the other multiplies: the 8-subgroup form (one workgroup
-// per SM at 145 registers, one K slice in flight) ran 110 TFLOP/s on the H100, latency-bound.
-// K advances 32 at a time through two shared-memory buffers: while the tensor cores multiply one K slice,
-// each invocation holds the next slice's 4 + 4 16-byte chunks (8 fp16 each) of A and B in registers and
-// stores them into the other buffer before the one barrier per step.
+// The 256 invocations are 8 subgroups of 32 in a 2 (m) x 4 (n) grid, each owning a 64x32 block of C: 4 x 2
+// fp32 accumulator matrices. K advances 32 at a time through two shared-memory buffers: while the tensor
+// cores multiply one K slice, each invocation holds the next slice's 2 + 2 16-byte chunks (8 fp16 each) of
+// A and B in registers and stores them into the other buffer before the one barrier per step.
 // Global loads are 128-bit where the includer says the operand allows it (A_VEC: A row-major with rows a
 // multiple of 8 elements apart; B_NVEC: B row-major likewise; B_KVEC: B column-major, as Linear's weight)
 // and the chunk lies inside the matrix; else 8 element loads (LOAD_A / LOAD_B), which return 0 outside it.
@@ -24,16 +19,13 @@
 // column-major matrix; else [BK k][128 n].
 #define BIG 128u
 #define BK 32u
-#define NSG 4u                    // subgroups per workgroup
-#define NLANES (NSG * 32u)        // invocations per workgroup
-#define CHUNKS (BIG * BK / 8u / NLANES)  // 16-byte chunks of one operand's K slice per invocation (4)
 #define ASTR4 ((BK + 8u) / 4u)    // A buffer: [128 m][BK k] fp16, in f16vec4
 #define BSTR4 ((BIG + 8u) / 4u)   // B buffer: [BK k][128 n] fp16, in f16vec4
 #define ASZ4 (BIG * ASTR4)
 #define BSZ4 (BIG * ASTR4)        // one B buffer: [BK k][128 n] (BK * BSTR4 f16vec4) or [128 n][BK k]
 shared f16vec4 As[2u * ASZ4];
-shared f16vec4 Bs[2u * BSZ4];  // with As and Cs: 44 KiB (NVIDIA's maxComputeSharedMemorySize: 48 KiB)
-shared float Cs[NSG * 256u];   // one 16x16 accumulator per subgroup on its way to emit()
+shared f16vec4 Bs[2u * BSZ4];  // with As and Cs: 48 KiB, the least maxComputeSharedMemorySize NVIDIA gives
+shared float Cs[8u * 256u];  // one 16x16 accumulator per subgroup on its way to emit()
 
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -87,63 +79,61 @@ void big_store_b(uint c, uint buf, uvec4 v, bool kmajor) {
 
 void gemm_big(uint m0, uint n0, uint k_begin, uint k_end, uint M, uint N) {
   uint lid = gl_LocalInvocationIndex, sg = gl_SubgroupID;
-  uint wm = (sg / 2u) * 64u, wn = (sg % 2u) * 64u;
+  uint wm = (sg / 4u) * 64u, wn = (sg % 4u) * 32u;
   bool kmajor = B_KVEC && !B_NVEC;
-  CM_C acc[16];
-  [[unroll]] for (uint i = 0u; i < 16u; ++i) acc[i] = CM_C(0.0);
-  uvec4 ra[CHUNKS], rb[CHUNKS];
-  [[unroll]] for (uint r = 0u; r < CHUNKS; ++r) {
-    ra[r] = big_load_a(lid + NLANES * r, m0, k_begin, k_end, M);
-    rb[r] = big_load_b(lid + NLANES * r, n0, k_begin, k_end, N, kmajor);
+  CM_C acc[8];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) acc[i] = CM_C(0.0);
+  uvec4 ra[2], rb[2];
+  [[unroll]] for (uint r = 0u; r < 2u; ++r) {
+    ra[r] = big_load_a(lid + 256u * r, m0, k_begin, k_end, M);
+    rb[r] = big_load_b(lid + 256u * r, n0, k_begin, k_end, N, kmajor);
   }
-  [[unroll]] for (uint r = 0u; r < CHUNKS; ++r) {
-    big_store_a(lid + NLANES * r, 0u, ra[r]);
-    big_store_b(lid + NLANES * r, 0u, rb[r], kmajor);
+  [[unroll]] for (uint r = 0u; r < 2u; ++r) {
+    big_store_a(lid + 256u * r, 0u, ra[r]);
+    big_store_b(lid + 256u * r, 0u, rb[r], kmajor);
   }
   barrier();
   uint buf = 0u;
   for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     bool more = k0 + BK < k_end;
     if (more)  // the next slice's global loads are in flight during this slice's multiply-adds
-      [[unroll]] for (uint r = 0u; r < CHUNKS; ++r) {
-        ra[r] = big_load_a(lid + NLANES * r, m0, k0 + BK, k_end, M);
-        rb[r] = big_load_b(lid + NLANES * r, n0, k0 + BK, k_end, N, kmajor);
+      [[unroll]] for (uint r = 0u; r < 2u; ++r) {
+        ra[r] = big_load_a(lid + 256u * r, m0, k0 + BK, k_end, M);
+        rb[r] = big_load_b(lid + 256u * r, n0, k0 + BK, k_end, N, kmajor);
       }
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-      CM_B b[4];
-      [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-        if (kmajor)  // [n][k]: B (k x n) column-major
-          coopMatLoad(b[j], Bs, buf * BSZ4 + (wn + 16u * j) * ASTR4 + kk / 4u, ASTR4,
-                      gl_CooperativeMatrixLayoutColumnMajor);
-        else
-          coopMatLoad(b[j], Bs, buf * BSZ4 + kk * BSTR4 + (wn + 16u * j) / 4u, BSTR4,
-                      gl_CooperativeMatrixLayoutRowMajor);
+      CM_B b0;
+      CM_B b1;
+      if (kmajor) {  // [n][k]: B (k x n) column-major
+        coopMatLoad(b0, Bs, buf * BSZ4 + wn * ASTR4 + kk / 4u, ASTR4, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(b1, Bs, buf * BSZ4 + (wn + 16u) * ASTR4 + kk / 4u, ASTR4, gl_CooperativeMatrixLayoutColumnMajor);
+      } else {
+        coopMatLoad(b0, Bs, buf * BSZ4 + kk * BSTR4 + wn / 4u, BSTR4, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(b1, Bs, buf * BSZ4 + kk * BSTR4 + (wn + 16u) / 4u, BSTR4, gl_CooperativeMatrixLayoutRowMajor);
       }
       [[unroll]] for (uint i = 0u; i < 4u; ++i) {
         CM_A a;
         coopMatLoad(a, As, buf * ASZ4 + (wm + 16u * i) * ASTR4 + kk / 4u, ASTR4, gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) acc[4u * i + j] = coopMatMulAdd(a, b[j], acc[4u * i + j]);
+        acc[2u * i] = coopMatMulAdd(a, b0, acc[2u * i]);
+        acc[2u * i + 1u] = coopMatMulAdd(a, b1, acc[2u * i + 1u]);
       }
     }
     if (more)  // the other buffer: every invocation finished reading it before the last barrier
-      [[unroll]] for (uint r = 0u; r < CHUNKS; ++r) {
-        big_store_a(lid + NLANES * r, buf ^ 1u, ra[r]);
-        big_store_b(lid + NLANES * r, buf ^ 1u, rb[r], kmajor);
+      [[unroll]] for (uint r = 0u; r < 2u; ++r) {
+        big_store_a(lid + 256u * r, buf ^ 1u, ra[r]);
+        big_store_b(lid + 256u * r, buf ^ 1u, rb[r], kmajor);
       }
     barrier();
     buf ^= 1u;
   }
-  // each subgroup passes its own 16x16 tiles through its own Cs slot: subgroup barriers suffice
   uint lane = gl_SubgroupInvocationID;
-  [[unroll]] for (uint t = 0u; t < 16u; ++t) {
+  [[unroll]] for (uint t = 0u; t < 8u; ++t) {
     coopMatStore(acc[t], Cs, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    barrier();
     for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
-      uint m = m0 + wm + 16u * (t / 4u) + e / 16u, n = n0 + wn + 16u * (t % 4u) + e % 16u;
+      uint m = m0 + wm + 16u * (t / 2u) + e / 16u, n = n0 + wn + 16u * (t % 2u) + e % 16u;
       if (m < M && n < N) emit(m, n, Cs[sg * 256u + e]);
     }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    barrier();
   }
 }
