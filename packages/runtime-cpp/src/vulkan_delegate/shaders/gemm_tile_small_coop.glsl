@@ -1,6 +1,7 @@
-// The tensor-core twin of gemm_tile.glsl's `small` tile (matmul's `f16smallcoop`, which the runtime picks for
-// `f16small` as it picks f16coop for f16, shader_select.cpp): the same 16x16 invocations per 16x16 block of C,
-// one output each in acc[0][0], so the includer's epilogue and group counts are shared.
+// The tensor-core twin of gemm_tile.glsl's `small` tile (matmul's `f16smallsplitcoop`, which the runtime picks
+// for `f16smallsplit` as it picks f16coop for f16, shader_select.cpp; the lowering names `f16smallsplit` where
+// the small tile gives at most ops/matmul.py's SPLIT_MAX_GROUPS workgroups): the same 16x16 invocations per
+// 16x16 block of C, one output each in acc[0][0], so the includer's epilogue and group counts are shared.
 // The `small` tile walks all of K 16 at a time with two workgroup barriers per step, latency-bound (the Llama
 // block's w_down, 128 x 256 over K = 688: 22.7 us on the H100, the same in fp16 and fp32). Here the 8 subgroups
 // split K: subgroup s sums the 32-deep slices s, s + 8, s + 16, ..., each staged through its own shared region
