@@ -46,6 +46,8 @@ AB_CASES = [("llama_block128_nofuse_fp32", "llama_block", 1, False),  # no eleme
 # the runner's pattern; reference: fp64 on the device (speed_cuda.py).
 CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16coop (64x64)
           ("check_mm_77x300x4096_fp16", "mm", 77, 300, 4096, True),  # f16coop
+          # f16smallcoop (K split over 8 subgroups): M, N off the 16-grid, K off the 32-deep slices
+          ("check_mm_100x700x900_fp16", "mm", 100, 700, 900, True),
           ("check_mm_2100x1000x2056_fp16", "mm", 2100, 1000, 2056, True),  # f16bigcoop, 128-bit A and B loads
           ("check_xxt_2100x1000_fp16", "xxt", 2100, 1000, 2100, True),  # f16bigcoop, B column-major 128-bit
           ("check_xxt_2100x300_fp16", "xxt", 2100, 300, 2100, True),  # f16bigcoop, element loads (300 % 8)

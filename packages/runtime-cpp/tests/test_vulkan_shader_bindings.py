@@ -60,3 +60,21 @@ def test_a_writable_binding_before_the_last_is_a_build_error(tmp_path, case):
     assert "probe.comp (f32): binding 0 is writable" in done.stderr, done.stderr
     assert "barrier_plan.cpp" in done.stderr
     assert not (tmp_path / "gen" / "shaders.cpp").exists()
+
+
+def test_each_variant_gets_its_own_local_size_and_tile(tmp_path):
+    """matmul's f16bigcoop declares 16x8 invocations (8x16 outputs each) under #if, the other variants
+    16x16: the table must carry each variant's own, or the runtime launches the wrong number of groups."""
+    src = tmp_path / "shaders"
+    src.mkdir()
+    (src / "probe.comp").write_text(
+        "#version 450\n// variants: f32 f32big\n// tile: 4 4 1\n// tile big: 8 16 1\n"
+        "#ifdef BIG_TILE\nlayout(local_size_x = 16, local_size_y = 8) in;\n"
+        "#else\nlayout(local_size_x = 16, local_size_y = 16) in;\n#endif\n" + SHADERS["good"] + MAIN)
+    done = subprocess.run([sys.executable, str(SOURCE / "embed_shaders.py"), _glslang(), str(src),
+                           str(tmp_path / "gen")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "gen" / "shaders.cpp").read_text()
+    assert '"probe_f32", k_probe_f32, ' in table
+    assert "{16, 16, 1}, 2, {4, 4, 1}" in table.split('"probe_f32"')[1].split("\n")[0]
+    assert "{16, 8, 1}, 2, {8, 16, 1}" in table.split('"probe_f32big"')[1].split("\n")[0]

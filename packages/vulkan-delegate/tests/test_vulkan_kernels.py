@@ -166,6 +166,20 @@ def test_gemm_tile_is_chosen_by_shape(monkeypatch):
     assert k1152[0].shader == "conv2d_gemm_f32"
 
 
+def test_few_workgroup_fp16_gemm_names_the_split_variant(vk_check):
+    """An fp16 matmul on the 16x16 tile with at most SPLIT_MAX_GROUPS workgroups names `f16smallsplit`
+    (on tensor cores its twin splits K over the subgroups; elsewhere, as on lavapipe here, it is the small
+    tile); more workgroups keep `f16small` (the twin was slower there on the H100)."""
+    def shader(m, k, n):
+        graph = _lowered_graph(MatMul().eval(), (r(m, k), r(k, n)), fp16=True)
+        return next(d.shader for d in graph.dispatches if d.shader.startswith("matmul"))
+
+    assert shader(128, 256, 256) == "matmul_f16smallsplit"  # 8 x 16 = 128 workgroups (the Llama block's wq)
+    assert shader(128, 256, 688) == "matmul_f16small"  # 344 (its w_gate)
+    # M and N off the 16-grid, K off the 32-deep slices of the twin
+    vk_check(MatMul().eval(), (r(20, 100), r(100, 30)), fp16=True)
+
+
 def test_profile_names_every_dispatch_by_module(vk_lower, tmp_path):
     model, inputs = CONV_CASES["resnet_block"]
     edge = vk_lower(model, inputs)
@@ -184,6 +198,8 @@ def test_tensor_core_variant_is_chosen_by_the_device(vk_lower, monkeypatch):
     the generic tile, which the profile names (the small tile and the convolution have no twin). The
     coop numerics are checked on the GPU (bench/vulkan_gpu)."""
     assert selected_shader("matmul_f16", True) == "matmul_f16coop"
+    assert selected_shader("matmul_f16smallsplit", True) == "matmul_f16smallsplitcoop"
+    assert selected_shader("matmul_f16smallsplit", False) == "matmul_f16smallsplit"
     for name in ("matmul_f32", "conv2d_gemm_f16", "matmul_f16small", "conv2d_f16", "softmax_f16"):
         assert selected_shader(name, True) == name
     assert selected_shader("matmul_f16", False) == "matmul_f16"

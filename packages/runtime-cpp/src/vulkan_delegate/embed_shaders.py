@@ -10,10 +10,12 @@ BIG_TILE, the 128x128 GEMM tile a lowering names for large outputs; `math32` (`f
 MATH32, the fp16-storage fp32-arithmetic twin of an f16 variant that computes in fp16, which the runtime
 runs where the device lacks shaderFloat16 (variant_select.cpp); `sg` (`f32sg`) SUBGROUP, the subgroup-
 arithmetic twin of a row-reduction shader (row_reduce.glsl), run where the device has subgroup arithmetic
-in compute shaders. Local size, binding count (distinct binding numbers: a shader may alias one buffer as
-two views) and the optional `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z`
-for that suffix's variants) are read from the source so the runtime computes group counts and descriptor
-layouts from the table. A shader that calls `linear_id()` is 1-D: the runtime may fold its x groups into y.
+in compute shaders; `split` (`f16smallsplit`) SPLIT_K, a name of its own for a variant whose `coop` twin
+splits K over the subgroups (matmul's, gemm_tile_small_coop.glsl). Binding count (distinct binding numbers: a shader may alias one buffer as two views)
+and the optional `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z` for that
+suffix's variants, `// tile bigcoop: ...` for those with both suffixes) are read from the source, each
+variant's local size from its SPIR-V (a variant may declare its own under #if), so the runtime computes
+group counts and descriptor layouts from the table. A shader that calls `linear_id()` is 1-D: the runtime may fold its x groups into y.
 """
 
 import re
@@ -26,7 +28,7 @@ from spirv_bindings import writes_only_last_binding
 
 TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
 SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1", "math32": "-DMATH32=1",
-            "sg": "-DSUBGROUP=1"}
+            "sg": "-DSUBGROUP=1", "split": "-DSPLIT_K=1"}
 
 
 def split_variant(variant: str) -> tuple[str, list[str]]:
@@ -46,6 +48,18 @@ def defines(variant: str) -> list[str]:
         SUFFIXES[s] for s in suffixes]
 
 
+def local_size(spirv: bytes) -> list[int]:
+    """The LocalSize execution mode of a compute shader's SPIR-V (OpExecutionMode, opcode 16, mode 17)."""
+    words = [int.from_bytes(spirv[i:i + 4], "little") for i in range(0, len(spirv), 4)]
+    i = 5  # after the header
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if opcode == 16 and count == 6 and words[i + 2] == 17:
+            return words[i + 3:i + 6]
+        i += max(count, 1)
+    sys.exit("a compute shader's SPIR-V without a LocalSize execution mode")
+
+
 def main(glslang: str, src_dir: str, out_dir: str) -> None:
     src, out = Path(src_dir), Path(out_dir)
     env = tool_env()
@@ -54,16 +68,15 @@ def main(glslang: str, src_dir: str, out_dir: str) -> None:
     for comp in sorted(src.glob("*.comp")):
         text = comp.read_text()
         variants = re.search(r"//\s*variants:\s*(.+)", text).group(1).split()
-        local = [int(re.search(rf"local_size_{a}\s*=\s*(\d+)", text).group(1))
-                 if re.search(rf"local_size_{a}\s*=", text) else 1 for a in "xyz"]
         bindings = len(set(re.findall(r"binding\s*=\s*(\d+)", text)))
         folds = "linear_id()" in text  # 1-D: the runtime may fold > 65535 workgroups into y
         # "// tile: 4 4 1": outputs per invocation along each axis (the payload's thread counts are outputs)
         tiles = {m.group(1) or "": [int(v) for v in m.groups()[1:]]
                  for m in re.finditer(r"//\s*tile(?:\s+(\w+))?:\s*(\d+)\s+(\d+)\s+(\d+)", text)}
         for v in variants:
-            suffixes = split_variant(v)[1]  # the tile of the first suffix that declares one (`big` of `bigcoop`)
-            tile = next((tiles[s] for s in [*suffixes, ""] if s in tiles), [1, 1, 1])
+            # the tile of the whole suffix (`bigcoop`), else of the first suffix that declares one (`big`)
+            suffixes = split_variant(v)[1]
+            tile = next((tiles[s] for s in ["".join(suffixes), *suffixes, ""] if s in tiles), [1, 1, 1])
             name = f"{comp.stem}_{v}"
             spv = out / f"{name}.spv"
             # SPIR-V 1.3 (Vulkan 1.1, the least the runtime needs); glslang prints the file name on success
@@ -74,6 +87,7 @@ def main(glslang: str, src_dir: str, out_dir: str) -> None:
             words = spv.read_bytes()
             if problem := writes_only_last_binding(words):
                 sys.exit(f"{comp.name} ({v}): {problem}")
+            local = local_size(words)
             arr = ", ".join(f"0x{int.from_bytes(words[i:i + 4], 'little'):08x}u" for i in range(0, len(words), 4))
             blobs.append(f"const uint32_t k_{name}[] = {{{arr}}};")
             entries.append(f'  {{"{name}", k_{name}, {len(words) // 4}, {{{local[0]}, {local[1]}, {local[2]}}}, {bindings}, '

@@ -10,8 +10,9 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }  // namespace
 
 const ShaderBinary* select_shader(const std::string& name, bool coopmat) {
-  // the fp16 GEMM tiles with a tensor-core twin: the 64x64 `f16` and the 128x128 `f16big`
-  const bool fp16 = ends_with(name, "_f16") || ends_with(name, "_f16big");
+  // the fp16 GEMM tiles with a tensor-core twin: the 64x64 `f16`, the 128x128 `f16big` and matmul's
+  // 16x16 `f16smallsplit` (K split over the subgroups)
+  const bool fp16 = ends_with(name, "_f16") || ends_with(name, "_f16big") || ends_with(name, "_f16smallsplit");
   if (coopmat && fp16)
     if (const ShaderBinary* twin = find_shader(name + "coop")) return twin;
   return find_shader(name);

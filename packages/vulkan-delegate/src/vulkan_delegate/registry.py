@@ -20,11 +20,14 @@ COPY_VARIANTS = ("f32", "f16", "i32")  # the copy shader casts between every pai
 MAX_RANK = 6
 # Variants of a shader template beyond its families' (not per family: sdpa and mm share `matmul`):
 # `small` / `big` (fp16; matmul's `f32big` too), the 16x16 / 128x128 GEMM tiles a lowering picks by shape
-# (ops/conv.py gemm_variant);
-# `f16coop` / `f16bigcoop`, the tensor-core twins of `f16` / `f16big`, which no payload names: the runtime
+# (ops/conv.py gemm_variant), and matmul's `f16smallsplit` (the small tile where it gives few workgroups,
+# ops/matmul.py);
+# `f16coop` / `f16bigcoop` / `f16smallsplitcoop`, the tensor-core twins of `f16` / `f16big` / `f16smallsplit`,
+# which no payload names: the runtime
 # swaps them in at load where the device has VK_KHR_cooperative_matrix (runtime-cpp's
 # vulkan_delegate/shader_select.cpp).
-SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16coop", "f16big", "f16bigcoop", "f32big"),
+SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16smallsplit", "f16smallsplitcoop", "f16coop", "f16big",
+                              "f16bigcoop", "f32big"),
                    "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop", "f32big"),
                    "rope": ("f32", "f16"),  # the rotary chain's add (ops/rope.py, via the binary family)
                    "ewise_expr": ("f32", "f16")}  # fused unary/binary trees (fuse.py, after every family)

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
-// variants: f32 f16 f16coop f32small f16small f16big f16bigcoop f32big
+// variants: f32 f16 f16coop f32small f16small f16smallsplit f16smallsplitcoop f16big f16bigcoop f32big
 // tile: 4 4 1
 // tile small: 1 1 1
 // tile big: 8 8 1
@@ -9,7 +9,9 @@
 // (b0, b1, m, k), b strides (b0, b1, k, n), bias (0 none, 1 per n, 2 per m), alpha, lo, hi.
 // Threads (N, M, B0*B1) as the payload gives them; "tile: 4 4 1" = each invocation computes 4x4 of
 // them (gemm_tile.glsl), so the runtime launches ceil(N/64) x ceil(M/64) x B workgroups; the `small`
-// variants compute 1 each (16x16 per workgroup), `f16coop` the same 64x64 on tensor cores; `f16big` 8x8
+// variants compute 1 each (16x16 per workgroup; `f16smallsplit`, which the lowering names where that
+// gives few workgroups, is the same tile, and on tensor cores `f16smallsplitcoop` with K split over the
+// subgroups: gemm_tile_small_coop.glsl), `f16coop` the same 64x64 on tensor cores; `f16big` 8x8
 // each (128x128 per workgroup): on tensor cores as `f16bigcoop` (gemm_tile_big_coop.glsl, reading A and B
 // through second, 128-bit views of the same buffers where the strides allow), else gemm_tile_big.glsl;
 // `f32big` 8x8 each in fp32 (gemm_tile_big32.glsl, vec4 views of A and B where the strides allow).
@@ -53,6 +55,8 @@ layout(std430, binding = 1) readonly buffer B4 { vec4 b4[]; };
 #else
 #include "gemm_tile_big.glsl"  // f16big without tensor cores: the 64x64 tile over the 2 x 2 quarters
 #endif
+#elif defined(COOPMAT) && defined(SMALL_TILE)
+#include "gemm_tile_small_coop.glsl"  // f16smallsplitcoop
 #elif defined(COOPMAT)
 #include "gemm_tile_coop.glsl"  // f16coop: tensor cores (the device has VK_KHR_cooperative_matrix)
 #else

@@ -20,6 +20,14 @@ from .quantized_pt2e import lower_dq_linear, match_dq_linear
 
 aten = torch.ops.aten
 
+#: an fp16 matmul on the 16x16 `small` tile whose output gives at most this many workgroups names the
+#: `f16smallsplit` variant: the same tile, but on tensor cores (`f16smallsplitcoop`) each workgroup's 8
+#: subgroups split K. On the H100 (bench/results/gpu, 17:30 run) the Llama block's 128 x 256 GEMMs (128
+#: workgroups) went 10.2 -> 7.8 us (K 256) and 22.7 -> 14.6 us (K 688); at 344 workgroups (128 x 688,
+#: K 256) 13.6 -> 16.0 us and at 399 (100 x 900, K 700) 37.6 -> 45.9 us, so those keep the `small` tile.
+SPLIT_MAX_GROUPS = 160
+
+
 def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_strides: list,
                     batch: list, bias: Tensor | None = None, alpha: float = 1.0, act=(-INF, INF)) -> None:
     """y[b0, b1, m, n] = alpha * sum_k a[.., m, k] * b[.., k, n] (+ bias[n]), clamped to `act`.
@@ -36,6 +44,8 @@ def dispatch_matmul(ctx, a: Tensor, b: Tensor, y: Tensor, k, a_strides: list, b_
         ctx.dispatch("matmul_gemv", bindings, push, (n, 1, batch[0] * batch[1]))
         return
     variant = gemm_variant(ctx.sfx, m, n, batch[0] * batch[1], k, big=True)
+    if variant == "f16small" and -(-m // 16) * -(-n // 16) * batch[0] * batch[1] <= SPLIT_MAX_GROUPS:
+        variant = "f16smallsplit"
     ctx.dispatch("matmul", bindings, push, (n, m, batch[0] * batch[1]), variant)
 
 
