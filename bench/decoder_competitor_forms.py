@@ -71,18 +71,35 @@ class _Functional(torch.nn.Module):
 
 
 def _example(km, method: str, form: str, model) -> tuple:
+    """The method's inputs; for `functional` decode, the caches the float model's prefill of the bench's
+    prompt leaves (so the cache inputs calibrate on real values), for prefill zero caches."""
     n = bd.PROMPT_LEN if method == "prefill" else 1
     start = 0 if method == "prefill" else bd.PROMPT_LEN
     tokens = torch.randint(0, bd.MODEL["vocab"], (n,), generator=torch.Generator().manual_seed(n))
     inputs = km.step_inputs(start, tokens, bd.MODEL["max_len"])
     if form == "functional":
-        inputs += tuple(torch.zeros_like(b) for name, b in model.named_buffers() if name.endswith("_cache"))
+        model.reset_cache()
+        if method == "decode":
+            with torch.no_grad():
+                model(*km.step_inputs(0, bd._prompt(), bd.MODEL["max_len"]))
+        inputs += tuple(b.clone() for name, b in model.named_buffers() if name.endswith("_cache"))
+        model.reset_cache()
     return inputs
 
 
-def lower_form(form: str, method: str) -> dict:
+def _op_name(node) -> str:
+    return getattr(node.target, "__name__", str(node.target))
+
+
+QCONFIGS = ("a8w8", "a8w4", "a16w8")
+
+
+def lower_form(form: str, method: str, config: str = "a8w8") -> dict:
     import executorch.backends.arm.quantizer as uq
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.quantizer import (
+        arm_quantizer as uq_configs,  # a8w4: not re-exported (1.5)
+    )
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.lowered_backend_module import get_lowered_submodules
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -92,15 +109,17 @@ def lower_form(form: str, method: str) -> dict:
     model = km.StaticCacheDecoder(**bd.MODEL, update=update).eval()
     module = model if form.startswith("buffer") else _Functional(model, cache=form == "functional").eval()
     inputs = _example(km, method, form, model)
-    out: dict = {"form": form, "method": method}
+    out: dict = {"side": "competitor", "form": form, "method": method, "config": config}
     t0 = time.perf_counter()
     try:
         spec = EthosUCompileSpec(bd.TARGET)
         ep = torch.export.export(module, inputs, strict=True)
         model.reset_cache()
-        prepared = prepare_pt2e(ep.module(check_guards=False),
-                                uq.EthosUQuantizer(spec).set_global(uq.get_symmetric_quantization_config(
-                                    is_per_channel=True)))
+        qconfig = {"a8w8": lambda: uq.get_symmetric_quantization_config(is_per_channel=True),
+                   "a8w4": lambda: uq_configs.get_symmetric_a8w4_quantization_config(is_per_channel=True,
+                                                                                     is_qat=False),
+                   "a16w8": lambda: uq.get_symmetric_a16w8_quantization_config(is_per_channel=True)}[config]()
+        prepared = prepare_pt2e(ep.module(check_guards=False), uq.EthosUQuantizer(spec).set_global(qconfig))
         with torch.no_grad():
             prepared(*inputs)  # one calibration step (the numbers of interest are whether and how it lowers)
         converted = convert_pt2e(prepared)
@@ -110,7 +129,7 @@ def lower_form(form: str, method: str) -> dict:
             spec.dump_intermediate_artifacts_to(tmp)
             edge = to_edge_transform_and_lower(ep, partitioner=[EthosUPartitioner(spec)])
             gm = edge.exported_program().graph_module
-            cpu = sorted(str(n.target) for n in gm.graph.nodes if n.op == "call_function"
+            cpu = sorted(_op_name(n) for n in gm.graph.nodes if n.op == "call_function"
                          and "executorch_call_delegate" not in str(n.target) and "getitem" not in str(n.target))
             out |= bd._vela_csv(Path(tmp)) | {"delegates": len(get_lowered_submodules(gm)), "cpu_nodes": len(cpu),
                                               "cpu_ops": sorted(set(cpu)),
@@ -123,21 +142,73 @@ def lower_form(form: str, method: str) -> dict:
     return out
 
 
+def ours_functional(method: str, config: str = "a8w8") -> dict:
+    """Our side on the `functional` form (the same module, inputs and one calibration step), for a like-for-like
+    row beside the competitor's; run in a process of its own (`--side ours`). vela's memory mode is the
+    competitor's default on U85, Sram_Only (ours is Dedicated_Sram_384KB; cycles depend on where tensors live)."""
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer, ethosu_report
+    from arm_quantizer import (
+        get_symmetric_a8w4_quantization_config,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+    from arm_tosa_core import partition_report
+
+    km = bd._models()
+    model = km.StaticCacheDecoder(**bd.MODEL).eval()
+    module = _Functional(model).eval()
+    inputs = _example(km, method, "functional", model)
+    qconfig = {"a8w8": get_symmetric_quantization_config, "a16w8": get_symmetric_a16w8_quantization_config,
+               "a8w4": lambda: get_symmetric_a8w4_quantization_config(is_per_channel=True)}[config]()
+    out: dict = {"side": "ours", "form": "functional", "method": method, "config": config}
+    t0 = time.perf_counter()
+    try:
+        spec = EthosUCompileSpec(bd.TARGET, memory_mode="Sram_Only")
+        prepared = prepare_pt2e(torch.export.export(module, inputs, strict=True).module(check_guards=False),
+                                EthosUQuantizer(spec).set_global(qconfig))
+        with torch.no_grad():
+            prepared(*inputs)
+        ep = torch.export.export(convert_pt2e(prepared), inputs, strict=True)
+        edge = to_edge_transform_and_lower(ep, partitioner=[EthosUPartitioner(spec)],
+                                           compile_config=EdgeCompileConfig(_check_ir_validity=False))
+        lowered = edge.exported_program()
+        parts = ethosu_report(lowered).partitions
+        cpu = partition_report(lowered).cpu_nodes
+        out |= {"partitions": len(parts), "delegates": len(parts), "cycles_npu": sum(p.cycles_npu for p in parts),
+                "sram_bytes": max(p.sram_memory_used_bytes for p in parts),
+                "weight_bytes": sum(p.weight_bytes for p in parts), "cpu_nodes": len(cpu),
+                "cpu_ops": sorted({str(getattr(n, "target", n)) for n in cpu}),
+                "memory_config": f"{parts[0].system_config} / {parts[0].memory_mode}"}
+    except Exception as exc:  # noqa: BLE001
+        out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
     ap.add_argument("--methods", nargs="+", default=["decode", "prefill"], choices=["decode", "prefill"])
+    ap.add_argument("--configs", nargs="+", default=["a8w8"], choices=QCONFIGS)
+    ap.add_argument("--side", default="competitor", choices=["competitor", "ours"],
+                    help="ours: the functional form only (each side in a process of its own)")
     ap.add_argument("--out", type=Path, default=bd.CELLS / "competitor_forms.json")
     args = ap.parse_args(argv)
     rows = json.loads(args.out.read_text())["rows"] if args.out.exists() else []
-    for form in args.forms:
-        for method in args.methods:
-            row = lower_form(form, method)
-            rows = [r for r in rows if (r["form"], r["method"]) != (form, method)] + [row]
-            print(json.dumps(row), flush=True)
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"target": bd.TARGET, "model": bd.MODEL, "config": "a8w8 per-channel",
-                                            "rows": rows}, indent=1, default=str))
+    key = ("side", "form", "method", "config")
+    for config in args.configs:
+        for form in args.forms if args.side == "competitor" else ["functional"]:
+            for method in args.methods:
+                row = lower_form(form, method, config) if args.side == "competitor" else ours_functional(method, config)
+                rows = [r for r in rows if tuple(r.get(k, "competitor" if k == "side" else "a8w8") for k in key)
+                        != tuple(row[k] for k in key)] + [row]
+                print(json.dumps(row), flush=True)
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps({"target": bd.TARGET, "model": bd.MODEL, "rows": rows}, indent=1,
+                                               default=str))
     return 0
 
 
