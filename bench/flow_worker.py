@@ -9,6 +9,7 @@ and upstream's never share a process and no flow inherits another's warm caches.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import json
 import os
@@ -24,6 +25,9 @@ from bench_common import build_example  # noqa: E402
 def main(argv: list[str]) -> int:
     """Run the requested flow and write its result dict to ``argv[1]``."""
     request, out_path = json.loads(argv[0]), Path(argv[1])
+    faulthandler.enable()  # a child killed by a signal (SIGSEGV) leaves its Python stacks in its log
+    if "BENCH_STACKS_EVERY_S" in os.environ:  # where a slow child spends its time: every thread's stack, to the log
+        faulthandler.dump_traceback_later(float(os.environ["BENCH_STACKS_EVERY_S"]), repeat=True)
     if "BENCH_THREADS" in os.environ:
         torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
     module, inputs = build_example(request["model"], request["seed"], request["input_size"])
