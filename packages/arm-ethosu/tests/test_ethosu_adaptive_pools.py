@@ -1,6 +1,6 @@
 """Adaptive pools whose windows differ in size (core: SLICE + REDUCE_MAX + CONCAT for max, one int8
-MATMUL + a per-position int32 MUL for average) compile through vela for ethos-u55-128 with nothing
-left on the CPU, and the delegated result is within 1 LSB of the fake-quantized module."""
+MATMUL + a per-position int32 MUL for average) and a global average (one AVG_POOL2D with its input's
+qparams) compile through vela for ethos-u55-128 with nothing left on the CPU, and the delegated result is within 1 LSB of the fake-quantized module."""
 
 import arm_ethosu_test_flow as flow
 import pytest

@@ -3,7 +3,7 @@
 add/sub: both int8 operands are RESCALEd to int32 in units of (larger scale) / 2^19, ADDed, and
 RESCALEd once to int8 (the form vela folds into one NPU elementwise op). The spatial mean is one
 REDUCE_SUM over the merged H*W axis and one RESCALE (exact single rounding), or a single AVG_POOL2D
-when its output keeps the input's qparams.
+for a global average pool (the quantizer gives its output the input's qparams).
 """
 
 import pytest
@@ -63,24 +63,59 @@ def test_add_sub_is_bit_exact_with_three_rescales(name, module, shapes, op):
     assert ops.get("RESCALE") == 3 + ("CONV2D" in ops), ops
 
 
-MEAN_CASES = [
-    ("gap_linear", nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU6(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                 nn.Linear(16, 4)), (1, 3, 9, 9)),
-    ("mean_hw", Fn(lambda s, x: s.c(x).mean((2, 3)), c=nn.Conv2d(3, 16, 1)), (2, 3, 7, 5)),
-    ("mean_hw_keepdim", Fn(lambda s, x: s.c(x).mean((-1, -2), keepdim=True), c=nn.Conv2d(3, 8, 1)),
-     (1, 3, 6, 6)),
+# module factories (built under a fixed seed in the test); odd windows, so no average is a tie (TOSA
+# rounds a tie up, torch to even; ties are checked against the reference model on the NPU simulator)
+GLOBAL_MEAN_CASES = [
+    ("gap_linear", lambda: nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU6(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                         nn.Linear(16, 4)), (1, 3, 9, 9)),
+    ("mean_hw", lambda: Fn(lambda s, x: s.c(x).mean((2, 3)), c=nn.Conv2d(3, 16, 1)), (2, 3, 7, 5)),
+    ("mean_hw_keepdim", lambda: Fn(lambda s, x: s.c(x).mean((-1, -2), keepdim=True), c=nn.Conv2d(3, 8, 1)),
+     (1, 3, 5, 5)),
 ]
 
 
-@pytest.mark.parametrize("name,module,shape", MEAN_CASES, ids=[c[0] for c in MEAN_CASES])
-def test_spatial_mean_is_one_exact_reduction(name, module, shape):
-    """The quantizer gives the mean its own output qparams: sum over the merged H*W axis (one
-    REDUCE_SUM, no TRANSPOSE after the NHWC convolution), rounded once like the fake-quant model."""
+def _pool_qparams(converted) -> list[tuple[tuple, tuple]]:
+    """(input dequantize args, output quantize args) of every mean / adaptive average pool."""
+    pairs = []
+    for node in converted.graph.nodes:
+        if node.op == "call_function" and ("mean" in str(node.target) or "adaptive_avg" in str(node.target)):
+            (quantize,) = node.users
+            pairs.append((tuple(node.args[0].args[1:]), tuple(quantize.args[1:])))
+    return pairs
+
+
+@pytest.mark.parametrize("name,module,shape", GLOBAL_MEAN_CASES, ids=[c[0] for c in GLOBAL_MEAN_CASES])
+def test_global_average_shares_its_inputs_qparams_and_is_one_avg_pool(name, module, shape):
+    """The quantizer gives a global average pool (adaptive to 1x1, a mean over H and W) its input's
+    qparams (`is_global_average`), as for max pooling: the INT form is one AVG_POOL2D (no REDUCE_SUM,
+    no RESCALE of its own), bit-exact with the fake-quant model."""
+    torch.manual_seed(0)
     x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
-    _, report, lsb, _ = check_int(module, (x,), max_lsb=0.0, case=name)
+    _, report, lsb, converted = check_int(module(), (x,), max_lsb=0.0, case=name)
+    (pair,) = _pool_qparams(converted)
+    assert pair[0] == pair[1], pair
+    ops = report.delegates[0].ops
+    assert lsb == 0.0 and ops.get("AVG_POOL2D") == 1 and "REDUCE_SUM" not in ops, ops
+    assert ops.get("TRANSPOSE", 0) == 1, ops  # the NCHW input only
+
+
+OTHER_MEAN_CASES = [
+    ("mean_h", lambda: Fn(lambda s, x: s.c(x).mean(2), c=nn.Conv2d(3, 16, 1)), (2, 3, 7, 5)),
+    ("mean_chw", lambda: Fn(lambda s, x: s.c(x).mean((1, 2, 3)), c=nn.Conv2d(3, 8, 1)), (1, 3, 6, 6)),
+]
+
+
+@pytest.mark.parametrize("name,module,shape", OTHER_MEAN_CASES, ids=[c[0] for c in OTHER_MEAN_CASES])
+def test_other_means_keep_their_own_qparams_and_round_once(name, module, shape):
+    """A mean that is not a global average pool gets its own output qparams: the int32 sum of the
+    codes (one REDUCE_SUM over the merged axes), rounded once by the RESCALE, like the fake-quant model."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    _, report, lsb, converted = check_int(module(), (x,), max_lsb=0.0, case=name)
+    (pair,) = _pool_qparams(converted)
+    assert pair[0] != pair[1], pair
     ops = report.delegates[0].ops
     assert lsb == 0.0 and ops.get("REDUCE_SUM") == 1 and "AVG_POOL2D" not in ops, ops
-    assert ops.get("TRANSPOSE", 0) == 1, ops  # the NCHW input only
 
 
 class SharedQparamsMean(nn.Module):
@@ -105,7 +140,7 @@ def test_spatial_mean_with_shared_qparams_is_one_avg_pool():
 
 def test_adaptive_avg_pool2d_is_a_pooling_target():
     """Kept whole (not turned into mean.dim), adaptive_avg_pool2d lowers as adaptive pooling; the
-    quantizer annotates it as an average (its own output qparams)."""
+    quantizer annotates it as an average (its own output qparams) unless it pools to 1x1."""
     from arm_tosa_core.registry import Quant, lookup, quant_lookup
 
     entry = lookup(torch.ops.aten.adaptive_avg_pool2d.default)

@@ -137,6 +137,58 @@ def test_op_mix_block_bit_exact_against_the_reference_model():
 
 
 
+class _GlobalPools(nn.Module):
+    """The two global average pools of torchvision's models after a conv + ReLU: an adaptive pool to
+    1x1 over 7x7 (ResNet, SqueezeNet; an odd count) and a mean over H and W of a strided conv's 4x4
+    (MobileNetV3's squeeze-excite; an even count, so ties occur)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.down = nn.Conv2d(8, 8, 3, 2, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return torch.nn.functional.adaptive_avg_pool2d(y, 1), torch.relu(self.down(y)).mean((2, 3))
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["input_qparams", "own_qparams"])
+def test_global_average_pools_bit_exact_in_both_forms(shared):
+    """With its input's qparams (EthosUQuantizer's choice on U85, forced here) a global average pool is
+    one int8 AVG_POOL2D; with its own (the U55/U65 default: fewer NPU cycles under vela 5.2) an int32
+    REDUCE_SUM and a RESCALE. On ethos-u55-128 both forms' command streams equal the reference model
+    bit for bit. (The U85 simulator refuses regor's AVERAGE pool over more than one element: how
+    that NPU divides is not modelled.)"""
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
+    from arm_tosa_core.tosa_inspect import tosa_op_counts
+
+    torch.manual_seed(0)
+    model, x = _GlobalPools().eval(), torch.randn(1, 3, 7, 7) * 2
+    spec = EthosUCompileSpec("ethos-u55-128").include_host_graph()
+    quantizer = EthosUQuantizer(spec)
+    assert quantizer.global_average_shares_qparams is False  # the U55/U65 default
+    quantizer.global_average_shares_qparams = shared
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    edge = to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), (x,)),
+                                       partitioner=[EthosUPartitioner(spec)],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    (module,) = progs.lowered_modules(edge)
+    ops = tosa_op_counts(parse_binstream(bytes(module.processed_bytes)).extra["tosa_graph"])
+    assert (ops.get("AVG_POOL2D", 0), ops.get("REDUCE_SUM", 0)) == ((2, 0) if shared else (0, 2)), ops
+    _program, method = _method(progs.deployable_pte(edge))
+    for seed in range(2):
+        torch.manual_seed(seed + 1)
+        xi = torch.randn(1, 3, 7, 7) * (1 + seed)
+        got = method.execute([xi])
+        expected = run_on_reference_model(edge, xi)
+        for g, e in zip(got, expected, strict=True):
+            assert torch.equal(g, e), f"max abs diff {(g - e).abs().max().item()}"
+
+
 def test_ethos_u65_512_two_cores_bit_exact_against_the_reference_model():
     """ethos-u65-512 runs two cores (PARALLEL_MODE 1): each convolution's OFM channels are
     interleaved between them, core 1 reading its own weight and scale streams (WEIGHT1_*, SCALE1_*),

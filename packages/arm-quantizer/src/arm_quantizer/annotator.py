@@ -84,8 +84,9 @@ def _weight_axis(entry: OpEntry, node: Node) -> int:
     return axis(node) if callable(axis) else axis
 
 
-def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
-    """Annotate every node whose family has a quant kind and whose config is not None."""
+def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor, shared_forms: bool = True) -> None:
+    """Annotate every node whose family has a quant kind and whose config is not None; with
+    `shared_forms` False, a family's `shares_qparams` nodes keep the family's own kind."""
     for node in gm.graph.nodes:
         if node.op != "call_function" or _annotated(node):
             continue
@@ -100,7 +101,7 @@ def annotate_graph(gm: torch.fx.GraphModule, config_for: ConfigFor) -> None:
             continue
         if not _is_float_tensor_output(node):
             continue
-        kind = entry.quant
+        kind = entry.quant_kind(node) if shared_forms else entry.quant
         if kind == Quant.WEIGHTED:
             _annotate_weighted(node, entry, config, config_for)
         elif kind == Quant.BINARY:

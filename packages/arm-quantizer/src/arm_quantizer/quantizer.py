@@ -38,6 +38,10 @@ class TOSAQuantizer(Quantizer):
         self.module_type_config: dict[type, QuantizationConfig | None] = {}
         self.node_name_config: dict[str, QuantizationConfig | None] = {}
         self.fixed_buffer_qparams: dict[str, tuple[float, int]] = {}
+        #: a global average pool's output takes its input's qparams (`OpEntry.shares_qparams`: one int8
+        #: AVG_POOL2D); False gives it its own (an exact int32 sum and a RESCALE), for a target whose
+        #: compiler runs that form faster or where the pooled features need their own step
+        self.global_average_shares_qparams = True
 
     # -- configuration -----------------------------------------------------------------------
     def set_global(self, config: QuantizationConfig | None) -> TOSAQuantizer:
@@ -155,7 +159,8 @@ class TOSAQuantizer(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         self._validate_module_names(model)
         aliased = read_through_aliases(model)  # left float: see its docstring
-        annotate_graph(model, lambda node: None if node in aliased else self._config_for(node))
+        annotate_graph(model, lambda node: None if node in aliased else self._config_for(node),
+                       shared_forms=self.global_average_shares_qparams)
         if self.fixed_buffer_qparams:
             _fix_buffer_qspecs(model, self.fixed_buffer_qparams)
         if self.io_config is not None:

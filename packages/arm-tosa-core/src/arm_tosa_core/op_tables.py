@@ -153,6 +153,9 @@ POOL_1D_ADAPTIVE = _cases("pool_1d_adaptive", [
      {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 4, 3, padding=1)}}),
     ("adaptive_max_nondiv_after_conv", lambda s, x: F.adaptive_max_pool2d(s.conv(x), 5), [(1, 3, 7, 8)],
      {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 4, 3, padding=1)}}),
+    # global average pooling: quantized, its output takes the input's qparams (one int8 AVG_POOL2D)
+    ("adaptive_avg_global_after_conv", lambda s, x: F.adaptive_avg_pool2d(F.relu(s.conv(x)), 1), [(1, 3, 7, 7)],
+     {"attrs": lambda: {"conv": torch.nn.Conv2d(3, 8, 3, padding=1)}}),
 ])
 
 # -- control flow (TOSA's controlflow extension: COND_IF, WHILE_LOOP) -----------------------------

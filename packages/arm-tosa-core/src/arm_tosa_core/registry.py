@@ -110,8 +110,18 @@ class OpEntry:
     #: integer arithmetic whose int64 result TOSA computes in INT32 (add, sub, mul, sum): it can wrap where
     #: torch's int64 does not, so such a node lowers only where `int_range` proves its result within int32
     int64_arithmetic: bool = False
+    #: REDUCE: the nodes whose output the quantizer gives its input's qparams (SHARED) instead of their own
+    #: (global average pooling: then one int8 AVG_POOL2D that rounds once, as for max pooling)
+    shares_qparams: Callable[[Node], bool] | None = None
     #: per-target checks attached with `target_rule` (target name -> rules, in registration order)
     target_rules: dict[str, tuple[TargetRule, ...]] = field(default_factory=dict)
+
+    def quant_kind(self, node: Node) -> Any:
+        """How the quantizer annotates `node`: the family's `quant` kind, or SHARED where `shares_qparams`
+        says so."""
+        if self.shares_qparams is not None and self.shares_qparams(node):
+            return Quant.SHARED
+        return self.quant
 
     def int_path(self) -> str | None:
         """Why this family cannot lower quantized nodes, or None when it can."""
@@ -138,6 +148,7 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                 float_params: bool = False, bool_result: bool = False, shared_inputs: int | None = None,
                 bias_repeats: Callable[[Node], int] | None = None, quant_boundary: bool = False,
                 index_operand: Callable[[Node], Any] | None = None, int64_arithmetic: bool = False,
+                shares_qparams: Callable[[Node], bool] | None = None,
                 **unknown: Any) -> Callable[[LowerRule], LowerRule]:
     """Decorator: register the decorated lowering rule for `targets` (aten OpOverloads).
 
@@ -162,7 +173,8 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                         fp_index_math=fp_index_math, fp_integer_rule=fp_integer_rule, int16=int16,
                         complex_values=complex_values, float_params=float_params, bool_result=bool_result,
                         shared_inputs=shared_inputs, bias_repeats=bias_repeats, quant_boundary=quant_boundary,
-                        index_operand=index_operand, int64_arithmetic=int64_arithmetic)
+                        index_operand=index_operand, int64_arithmetic=int64_arithmetic,
+                        shares_qparams=shares_qparams)
         for target in entry.targets:
             if target in _ENTRIES:
                 raise RuntimeError(f"{target} registered twice ({_ENTRIES[target].name}, {name})")

@@ -17,7 +17,7 @@ convolution (Ethos-U55/U65 stride limit), beyond that the MATMUL above (windows 
 into the scale), and only planes too large for its matrix an int8 AVG_POOL2D (which rounds twice).
 
 A 1x1 adaptive average of a rank-4 value (global average pooling) is lowered by `reductions` as a
-mean over H, W.
+mean over H, W; the quantizer gives it its input's qparams (`reductions.is_global_average`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..registry import (
     register_op,
     register_quant_aliases,
 )
+from .reductions import is_global_average
 
 aten = torch.ops.aten
 MAX_WINDOWS = 64  # uneven max pooling: one SLICE + REDUCE_MAX per output row/column
@@ -100,7 +101,8 @@ def _is_global(ctx: LoweringContext, node: Node) -> bool:
 
 
 @register_op("adaptive_pool2d", list(ADAPTIVE_AVG_POOLS), support=_adaptive_support, quant=Quant.REDUCE,
-             preserve=True, preserve_for_speed=True, int16=False, fp32_opmath=True)
+             preserve=True, preserve_for_speed=True, int16=False, fp32_opmath=True,
+             shares_qparams=is_global_average)
 def lower_adaptive_avg_pool2d(ctx: LoweringContext, node: Node) -> Value:
     in_hw, out_hw = _adaptive_window(node)
     if _is_global(ctx, node):

@@ -95,9 +95,27 @@ def pools_in_place(x: Value) -> bool:
     return x.perm == NHWC or layout.only_unit_dims_move(x.shape, x.perm, NHWC)
 
 
+def is_global_average(node: Node) -> bool:
+    """A global average pool of a float [N, C, H, W] tensor: a mean over H and W, or a 1x1 adaptive
+    average (the quantizer's `shares_qparams` for both families).
+
+    Quantized, its output takes the input's qparams, as max pooling's does: the INT lowering is then one
+    int8 AVG_POOL2D (TOSA rounds the average once, ties up), which vela runs in fewer NPU cycles than the
+    int32 sum and RESCALE that other output qparams need (regor: a TRANSPOSE and a reduction). The cost:
+    the average's values keep the input's step, though their range is narrower than the input's.
+    """
+    x, out = node.args[0].meta.get("val") if isinstance(node.args[0], Node) else None, node.meta.get("val")
+    if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or x.dim() != 4:
+        return False
+    target = aten_target(node.target)
+    if target in ADAPTIVE_AVG_POOLS:
+        return list(out.shape[-2:]) == [1, 1]
+    return target is aten.mean.dim and _sum_mean_dims(node, 4)[0] == [2, 3]
+
+
 @register_op("sum_mean", [aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.sum.default],
              support=_sum_mean_support, quant=Quant.REDUCE, fp32_opmath=True, folds_constants=True,
-             int64_arithmetic=True)
+             int64_arithmetic=True, shares_qparams=is_global_average)
 def lower_sum_mean(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     if not x.dtype.is_floating_point and not node.meta.get("arm_quantized"):
@@ -218,8 +236,9 @@ def lower_sum_mean_int(ctx: LoweringContext, node: Node) -> Value:
     """Sum of (q - zero_point) in int32: an accumulator with scale s (sum) or s / N (mean); the
     following quantize RESCALEs it once, so the result is rounded once, like the fake-quant model.
 
-    A spatial mean whose output keeps the input's qparams is one AVG_POOL2D instead (no RESCALE; it
-    rounds ties up where torch rounds them to even, which only matters when H * W is even).
+    A spatial mean whose output keeps the input's qparams (the quantizer's choice for a global average,
+    `is_global_average`) is one AVG_POOL2D instead (no RESCALE; it rounds ties up where torch rounds
+    them to even, which only matters when H * W is even).
     With other output qparams AVG_POOL2D would round twice (to the input's scale, then the output's),
     so it stays a sum; vela runs the merged REDUCE_SUM as a TRANSPOSE and one reduction layer, fewer
     NPU cycles than its AVG_POOL2D plus a RESCALE (21k against 36k for MobileNetV2's 7x7x1280).
