@@ -155,6 +155,25 @@ def test_integer_linear_matches_integer_reference(vk_lower, tmp_path, monkeypatc
         assert torch.equal(y.reshape(-1, 24)[1], (q[0].bias if bias else torch.zeros(24)).detach()), kernel
 
 
+def run_gemv_kernels(pte: bytes, x: torch.Tensor, tmp_path, monkeypatch) -> dict[str, tuple[torch.Tensor, list[str]]]:
+    """The program's output and its dispatches' shaders per 4-bit GEMV kernel: the runtime's choice on this
+    device (lavapipe has subgroup arithmetic: the word-per-lane `sg` twin) and the chunk kernel
+    (VKDG_GEMV_SG=0), each checked (per-dispatch profile) to have run that shader."""
+    out = {}
+    for chunks in (False, True):
+        profile = tmp_path / f"profile_{chunks}.csv"
+        monkeypatch.setenv("VKDG_PROFILE", str(profile))
+        monkeypatch.setenv("VKDG_GEMV_SG", "0" if chunks else "1")
+        clear_method_cache()  # the variant is chosen at load
+        y = run_on_vulkan(pte, x)
+        shaders = [row["shader"] for row in csv.DictReader(profile.open())]
+        gemv = {s for s in shaders if s.startswith("linear_q_gemv")}
+        assert gemv and all(s.endswith("sg") != chunks for s in gemv), shaders
+        out["chunks" if chunks else "sg"] = (y, shaders)
+    clear_method_cache()
+    return out
+
+
 @pytest.mark.parametrize("k,group,lead,fp16", [
     pytest.param(4160, 64, (1,), False, id="decode-row-K4160-group64"),  # 130 chunks: threads loop twice
     pytest.param(1056, 96, (1,), False, id="K1056-group96"),  # groups of 3 chunks; 33 chunks, one pass
@@ -162,18 +181,17 @@ def test_integer_linear_matches_integer_reference(vk_lower, tmp_path, monkeypatc
     pytest.param(2048, 2048, (1,), False, id="one-group-per-row", marks=pytest.mark.slow),
 ])
 def test_4bit_gemv_matches_dequantized_reference(vk_lower, tmp_path, monkeypatch, k, group, lead, fp16):
-    """Few rows of 4-bit weights in 32-element chunks run `linear_q_gemv` (split-K over a workgroup, 128-bit
-    weight loads): N = 21 is not a multiple of its 8 outputs per workgroup, with bias; vs the eager op."""
+    """Few rows of 4-bit weights in 32-element chunks run `linear_q_gemv` (split-K over a workgroup; both
+    kernels: 128-bit chunks, and the `sg` twin's 32-bit words with the tail step's second word past K):
+    N = 21 is not a multiple of its 8 outputs per workgroup, with bias; vs the eager op."""
     torch.manual_seed(k)
     q = VulkanQuantizer(bits=4, group_size=group).quantize(nn.Sequential(nn.Linear(k, 21)).eval())
     x = torch.randn(*lead, k)
     pte = vk_lower(q, (x,), fp16=fp16).to_executorch().buffer
-    profile = tmp_path / "profile.csv"
-    monkeypatch.setenv("VKDG_PROFILE", str(profile))
-    y = run_on_vulkan(pte, x)
-    kernels = {row["shader"].rsplit("_", 1)[0] for row in csv.DictReader(profile.open())}
-    assert "linear_q_gemv" in kernels and "linear_q" not in kernels, kernels
-    assert rel_err(y, q(x)) <= (1e-2 if fp16 else 1e-5)
+    outputs = run_gemv_kernels(pte, x, tmp_path, monkeypatch)
+    for kernel, (y, shaders) in outputs.items():
+        assert "linear_q" not in {s.rsplit("_", 1)[0] for s in shaders}, shaders
+        assert rel_err(y, q(x)) <= (1e-2 if fp16 else 1e-5), kernel
 
 
 class NormedLinears(nn.Module):
@@ -208,12 +226,10 @@ def test_rms_norm_folds_into_4bit_gemv(vk_lower, tmp_path, monkeypatch, k, group
     q = VulkanQuantizer(bits=4, group_size=group).quantize(model)
     x = 3.0 * torch.randn(*lead, k) + 0.5  # rms far from 1: a missing 1 / rms shows
     pte = vk_lower(q, (x,), fp16=fp16).to_executorch().buffer
-    profile = tmp_path / "profile.csv"
-    monkeypatch.setenv("VKDG_PROFILE", str(profile))
-    y = run_on_vulkan(pte, x)
-    kernels = [row["shader"].rsplit("_", 1)[0] for row in csv.DictReader(profile.open())]
-    assert kernels.count("linear_q_gemv") == 2, kernels
-    assert bool({"norm", "norm_row", "norm_row_wide"} & set(kernels)) == also_residual, kernels
     with torch.no_grad():
         ref = q(x)
-    assert rel_err(y, ref) <= (1e-2 if fp16 else 1e-5)
+    for kernel, (y, shaders) in run_gemv_kernels(pte, x, tmp_path, monkeypatch).items():
+        kernels = [s.rsplit("_", 1)[0] for s in shaders]
+        assert kernels.count("linear_q_gemv") == 2, kernels
+        assert bool({"norm", "norm_row", "norm_row_wide"} & set(kernels)) == also_residual, kernels
+        assert rel_err(y, ref) <= (1e-2 if fp16 else 1e-5), kernel

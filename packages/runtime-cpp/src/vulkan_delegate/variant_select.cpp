@@ -27,8 +27,12 @@ bool subgroups_disabled() {
 }
 
 void use_subgroup_twins(Program* prog) {
-  for (auto& name : prog->shaders)
+  const char* gemv = std::getenv("VKDG_GEMV_SG");
+  const bool gemv_chunks = gemv && std::strcmp(gemv, "0") == 0;
+  for (auto& name : prog->shaders) {
+    if (gemv_chunks && name.rfind("linear_q_gemv_", 0) == 0) continue;
     if (find_shader(name + kSubgroupSuffix)) name += kSubgroupSuffix;
+  }
 }
 
 bool runs_without_float16(const Program& prog) {

@@ -1,7 +1,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : enable
-// variants: f32 f16
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+// variants: f32 f16 f32sg f16sg
 // linear_q for few activation rows (the decode step's one token), 4-bit weights grouped along K in
 // multiples of 32: y[r, n] = ep(sum_k x[r, k] * q[n, k] * scale[n, k / G] (+ bias[n])), the same weight
 // layout as linear_q (element i of a row in bits 4*(i%8).. of word i/8, low nibble first). Bound by the
@@ -18,7 +22,9 @@
 // the whole row), and the dot product is scaled by 1 / rms before the bias: W (g x / rms) = (W (g x)) / rms.
 // Each thread loads its weights and scales of a pass before staging x, so the two loads' latencies overlap.
 // push = rows, N, K, G, groups per row, has_bias (linear_q's first six words), norm, bits, epilogue, eps.
-// Threads: (ceil(N / ROWS) * 128, rows).
+// Threads: (ceil(N / ROWS) * 128, rows). The `sg` variants (linear_q_gemv_words.glsl) stream one 32-bit word
+// per lane and step instead, with x from global memory and subgroup sums: the runtime's choice where the
+// device has subgroup arithmetic (VKDG_GEMV_SG=0: this kernel everywhere).
 #include "common.glsl"
 #define ROWS 8u
 #define WG 128u
@@ -28,6 +34,9 @@ layout(local_size_x = 128) in;
 #else
 #define TV4 vec4
 #endif
+#ifdef SUBGROUP
+#include "linear_q_gemv_words.glsl"
+#else
 layout(std430, binding = 0) readonly buffer X { TV4 x4[]; };
 layout(std430, binding = 1) readonly buffer Q { uvec4 q[]; };
 layout(std430, binding = 2) readonly buffer S { T scale[]; };
@@ -126,3 +135,4 @@ void main() {
     y[r * N + n] = T(v);
   }
 }
+#endif
