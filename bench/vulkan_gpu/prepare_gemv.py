@@ -5,7 +5,7 @@ head's 128256 x 2048 (148 MB) compresses for the 64 MiB carry cap; the GPU still
 
     uv run python bench/vulkan_gpu/prepare_gemv.py [OUT]   # OUT default: out/vulkan-gemv
 
-OUT gets run_gemv.sh, device_env.sh and bundle_gemv.tar.xz (the .pte files, seeded inputs and eager
+OUT gets run_gemv.sh, device_env.sh and gemv_bundle.tar.xz (not bundle*: run_decode.sh runs those) (the .pte files, seeded inputs and eager
 references, vkdg_runner, the runtime library). On the device `bash OUT/run_gemv.sh` times every case with
 vkdg_runner (median ms per call, upload and readback included; output checked against the reference) and its
 GEMV dispatch alone (VKDG_PROFILE), for each kernel variant, and writes GB/s = weight bytes / kernel time.
@@ -88,7 +88,7 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for f in ("run_gemv.sh", "device_env.sh"):
         shutil.copy(HERE / f, out)
-    bundle = out / "bundle_gemv.tar.xz"
+    bundle = out / "gemv_bundle.tar.xz"
     with tempfile.TemporaryDirectory() as tmp:
         stage(Path(tmp))
         with tarfile.open(bundle, "w:xz", preset=1) as tar:  # 1 MiB window: the weights' 4-row period fits

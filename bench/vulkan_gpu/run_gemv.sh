@@ -7,7 +7,7 @@
 # the GEMV dispatch's GPU time (VKDG_PROFILE, 50 calls) as GB/s of weight bytes; profile_gemv.csv.
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/vkgemv B=bundle_gemv.tar.xz
+D=/tmp/vkgemv B=gemv_bundle.tar.xz
 # shellcheck source=device_env.sh
 . "$C/device_env.sh"
 LOG=$O/gemv.jsonl ERR=$O/stderr.log PROF=$O/profile_gemv.csv
