@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # On the device machine, from the repository root, with the staged folder carried (prepare_gemv.py):
 #   bash out/vulkan-gemv/run_gemv.sh
-# For each GEMV case and kernel variant (GEMV_VARIANTS: label=ENV pairs; default the `sg` word-per-lane
-# kernel and VKDG_GEMV_SG=0, the chunk kernel), appends to $OUT/gemv.jsonl: vkdg_runner's line (median ms per
+# For each GEMV case and kernel variant (GEMV_VARIANTS: label=ENV pairs; default the runtime's own choice,
+# labelled sg, and VKDG_GEMV_SG=0, the chunk kernel linear_q_gemv everywhere), appends to $OUT/gemv.jsonl: vkdg_runner's line (median ms per
 # call incl. upload/readback, max_rel_err against the eager reference, changed input changes output) and
 # the GEMV dispatch's GPU time (VKDG_PROFILE, 50 calls) as GB/s of weight bytes; profile_gemv.csv.
+# The same GEMV 50 times in a row: weights under the H100's 50 MB L2 stay there (L2, not DRAM, numbers).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/vkgemv B=gemv_bundle.tar.xz
 # shellcheck source=device_env.sh
 . "$C/device_env.sh"
+# a runtime library beside this script (rebuilt after staging; the .pte files do not depend on it) wins
+[ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
 LOG=$O/gemv.jsonl ERR=$O/stderr.log PROF=$O/profile_gemv.csv
 echo "case,variant,dispatch,shader,name,calls,mean_us" > "$PROF"
 for spec in ${GEMV_VARIANTS:-sg=VKDG_GEMV_SG=1 chunks=VKDG_GEMV_SG=0}; do

@@ -27,12 +27,19 @@ bool subgroups_disabled() {
 }
 
 void use_subgroup_twins(Program* prog) {
-  const char* gemv = std::getenv("VKDG_GEMV_SG");
-  const bool gemv_chunks = gemv && std::strcmp(gemv, "0") == 0;
-  for (auto& name : prog->shaders) {
-    if (gemv_chunks && name.rfind("linear_q_gemv_", 0) == 0) continue;
+  for (auto& name : prog->shaders)
     if (find_shader(name + kSubgroupSuffix)) name += kSubgroupSuffix;
-  }
+}
+
+void use_gemv_chunks(Program* prog) {
+  constexpr char kWords[] = "linear_q_gemv_words_";
+  for (auto& name : prog->shaders)
+    if (name.rfind(kWords, 0) == 0) name = "linear_q_gemv_" + name.substr(sizeof(kWords) - 1);
+}
+
+bool gemv_words_disabled() {
+  const char* env = std::getenv("VKDG_GEMV_SG");
+  return env && std::strcmp(env, "0") == 0;
 }
 
 bool runs_without_float16(const Program& prog) {

@@ -29,10 +29,14 @@ void use_math32(Program* prog);
 
 // The subgroup choice: a row reduction (softmax_row, norm_row, reduce_row) runs as its `sg` twin
 // (subgroupAdd/subgroupMax, then shared memory across subgroups) where the device has subgroup arithmetic
-// in compute shaders, unless VKDG_SUBGROUP=0; else its shared-memory tree. The 4-bit GEMV (linear_q_gemv)
-// likewise runs as its word-per-lane `sg` twin, unless VKDG_SUBGROUP=0 or VKDG_GEMV_SG=0 (the chunk kernel).
+// in compute shaders, unless VKDG_SUBGROUP=0; else its shared-memory tree.
 inline constexpr char kSubgroupSuffix[] = "sg";
 bool subgroups_disabled();
 void use_subgroup_twins(Program* prog);
+
+// The 4-bit GEMV a lowering named linear_q_gemv_words (subgroup sums; same push, bindings and grid) runs as
+// linear_q_gemv where the device lacks subgroup arithmetic, or under VKDG_SUBGROUP=0 or VKDG_GEMV_SG=0.
+bool gemv_words_disabled();
+void use_gemv_chunks(Program* prog);
 
 }  // namespace vkdg

@@ -1,34 +1,40 @@
-// linear_q_gemv's subgroup twin (the `sg` variants, run where the device has subgroup arithmetic): the same
-// push, bindings, grid and results, one 32-bit word of 8 weights per lane and step instead of a 128-bit
-// chunk. Lane t of the workgroup takes words t, t + 128, ... of each of the workgroup's ROWS rows, so a
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+// variants: f32 f16
+// linear_q_gemv's word-per-lane twin (same push, bindings, grid and results), for wide outputs with short K
+// (ops/quantized.py's GEMV_WORDS_MIN_N / GEMV_WORDS_MAX_K; where the device lacks subgroup arithmetic, or
+// under VKDG_GEMV_SG=0, the runtime runs linear_q_gemv instead: variant_select.cpp): one 32-bit word of 8
+// weights per lane and step instead of a 128-bit chunk. Lane t of the workgroup takes words t, t + 128, ... of each of the workgroup's ROWS rows, so a
 // warp's weight loads are 128 contiguous bytes per row and its activation loads (two vec4 per word) 1 KB
-// contiguous: x comes straight from global memory (L1/L2), with no shared-memory staging, no barrier in
-// the loop, and every lane busy at K = 2048 (the chunk kernel keeps half its 128 threads idle there: 64
-// chunks per row). Each lane loads two words per row (2 x ROWS weight and scale loads) before computing
-// either; x is loaded once per word and used for all ROWS rows. Partial sums: subgroupAdd, then one
-// shared-memory slot per subgroup (any subgroup size: NVIDIA 32, lavapipe 4-16) and one barrier.
+// contiguous: x comes straight from global memory (L1/L2), with no shared-memory staging, no barrier in the
+// loop, and every lane busy at K = 2048 (the chunk kernel keeps half its 128 threads idle there: 64 chunks per
+// row). Each lane loads two words per row (2 x ROWS weight and scale loads) before computing either; x is
+// loaded once per word and used for all ROWS rows. Partial sums: subgroupAdd, then one shared-memory slot per
+// subgroup (any subgroup size: NVIDIA 32, lavapipe 4-16) and one barrier. On the H100 (decode of the
+// Llama-3.2-1B-shaped config, bench/results/gpu/README.md) it beat the chunk kernel with many workgroups
+// (8192 x 2048: 12.5 against 17.2 us) and loses with few or with long K (2048 x 2048: 10.2 / 7.9 us,
+// 2048 x 8192: 22.8 / 13.6 us): it has half the bytes in flight per round trip. K = 4096 was not measured.
+#include "common.glsl"
+#define ROWS 8u
+#define WG 128u
+layout(local_size_x = 128) in;
+#ifdef FP16
+#define TV4 f16vec4
+#else
+#define TV4 vec4
+#endif
 layout(std430, binding = 0) readonly buffer X { TV4 x4[]; };
-layout(std430, binding = 1) readonly buffer Q { uint q[]; };
+layout(std430, binding = 1) readonly buffer Q { uint q[]; };  // linear_q_gemv's uvec4s, word by word
 layout(std430, binding = 2) readonly buffer S { T scale[]; };
 layout(std430, binding = 3) readonly buffer Bias { T bias[]; };
 layout(std430, binding = 4) readonly buffer Other { T other[]; };
 layout(std430, binding = 5) readonly buffer Gain { TV4 gain4[]; };
 layout(std430, binding = 6) writeonly buffer Y { T y[]; };
 shared float partial[ROWS + 1u][WG];  // per subgroup; row ROWS: the sums of squares of a folded RMS norm
-
-#define NIB(bits) uintBitsToFloat(0x3F800000u | ((bits) & 0x00780000u))
-
-float word_dot(uint w, vec4 lo, vec4 hi) {
-  float s = lo.x * NIB(w << 19);
-  s += lo.y * NIB(w << 15);
-  s += lo.z * NIB(w << 11);
-  s += lo.w * NIB(w << 7);
-  s += hi.x * NIB(w << 3);
-  s += hi.y * NIB(w >> 1);
-  s += hi.z * NIB(w >> 5);
-  s += hi.w * NIB(w >> 9);
-  return s;
-}
+#include "linear_q_gemv.glsl"
 
 void main() {
   uint lid = gl_LocalInvocationID.x, r = gl_WorkGroupID.y, n0 = gl_WorkGroupID.x * ROWS;
@@ -86,12 +92,6 @@ void main() {
       v += partial[lid][j];
       ss += partial[ROWS][j];
     }
-    if (norm != 0u) v *= inversesqrt(ss / float(K) + PF(9));
-    if (PU(5) != 0u) v += float(bias[n]);
-    uint ep = PU(8);
-    if (ep == 1u) v += float(other[r * N + n]);
-    else if (ep == 2u) v *= float(other[r * N + n]);
-    else if (ep == 3u) v = v / (1.0 + exp(-v));
-    y[r * N + n] = T(v);
+    store(r, n, v, ss);
   }
 }
