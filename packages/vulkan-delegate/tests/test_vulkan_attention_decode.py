@@ -46,3 +46,14 @@ def test_decode_attention_causal_and_float_mask(d, vk_check, vk_shaders):
     inputs = (r(2, 3, 3, d), r(2, 3, 37, d, seed=1), r(2, 3, 37, d, seed=2), r(2, 1, 3, 37, seed=3))
     edge = vk_check(CausalPlusFloatMask().eval(), inputs)
     assert vk_shaders(edge, False).count("attention_decode") == 2, vk_shaders(edge, False)
+
+
+def test_decode_attention_propagates_nan(vk_check):
+    """A NaN in one head's query: that head's output is NaN, as torch's, not the 0 of a row with no kept key
+    (the kernel told them apart by the sum of the probabilities, which is NaN there too)."""
+    q = r(1, 4, 1, 32)
+    q[0, 1, 0, 5] = float("nan")
+    inputs = (q, r(1, 2, 20, 32, seed=1), r(1, 2, 20, 32, seed=2), torch.tensor([11]))
+    ref = CacheAttention()(*inputs)
+    assert ref[0, 1].isnan().all() and ref[0, [0, 2, 3]].isfinite().all()
+    vk_check(CacheAttention().eval(), inputs, ref=ref)

@@ -8,8 +8,9 @@
 // memory; all KV scores stay in shared memory (KV <= 1024); softmax there (NaN-propagating max); the
 // output: lane e of each of 128 / D lane groups sums p * v over every (128 / D)-th key, the groups' sums
 // are added. The same push as attention_flash (its mask and causal semantics; a row with no kept key is 0,
-// as torch's SDPA), QB = S: push = B*H*S (workgroups), H, S, KV, D, g, S, scale, causal, mask_kind, mask
-// strides (b, h, s, kv; elements). Threads: B*H*S * 128. D <= 256. fp32 arithmetic.
+// as torch's SDPA; a NaN score gives a NaN row, as torch), QB = S: push = B*H*S (workgroups), H, S, KV, D,
+// g, S, scale, causal, mask_kind, mask strides (b, h, s, kv; elements). Threads: B*H*S * 128. D <= 256.
+// fp32 arithmetic.
 #include "common.glsl"
 layout(local_size_x = 128) in;
 layout(std430, binding = 0) readonly buffer Q { T q[]; };
@@ -99,7 +100,9 @@ void main() {
     float o = 0.0;
     for (uint g2 = 0u; g2 < groups; ++g2) o += red[g2 * D + lane];
     uint yo = (bh * S + i) * D;
-    y[yo + lane] = T(l > 0.0 ? o / l : 0.0);
-    if (lane + LANES < D) y[yo + lane + LANES] = T(l > 0.0 ? red[LANES + lane] / l : 0.0);
+    // no kept key: 0 (m is -inf only then; a NaN score makes m, l and the output NaN, as torch)
+    bool empty = m == -1.0 / 0.0;
+    y[yo + lane] = T(empty ? 0.0 : o / l);
+    if (lane + LANES < D) y[yo + lane + LANES] = T(empty ? 0.0 : red[LANES + lane] / l);
   }
 }
