@@ -9,6 +9,9 @@
 # GPU, driver), stderr.log.
 # A runtime library staged beside this script as variant_<label>.so (an A/B of a shader, built from
 # another tree) runs ours again with it, timed and profiled (profile_<config>_<label>.csv).
+# ENV_VARIANTS="label=VAR=value ..." runs ours again under each environment (an A/B of the runtime's own
+# variant choice, e.g. chunks=VKDG_GEMV_SG=0), timed and profiled likewise. A runtime library staged beside this
+# script as libvulkan_delegate_runtime.so (rebuilt after staging; the .pte does not depend on it) wins.
 # PEAK_GBPS: the memory bandwidth the fraction is of (default 3350, the H100 SXM's HBM3 datasheet figure).
 set -uo pipefail
 C=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +21,7 @@ for B in $(cd "$C" && ls bundle*.tar.xz); do
   D=/tmp/vkdecode_$name
   # shellcheck source=device_env.sh
   . "$C/device_env.sh"
+  [ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
   LOG=$O/decode.jsonl ERR=$O/stderr.log
   tag() { sed "s/^{/{\"config\": \"$name\", /"; }
   args=$(python3 -c "import json; m = json.load(open('$D/decode.json'))
@@ -37,6 +41,11 @@ print('--prompt', m['prompt'], '--steps', m['steps'], '--vocab', m['config']['vo
     v=$(basename "$lib" .so); v=${v#variant_}
     run "vkdg $v" --rounds 3 --lib "$lib"
     VKDG_PROFILE=$O/profile_${name}_$v.csv run "vkdg $v profiled" --rounds 1 --lib "$lib"
+  done
+  for spec in ${ENV_VARIANTS:-}; do
+    v=${spec%%=*}
+    (export "${spec#*=}"; run "vkdg $v" --rounds 3
+     VKDG_PROFILE=$O/profile_${name}_$v.csv run "vkdg $v profiled" --rounds 1)
   done
   (cd "$D" && PYTHONUNBUFFERED=1 python3 decode_cuda.py "$D" time --peak-gbps "$PEAK" 2>>"$ERR") | tag | tee -a "$LOG"
   rm -rf "$D"

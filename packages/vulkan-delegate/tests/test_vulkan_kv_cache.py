@@ -116,13 +116,14 @@ def test_decode_step_is_fused_and_its_32_greedy_tokens_equal_eager():
     """The decode step of a 4-bit decoder whose linears run `linear_q_gemv`: 32 greedy tokens equal eager's
     (logits within 1e-4), and the step is one dispatch per job: RoPE one `rope` per q/k (not slices, neg,
     cat copies, muls, add), the head reshapes views (no permute copies), silu, SwiGLU's product and both
-    residual adds in the GEMV epilogues, every RMS norm inside the GEMVs that read it (no norm_row)."""
+    residual adds in the GEMV epilogues, every RMS norm inside the GEMVs that read it (no norm_row), the
+    attention over the cache one `attention_decode` (not matmul, mask, softmax, matmul)."""
     edge = _check_decoder(GEMV_CFG, steps=32, group_size=32)[2]
     decode = edge.exported_program("decode").graph_module.lowered_module_0.original_module
     shaders = [re.sub(r"_(f32|i32).*", "", d.shader) for d in lower_program(decode, fp16=False).dispatches]
     body = [s for s in shaders if s not in ("take", "compare", "copy")]  # embedding, rope tables, mask, output
     assert body == ["linear_q_gemv", "linear_q_gemv", "linear_q_gemv", "rope", "rope", "index_write",
-                    "index_write", "matmul", "mask_bool", "softmax_row", "matmul", "linear_q_gemv", "linear_q_gemv",
+                    "index_write", "attention_decode", "linear_q_gemv", "linear_q_gemv",
                     "linear_q_gemv", "linear_q_gemv", "linear_q_gemv"], shaders
     assert shaders.count("copy") == 3, shaders  # only the logits and both caches into their output buffers
 

@@ -155,6 +155,26 @@ def test_integer_linear_matches_integer_reference(vk_lower, tmp_path, monkeypatc
         assert torch.equal(y.reshape(-1, 24)[1], (q[0].bias if bias else torch.zeros(24)).detach()), kernel
 
 
+def run_gemv_kernels(pte: bytes, x: torch.Tensor, tmp_path, monkeypatch) -> dict[str, tuple[torch.Tensor, list[str]]]:
+    """The program's output and its dispatches' shaders per 4-bit GEMV choice: the runtime's on this device
+    ("default": lavapipe has subgroup arithmetic, so a `linear_q_gemv_words` the lowering named runs as such)
+    and the chunk kernel everywhere ("chunks", VKDG_GEMV_SG=0: every GEMV checked, per-dispatch profile, to
+    have run `linear_q_gemv`)."""
+    out = {}
+    for chunks in (False, True):
+        profile = tmp_path / f"profile_{chunks}.csv"
+        monkeypatch.setenv("VKDG_PROFILE", str(profile))
+        monkeypatch.setenv("VKDG_GEMV_SG", "0" if chunks else "1")
+        clear_method_cache()  # the variant is chosen at load
+        y = run_on_vulkan(pte, x)
+        shaders = [row["shader"] for row in csv.DictReader(profile.open())]
+        gemv = [s for s in shaders if s.startswith("linear_q_gemv")]
+        assert gemv and not (chunks and any(s.startswith("linear_q_gemv_words") for s in gemv)), shaders
+        out["chunks" if chunks else "default"] = (y, shaders)
+    clear_method_cache()
+    return out
+
+
 @pytest.mark.parametrize("k,group,lead,fp16", [
     pytest.param(4160, 64, (1,), False, id="decode-row-K4160-group64"),  # 130 chunks: threads loop twice
     pytest.param(1056, 96, (1,), False, id="K1056-group96"),  # groups of 3 chunks; 33 chunks, one pass
@@ -174,6 +194,35 @@ def test_4bit_gemv_matches_dequantized_reference(vk_lower, tmp_path, monkeypatch
     kernels = {row["shader"].rsplit("_", 1)[0] for row in csv.DictReader(profile.open())}
     assert "linear_q_gemv" in kernels and "linear_q" not in kernels, kernels
     assert rel_err(y, q(x)) <= (1e-2 if fp16 else 1e-5)
+
+
+class NormedWide(nn.Module):
+    """An RMS norm (with a gain) feeding one wide 4-bit linear with a bias."""
+
+    def __init__(self, k: int, n: int) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(k, eps=1e-5)
+        nn.init.uniform_(self.norm.weight, 0.5, 1.5)
+        self.lin = nn.Linear(k, n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(self.norm(x))
+
+
+def test_4bit_gemv_word_body_for_wide_outputs(vk_lower, tmp_path, monkeypatch):
+    """N = 8197 >= GEMV_WORDS_MIN_N with K = 1056 <= GEMV_WORDS_MAX_K: `linear_q_gemv_words` (132 words per
+    row: the tail step's second word past K for all but 4 lanes; 8197 not a multiple of 8 rows; groups of
+    96 = 12 words), with a folded RMS norm and a bias; vs eager, and the chunk kernel likewise."""
+    torch.manual_seed(3)
+    q = VulkanQuantizer(bits=4, group_size=96).quantize(NormedWide(1056, 8197).eval())
+    x = 3.0 * torch.randn(1, 1056) + 0.5
+    pte = vk_lower(q, (x,)).to_executorch().buffer
+    with torch.no_grad():
+        ref = q(x)
+    for kernel, (y, shaders) in run_gemv_kernels(pte, x, tmp_path, monkeypatch).items():
+        assert [s for s in shaders if s.startswith("linear_q")] == [
+            "linear_q_gemv_f32" if kernel == "chunks" else "linear_q_gemv_words_f32"], shaders
+        assert rel_err(y, ref) <= 1e-5, kernel
 
 
 class NormedLinears(nn.Module):

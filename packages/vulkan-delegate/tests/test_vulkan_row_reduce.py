@@ -83,6 +83,7 @@ def test_subgroup_and_shared_memory_variants_agree(vk_lower, monkeypatch):
     inputs = (q, k, v, m)
     model = Attn().eval()
     ref = model(*inputs)
+    monkeypatch.setenv("VKDG_DECODE_ATTN", "0")  # the unfused attention's softmax_row (not attention_decode)
     edge = vk_lower(model, inputs)
     for env, suffix in (("1", "sg"), ("0", "")):
         monkeypatch.setenv("VKDG_SUBGROUP", env)

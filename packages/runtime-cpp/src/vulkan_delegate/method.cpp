@@ -182,6 +182,7 @@ Error Method::init(const uint8_t* payload, size_t size) {
       Device::create(prog_.uses_f16(), wants_int_dot(prog_), &dev_, runs_without_float16(prog_)));
   if (prog_.uses_f16() && !dev_->caps().fp16_math) use_math32(&prog_);
   if (dev_->caps().subgroup_arithmetic && !subgroups_disabled()) use_subgroup_twins(&prog_);
+  if (!dev_->caps().subgroup_arithmetic || subgroups_disabled() || gemv_words_disabled()) use_gemv_chunks(&prog_);
   if (dev_->caps().int_dot) use_int_dot(&prog_);
   uint64_t staging = 0;
   std::vector<int64_t> max_symbols;

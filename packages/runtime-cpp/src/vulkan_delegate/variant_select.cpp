@@ -31,6 +31,17 @@ void use_subgroup_twins(Program* prog) {
     if (find_shader(name + kSubgroupSuffix)) name += kSubgroupSuffix;
 }
 
+void use_gemv_chunks(Program* prog) {
+  constexpr char kWords[] = "linear_q_gemv_words_";
+  for (auto& name : prog->shaders)
+    if (name.rfind(kWords, 0) == 0) name = "linear_q_gemv_" + name.substr(sizeof(kWords) - 1);
+}
+
+bool gemv_words_disabled() {
+  const char* env = std::getenv("VKDG_GEMV_SG");
+  return env && std::strcmp(env, "0") == 0;
+}
+
 bool runs_without_float16(const Program& prog) {
   for (const auto& name : prog.shaders) {
     const ShaderBinary* sb = find_shader(name);

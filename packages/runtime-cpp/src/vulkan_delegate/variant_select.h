@@ -34,4 +34,9 @@ inline constexpr char kSubgroupSuffix[] = "sg";
 bool subgroups_disabled();
 void use_subgroup_twins(Program* prog);
 
+// The 4-bit GEMV a lowering named linear_q_gemv_words (subgroup sums; same push, bindings and grid) runs as
+// linear_q_gemv where the device lacks subgroup arithmetic, or under VKDG_SUBGROUP=0 or VKDG_GEMV_SG=0.
+bool gemv_words_disabled();
+void use_gemv_chunks(Program* prog);
+
 }  // namespace vkdg

@@ -18,7 +18,8 @@
 // the whole row), and the dot product is scaled by 1 / rms before the bias: W (g x / rms) = (W (g x)) / rms.
 // Each thread loads its weights and scales of a pass before staging x, so the two loads' latencies overlap.
 // push = rows, N, K, G, groups per row, has_bias (linear_q's first six words), norm, bits, epilogue, eps.
-// Threads: (ceil(N / ROWS) * 128, rows).
+// Threads: (ceil(N / ROWS) * 128, rows). linear_q_gemv_words.comp is its word-per-lane twin (same push,
+// bindings and grid) for wide outputs (ops/quantized.py chooses).
 #include "common.glsl"
 #define ROWS 8u
 #define WG 128u
@@ -38,21 +39,7 @@ layout(std430, binding = 6) writeonly buffer Y { T y[]; };
 shared vec4 xs[WG * 9u];
 shared float partial[ROWS + 1u][WG + 1u];  // row ROWS: the sums of squares of a folded RMS norm
 
-// one of a word's 8 nibbles (m = value + 8 after the caller's xor), moved to mantissa bits 19..22 of 1.0
-#define NIB(bits) uintBitsToFloat(0x3F800000u | ((bits) & 0x00780000u))
-
-// sum over a word's 8 weights of x * (1 + m / 16)
-float word_dot(uint w, vec4 lo, vec4 hi) {
-  float s = lo.x * NIB(w << 19);
-  s += lo.y * NIB(w << 15);
-  s += lo.z * NIB(w << 11);
-  s += lo.w * NIB(w << 7);
-  s += hi.x * NIB(w << 3);
-  s += hi.y * NIB(w >> 1);
-  s += hi.z * NIB(w >> 5);
-  s += hi.w * NIB(w >> 9);
-  return s;
-}
+#include "linear_q_gemv.glsl"
 
 void main() {
   uint lid = gl_LocalInvocationID.x, r = gl_WorkGroupID.y, n0 = gl_WorkGroupID.x * ROWS;
@@ -117,12 +104,6 @@ void main() {
     float v = 0.0, ss = 0.0;
     [[unroll]] for (uint j = 0u; j < WG / ROWS; ++j) v += partial[lid][j];
     [[unroll]] for (uint j = 0u; j < 16u; ++j) ss += partial[ROWS][j];
-    if (norm != 0u) v *= inversesqrt(ss / float(K) + PF(9));
-    if (PU(5) != 0u) v += float(bias[n]);
-    uint ep = PU(8);
-    if (ep == 1u) v += float(other[r * N + n]);
-    else if (ep == 2u) v *= float(other[r * N + n]);
-    else if (ep == 3u) v = v / (1.0 + exp(-v));
-    y[r * N + n] = T(v);
+    store(r, n, v, ss);
   }
 }

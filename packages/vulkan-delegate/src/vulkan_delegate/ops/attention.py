@@ -3,7 +3,9 @@ optional mask (additive float: shader `binary`; boolean: shader `mask_bool`, or 
 constant when the mask is a weight), softmax with an optional causal mask (shader `softmax`),
 out = p @ v (shader `matmul`). With at least FLASH_MIN_KV keys (static sizes, head dim <= 256), one fused
 dispatch instead (shader `attention_flash`: online softmax over key tiles, no score matrix);
-VKDG_FLASH_ATTN=0 at lowering keeps the unfused path.
+VKDG_FLASH_ATTN=0 at lowering keeps the unfused path. Up to DECODE_MAX_Q query rows over at most
+DECODE_MAX_KV keys (the decode step), one dispatch of shader `attention_decode` (a workgroup per query row,
+the scores in shared memory) before either; VKDG_DECODE_ATTN=0 at lowering leaves it out.
 
 Grouped-query attention (enable_gqa, q heads = g x kv heads) costs no copy: q [b, h, s, d] is read as
 [b, h_kv, g * s, d] (the g query heads sharing a kv head are adjacent rows), so the matmuls batch
@@ -36,6 +38,11 @@ FLASH_ENV = "VKDG_FLASH_ATTN"
 FLASH_MIN_KV = 64
 #: attention_flash.comp: query rows per workgroup, largest head dim
 FLASH_QROWS, FLASH_MAX_D = 4, 256
+#: "0" at lowering: no attention takes attention_decode
+DECODE_ENV = "VKDG_DECODE_ATTN"
+#: attention_decode.comp: most query rows (per batch and head) and keys it takes (its shared score row);
+#: its workgroups (one per query row) stay within one grid dimension
+DECODE_MAX_Q, DECODE_MAX_KV, DECODE_MAX_ROWS = 8, 1024, 65535
 
 
 def sdpa_args(node: Node) -> dict:
@@ -91,7 +98,8 @@ def repeated_kv(node: Node) -> tuple[Node, int] | None:
     return n, ks[1] // xs[1]
 
 
-@register("sdpa", [SDPA], ["matmul", "softmax", "softmax_row", "binary", "mask_bool", "attention_flash"],
+@register("sdpa", [SDPA], ["matmul", "softmax", "softmax_row", "binary", "mask_bool", "attention_flash",
+                          "attention_decode"],
           support=_sdpa_support, preserve=[SDPA])
 def lower_sdpa(ctx, node: Node) -> None:
     a = sdpa_args(node)
@@ -103,7 +111,7 @@ def lower_sdpa(ctx, node: Node) -> None:
     h_kv, kv = k.shape[1], k.shape[2]
     g = h // h_kv  # query heads per kv head (1 without GQA)
     scale = float(a["scale"]) if a["scale"] is not None else 1.0 / math.sqrt(d)
-    if _flash(ctx, node, a, q, k, v, g, scale):
+    if _decode(ctx, node, a, q, k, v, g, scale) or _flash(ctx, node, a, q, k, v, g, scale):
         return
     scores = ctx.g.new_tensor([b, h, s, kv])
     qs, ks = contiguous_strides([b, h_kv, g * s, d]), contiguous_strides(k.shape)
@@ -118,6 +126,23 @@ def lower_sdpa(ctx, node: Node) -> None:
     dispatch_matmul(ctx, probs, v, ctx.g.alias(y, [b, h_kv, g * s, d]), kv, ps, vs, [b, h_kv])
 
 
+def _decode(ctx, node: Node, a: dict, q, k, v, g: int, scale: float) -> bool:
+    """attention_decode where it applies (see the module docstring); False: another path."""
+    b, h, s, d = q.shape
+    kv = k.shape[2]
+    if (os.environ.get(DECODE_ENV) == "0" or not all(isinstance(x, int) for x in (b, h, s, d, kv))
+            or s > DECODE_MAX_Q or kv > DECODE_MAX_KV or d > FLASH_MAX_D or b * h * s > DECODE_MAX_ROWS):
+        return False
+    operands = _fused_mask(ctx, a, q, [b, h, s, kv])
+    if operands is None:
+        return False
+    mask_f, mask_b, kind, strides = operands
+    rows = b * h * s
+    ctx.dispatch("attention_decode", [q, k, v, mask_f, mask_b, ctx.out(node)],
+                 [rows, h, s, kv, d, g, s, scale, int(bool(a["is_causal"])), kind, *strides], (rows * 128,))
+    return True
+
+
 def _flash(ctx, node: Node, a: dict, q, k, v, g: int, scale: float) -> bool:
     """The fused kernel where it applies (see the module docstring); False: take the unfused path."""
     b, h, s, d = q.shape
@@ -125,6 +150,22 @@ def _flash(ctx, node: Node, a: dict, q, k, v, g: int, scale: float) -> bool:
     if (os.environ.get(FLASH_ENV) == "0" or not all(isinstance(x, int) for x in (b, h, s, d, kv))
             or kv < FLASH_MIN_KV or d > FLASH_MAX_D):
         return False
+    operands = _fused_mask(ctx, a, q, [b, h, s, kv])
+    if operands is None:
+        return False
+    mask_f, mask_b, kind, strides = operands
+    y = ctx.out(node)
+    blocks = b * h * -(-s // FLASH_QROWS)
+    ctx.dispatch("attention_flash", [q, k, v, mask_f, mask_b, y],
+                 [blocks, h, s, kv, d, g, -(-s // FLASH_QROWS), scale, int(bool(a["is_causal"])), kind, *strides],
+                 (blocks * ROW_LANES,))
+    return True
+
+
+def _fused_mask(ctx, a: dict, q, scores_shape: list[int]):
+    """The mask operands of a fused attention kernel (attention_flash, attention_decode): (additive float
+    mask or q, int32 bool mask or q, kind 0 none / 1 float / 2 bool, its strides over [b, h, s, kv]);
+    None for a bool mask in bytes (payloads before version 3: the unfused path reads them)."""
     mask_arg, mask, kind, strides = a["attn_mask"], q, 0, [0, 0, 0, 0]
     if mask_arg is not None:
         m = mask_arg.meta["val"]
@@ -132,20 +173,15 @@ def _flash(ctx, node: Node, a: dict, q, k, v, g: int, scale: float) -> bool:
         if m.dtype == torch.bool and const is None:
             mask = ctx.inp(mask_arg)
             if mask.dtype != I32:  # bytes (payloads before version 3): the unfused path reads them
-                return False
+                return None
             kind = 2
         else:
             if const is not None and m.dtype == torch.bool:
                 const = torch.zeros(const.shape).masked_fill(~const, -math.inf)
             mask = ctx.g.constant(const.float()) if const is not None else ctx.inp(mask_arg)
             kind = 1
-        strides = broadcast_strides(mask.shape, [b, h, s, kv])[2:]
-    y = ctx.out(node)
-    blocks = b * h * -(-s // FLASH_QROWS)
-    ctx.dispatch("attention_flash", [q, k, v, mask if kind == 1 else q, mask if kind == 2 else q, y],
-                 [blocks, h, s, kv, d, g, -(-s // FLASH_QROWS), scale, int(bool(a["is_causal"])), kind, *strides],
-                 (blocks * ROW_LANES,))
-    return True
+        strides = broadcast_strides(mask.shape, scores_shape)[2:]
+    return mask if kind == 1 else q, mask if kind == 2 else q, kind, strides
 
 
 def _apply_mask(ctx, scores, mask_arg: Node):

@@ -48,7 +48,8 @@ def _support(node: Node) -> str | None:
 GEMV_MAX_ROWS = 8
 
 
-@register("linear_q", [OP], ["linear_q", "linear_q_gemv", "quantize_rows", "linear_qi", "linear_qi_dot"],
+@register("linear_q", [OP], ["linear_q", "linear_q_gemv", "linear_q_gemv_words", "quantize_rows", "linear_qi",
+                             "linear_qi_dot"],
           support=_support)
 def lower_linear_q(ctx, node: Node) -> None:
     x_arg, q_arg, s_arg, b_arg, group, dyn = node.args
@@ -75,9 +76,10 @@ def lower_linear_q(ctx, node: Node) -> None:
         if norm is not None:
             x = norm.x
             push[6] = NORM_GAIN if norm.gain is not None else NORM_PLAIN
-        ctx.dispatch("linear_q_gemv", [x, w, sc, bias if bias is not None else sc,
-                                       other if other is not None else sc,
-                                       norm.gain if norm is not None and norm.gain is not None else sc, y],
+        ctx.dispatch("linear_q_gemv_words" if gemv_words(n_out, k) else "linear_q_gemv",
+                     [x, w, sc, bias if bias is not None else sc,
+                      other if other is not None else sc,
+                      norm.gain if norm is not None and norm.gain is not None else sc, y],
                      [*push, epilogue, float(norm.eps) if norm is not None else 0.0],
                      (-(-n_out // 8) * 128, rows))
         return
@@ -152,6 +154,20 @@ def uses_gemv(rows, k: int, group: int, bits: int) -> bool:
     for 4-bit weights whose groups are whole 32-element chunks and a static row count up to
     GEMV_MAX_ROWS; `linear_q` (one thread per output) otherwise."""
     return bits == 4 and isinstance(rows, int) and rows <= GEMV_MAX_ROWS and k % 32 == 0 and group % 32 == 0
+
+
+#: `linear_q_gemv_words` (one 32-bit word per lane and step, subgroup sums; the runtime runs `linear_q_gemv`
+#: where the device lacks subgroup arithmetic) instead of `linear_q_gemv` (128-bit chunks) for at least
+#: GEMV_WORDS_MIN_N outputs with K at most GEMV_WORDS_MAX_K. On the H100 (bench/results/gpu/README.md, 17:36)
+#: it won there (8192 x 2048 in the Llama-3.2-1B-shaped decode: 12.5 against 17.2 us; a 128256 x 2048 head
+#: alone: 100 against 160 us) and lost with fewer workgroups or longer K (2048 x 2048: 10.2 / 7.9 us,
+#: 2048 x 8192: 22.8 / 13.6 us); K = 4096 was not measured
+GEMV_WORDS_MIN_N, GEMV_WORDS_MAX_K = 8192, 2048
+
+
+def gemv_words(n_out: int, k: int) -> bool:
+    """Whether a 4-bit GEMV takes `linear_q_gemv_words` (see GEMV_WORDS_MIN_N)."""
+    return n_out >= GEMV_WORDS_MIN_N and k <= GEMV_WORDS_MAX_K
 
 
 def weight_bits(q: torch.Tensor) -> int:
