@@ -187,5 +187,7 @@ def test_transformers_static_cache_llama_a16w8_decodes_as_fake_quant():
         lambda: TOSAQuantizer(TosaCompileSpec(spec)).set_global(get_symmetric_a16w8_quantization_config()),
         TOSAPartitioner(TosaCompileSpec(spec)), int16_partitioner=TOSAPartitioner(TosaCompileSpec(spec)))
     assert_one_delegate_per_method(edge, BOUNDARY)
+    # 1.01: an int16 LSB of these logits (1.03e-5) is near float32's own rounding of the dequantized values
+    # (measured 1.0009 LSB at step 1, i.e. 1 LSB; test_int16_a16w8's SLACK)
     assert_greedy_decodes_alike(hf_runner(pte_runner(methods_to_pte(edge))), hf_runner(module_runner(converted)),
-                                prompt, steps, max_len, atol=logits_lsb(converted) * 1.0001)
+                                prompt, steps, max_len, atol=logits_lsb(converted) * 1.01)
