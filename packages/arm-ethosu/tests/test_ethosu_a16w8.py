@@ -4,8 +4,9 @@ Each case is one Ethos-U partition whose carried TOSA graph has int16 tensors, c
 cycles are read back from the payload) and run on the TOSA reference model against `run_exactly`
 (the converted model with exact quantize/dequantize arithmetic), in output LSBs:
 
-- 0 LSB: linear and matmul (the INT48 accumulator is first RESCALEd x 1 to int32, so the final RESCALE
-  has a 32-bit multiplier), clamps, max pooling, means.
+- 0 LSB: linear and matmul (the INT48 accumulator is first RESCALEd x 1 to int32, or x 2^-k where its bound
+  passes int32, so the final RESCALE has a 32-bit multiplier; the 2^-k rounding can add 1 LSB, rarely),
+  clamps, max pooling, means.
 - 1 LSB: convolutions (TOSA's RESCALE from INT48 takes a 16-bit multiplier, so the scale has 15
   significant bits), average pooling (window sums are an INT48 depthwise conv; TOSA rounds ties up,
   torch to even), add (int16 operands keep 2^13 units per code), and sigmoid and tanh (an int16 TABLE

@@ -20,6 +20,7 @@ from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer, et
 from arm_quantizer import get_symmetric_a8w4_quantization_config, get_symmetric_quantization_config
 from arm_quantizer.kv_cache import (
     module_runner,
+    quantize_and_lower_decoder_methods,
     quantize_and_lower_hf_methods,
     quantize_methods,
     reset_buffers,
@@ -30,16 +31,16 @@ from arm_tosa_core.kv_cache_models import (
     CacheWrite,
     StaticCacheDecoder,
     assert_greedy_decodes_alike,
-    export_methods,
+    assert_one_delegate_per_method,
     greedy_decode,
     methods_to_pte,
     pte_runner,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "arm-quantizer" / "tests"))
-from test_kv_cache_int import BOUNDARY, PROMPT, logits_lsb, reexport  # noqa: E402
+from test_kv_cache_int import BOUNDARY, PROMPT, logits_lsb  # noqa: E402
 
-STEPS = 8
+STEPS = 32  # greedy steps through the .pte (8 prompt tokens + 32 of the 48 cache positions)
 
 
 @pytest.mark.slow
@@ -49,18 +50,11 @@ def test_decoder_on_ethos_u85_equals_fake_quant(name):
               "a8w4": get_symmetric_a8w4_quantization_config(is_per_channel=True)}[name]
     model = StaticCacheDecoder(layers=1, max_len=48).eval()
     spec = EthosUCompileSpec("ethos-u85-256").include_host_graph()
-    converted = quantize_methods(export_methods(model, PROMPT.numel(), model.max_len),
-                                 lambda: EthosUQuantizer(spec).set_global(config),
-                                 lambda run: greedy_decode(run, PROMPT, 16, model.max_len))
+    converted, edge = quantize_and_lower_decoder_methods(model, PROMPT, 16, lambda: EthosUQuantizer(spec).set_global(config),
+                                                         EthosUPartitioner(spec))
     fq_tokens, fq_logits = greedy_decode(module_runner(converted), PROMPT, STEPS, model.max_len)
-    reset_buffers(converted)
-    edge = to_edge_transform_and_lower(reexport(converted, model.max_len), partitioner=[EthosUPartitioner(spec)],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
     numbers = {}
-    for method in ("prefill", "decode"):
-        report = partition_report(edge.exported_program(method))
-        assert len(report.delegates) == 1, f"{method}:\n{report}"
-        assert all(BOUNDARY in c.reason for c in report.cpu_nodes), f"{method}:\n{report}"
+    for method in assert_one_delegate_per_method(edge, BOUNDARY):
         (part,) = ethosu_report(edge.exported_program(method)).partitions
         numbers[method] = (part.cycles_npu, part.sram_memory_used_bytes, part.weight_bytes)
     print(name, "(cycles_npu, sram bytes, weight bytes):", numbers)
@@ -97,10 +91,7 @@ def test_transformers_llama_on_ethos_u85_decodes_as_fake_quant():
     converted, edge = quantize_and_lower_hf_methods(
         build_hf_static_cache_llama(layers=1, max_len=max_len), prompt, steps,
         lambda: EthosUQuantizer(spec).set_global(get_symmetric_quantization_config()), EthosUPartitioner(spec))
-    for method in ("prefill", "decode"):
-        report = partition_report(edge.exported_program(method))
-        assert len(report.delegates) == 1, f"{method}:\n{report}"
-        assert all(BOUNDARY in c.reason for c in report.cpu_nodes), f"{method}:\n{report}"
+    for method in assert_one_delegate_per_method(edge, BOUNDARY):
         (part,) = ethosu_report(edge.exported_program(method)).partitions
         assert part.cycles_npu > 0
         print(method, "(cycles_npu, sram bytes, weight bytes):",

@@ -8,25 +8,23 @@ from pathlib import Path
 
 import pytest
 import torch
-from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
 from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
 from arm_quantizer import get_symmetric_quantization_config
 from arm_quantizer.kv_cache import (
     calibrate_cache_qparams,
     module_runner,
-    quantize_methods,
+    quantize_and_lower_decoder_methods,
     reset_buffers,
 )
 from arm_tosa_core import partition_report
 from arm_tosa_core.kv_cache_models import (
     StaticCacheDecoder,
-    export_methods,
     greedy_decode,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "arm-quantizer" / "tests"))
-from test_kv_cache_int import BOUNDARY, PROMPT, reexport  # noqa: E402
+from test_kv_cache_int import BOUNDARY, PROMPT  # noqa: E402
 from test_kv_cache_stored_int import assert_pte_equals_fake_quant  # noqa: E402
 
 
@@ -38,13 +36,11 @@ def test_decoder_with_an_int8_cache_in_the_program_on_ethos_u85():
     def calibrate(run):
         return greedy_decode(run, PROMPT, 16, model.max_len)
 
-    converted = quantize_methods(export_methods(model, PROMPT.numel(), model.max_len),
-                                 lambda: EthosUQuantizer(spec).set_global(get_symmetric_quantization_config()),
-                                 calibrate, cache_qparams=calibrate_cache_qparams(model, calibrate))
+    converted, edge = quantize_and_lower_decoder_methods(
+        model, PROMPT, 16, lambda: EthosUQuantizer(spec).set_global(get_symmetric_quantization_config()),
+        EthosUPartitioner(spec), cache_qparams=calibrate_cache_qparams(model, calibrate))
     fq_tokens, fq_logits = greedy_decode(module_runner(converted), PROMPT, 8, model.max_len)
     reset_buffers(converted)
-    edge = to_edge_transform_and_lower(reexport(converted, model.max_len), partitioner=[EthosUPartitioner(spec)],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
     for method in ("prefill", "decode"):
         ep = edge.exported_program(method)
         assert {ep.state_dict[b].dtype for b in ep.graph_signature.buffers if b.endswith("_cache")} == {torch.int8}

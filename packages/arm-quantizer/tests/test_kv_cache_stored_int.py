@@ -7,7 +7,7 @@ modules that hold the same quantized cache."""
 import pytest
 import torch
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-from test_kv_cache_int import PROMPT, logits_lsb, reexport
+from test_kv_cache_int import PROMPT, logits_lsb
 
 from arm_quantizer import (
     TOSAQuantizer,
@@ -18,6 +18,7 @@ from arm_quantizer.int16_fallback import KEPT_INT8_META
 from arm_quantizer.kv_cache import (
     calibrate_cache_qparams,
     module_runner,
+    quantize_and_lower_decoder_methods,
     quantize_methods,
     reset_buffers,
     store_caches_quantized,
@@ -26,7 +27,6 @@ from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report
 from arm_tosa_core.kv_cache_models import (
     CacheWrite,
     StaticCacheDecoder,
-    export_methods,
     greedy_decode,
     methods_to_pte,
     pte_runner,
@@ -97,16 +97,15 @@ def test_decoder_with_a_stored_int_cache_equals_fake_quant_for_32_steps(spec, dt
     def calibrate(run):
         return greedy_decode(run, PROMPT, 16, model.max_len)
 
-    converted = quantize_methods(export_methods(model, PROMPT.numel(), model.max_len),
-                                 lambda: TOSAQuantizer(TosaCompileSpec(spec)).set_global(config), calibrate,
-                                 cache_qparams=calibrate_cache_qparams(model, calibrate, dtype),
-                                 partitioner=TOSAPartitioner(TosaCompileSpec(spec)))
+    converted, edge = quantize_and_lower_decoder_methods(
+        model, PROMPT, 16, lambda: TOSAQuantizer(TosaCompileSpec(spec)).set_global(config),
+        TOSAPartitioner(TosaCompileSpec(spec)), int16_partitioner=TOSAPartitioner(TosaCompileSpec(spec)),
+        cache_qparams=calibrate_cache_qparams(model, calibrate, dtype))
     if dtype == torch.int16:  # the TABLEs named above went int8; the rest (matmuls, the cache) stays int16
         assert all({"rsqrt", "exp", "reciprocal"} & {n.split("_")[0] for n in m.meta[KEPT_INT8_META]}
                    for m in converted.values()), {m: g.meta[KEPT_INT8_META] for m, g in converted.items()}
     fq_tokens, fq_logits = greedy_decode(module_runner(converted), PROMPT, 32, model.max_len)
     reset_buffers(converted)
-    edge = _lower(reexport(converted, model.max_len), spec)
     for method in ("prefill", "decode"):
         ep = edge.exported_program(method)
         assert set(_program_buffer_dtypes(ep).values()) == {dtype}

@@ -12,6 +12,7 @@ from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report
 from arm_tosa_core.kv_cache_models import (
     StaticCacheDecoder,
     assert_greedy_decodes_alike,
+    assert_one_delegate_per_method,
     eager_runner,
     export_methods,
     methods_to_pte,
@@ -30,9 +31,7 @@ def _lower(model, spec="TOSA-1.0+FP"):
 
 def _check_decode(model, steps):
     edge = _lower(model)
-    for method in ("prefill", "decode"):
-        report = partition_report(edge.exported_program(method))
-        assert len(report.delegates) == 1 and not report.cpu_nodes, f"{method}:\n{report}"
+    for report in assert_one_delegate_per_method(edge, None).values():
         assert report.delegates[0].ops.get("SCATTER", 0) == 2 * len(model.blocks), report
     pte = methods_to_pte(edge)
     return pte, assert_greedy_decodes_alike(pte_runner(pte), eager_runner(model), PROMPT, steps, model.max_len, rel=1e-5)

@@ -8,7 +8,6 @@ import pytest
 import torch
 from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-from arm_tosa_core import partition_report
 from arm_tosa_core.hf_static_cache import (
     build_hf_static_cache_llama,
     export_hf_methods,
@@ -18,6 +17,7 @@ from arm_tosa_core.hf_static_cache import (
 from arm_tosa_core.kv_cache_models import (
     StaticCacheDecoder,
     assert_greedy_decodes_alike,
+    assert_one_delegate_per_method,
     eager_runner,
     export_methods,
     methods_to_pte,
@@ -27,6 +27,7 @@ from arm_vgf import VgfCompileSpec, VgfPartitioner
 from arm_vgf.environment import layer_environment
 
 PROMPT = torch.tensor([3, 1, 4, 1, 5, 9])
+BOUNDARY = "at the float boundary of the program"
 
 
 def _ours(max_len, layers):
@@ -49,9 +50,7 @@ def test_static_cache_decoder_on_vgf_decodes_as_eager(build, layers, max_len, st
     programs, eager, adapt = build(max_len, layers)
     edge = to_edge_transform_and_lower(programs, partitioner=[VgfPartitioner(VgfCompileSpec("TOSA-1.0+FP"))],
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    for method in ("prefill", "decode"):
-        report = partition_report(edge.exported_program(method))
-        assert len(report.delegates) == 1 and not report.cpu_nodes, f"{method}:\n{report}"
+    assert_one_delegate_per_method(edge, None)
     with layer_environment():  # VgfBackend makes its Vulkan instance while the methods load
         run = adapt(pte_runner(methods_to_pte(edge)))
     assert_greedy_decodes_alike(run, eager, PROMPT, steps, max_len, rel=1e-5)
@@ -77,10 +76,7 @@ def test_transformers_llama_int8_on_vgf_equals_fake_quant():
     converted, edge = quantize_and_lower_hf_methods(
         build_hf_static_cache_llama(layers=1, max_len=max_len), PROMPT, steps,
         lambda: VgfQuantizer(spec).set_global(get_symmetric_quantization_config()), VgfPartitioner(spec))
-    for method in ("prefill", "decode"):
-        report = partition_report(edge.exported_program(method))
-        assert len(report.delegates) == 1, f"{method}:\n{report}"
-        assert all("float boundary" in c.reason for c in report.cpu_nodes), f"{method}:\n{report}"
+    assert_one_delegate_per_method(edge, BOUNDARY)
     lsb = _logits_lsb(converted)
     with layer_environment():
         run = hf_runner(pte_runner(methods_to_pte(edge)))
@@ -93,26 +89,15 @@ def test_our_decoder_int8_on_vgf_equals_fake_quant(layers, max_len, steps):
     """`StaticCacheDecoder` a8w8 with `VgfQuantizer`, lowered for TOSA-1.0+INT: each method one VGF partition,
     greedy steps on lavapipe with tokens equal to the fake-quant modules' and every step's logits within 1 LSB."""
     from arm_quantizer import get_symmetric_quantization_config
-    from arm_quantizer.kv_cache import module_runner, quantize_methods, reset_buffers
-    from arm_tosa_core.kv_cache_models import greedy_decode, step_inputs
+    from arm_quantizer.kv_cache import module_runner, quantize_and_lower_decoder_methods
     from arm_vgf import VgfQuantizer
 
     model = StaticCacheDecoder(vocab=32, dim=16, heads=2, layers=layers, max_len=max_len).eval()
     spec = VgfCompileSpec("TOSA-1.0+INT")
-    converted = quantize_methods(export_methods(model, PROMPT.numel(), max_len),
-                                 lambda: VgfQuantizer(spec).set_global(get_symmetric_quantization_config()),
-                                 lambda run: greedy_decode(run, PROMPT, steps, max_len))
-    n = PROMPT.numel()
-    examples = {"prefill": step_inputs(0, torch.zeros(n, dtype=torch.int64), max_len),
-                "decode": step_inputs(n, torch.zeros(1, dtype=torch.int64), max_len)}
-    programs = {m: torch.export.export(converted[m], examples[m], strict=True) for m in converted}
-    reset_buffers(converted)  # export ran the modules
-    edge = to_edge_transform_and_lower(programs, partitioner=[VgfPartitioner(spec)],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    for method in ("prefill", "decode"):
-        report = partition_report(edge.exported_program(method))
-        assert len(report.delegates) == 1, f"{method}:\n{report}"
-        assert all("float boundary" in c.reason for c in report.cpu_nodes), f"{method}:\n{report}"
+    converted, edge = quantize_and_lower_decoder_methods(
+        model, PROMPT, steps, lambda: VgfQuantizer(spec).set_global(get_symmetric_quantization_config()),
+        VgfPartitioner(spec))
+    assert_one_delegate_per_method(edge, BOUNDARY)
     lsb = _logits_lsb(converted)
     with layer_environment():
         run = pte_runner(methods_to_pte(edge))

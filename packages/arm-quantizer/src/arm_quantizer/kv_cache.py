@@ -22,7 +22,7 @@ from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from arm_tosa_core.hf_static_cache import export_hf_methods, hf_runner, hf_step_inputs
-from arm_tosa_core.kv_cache_models import greedy_decode
+from arm_tosa_core.kv_cache_models import export_methods, greedy_decode, method_inputs
 from arm_tosa_core.quantized import is_dequantize, is_quantize
 
 from .config import get_symmetric_quantization_config
@@ -250,24 +250,48 @@ def module_runner(modules: dict[str, GraphModule]) -> Callable[[str, tuple], tor
     return run
 
 
+def quantize_and_lower_methods(programs: dict[str, torch.export.ExportedProgram], examples: dict[str, tuple],
+                               make_quantizer: Callable, calibrate: Callable[[Callable[[str, tuple], torch.Tensor]], object],
+                               partitioner, *, int16_partitioner=None,
+                               cache_qparams: dict[str, tuple[float, int]] | None = None
+                               ) -> tuple[dict[str, GraphModule], object]:
+    """`quantize_methods` (with `cache_qparams`, and `int16_partitioner` as its `partitioner`), export the
+    converted modules again on `examples` (method -> example inputs) and lower them with `partitioner`.
+    Returns (the converted modules: the fake-quant reference, their cache zeroed; the lowered
+    `EdgeProgramManager`).
+
+    `int16_partitioner` (a16w8) sets the int16 ops the target leaves on the CPU back to int8; a separate
+    object from `partitioner`, whose per-program state it would otherwise share."""
+    converted = quantize_methods(programs, make_quantizer, calibrate, cache_qparams=cache_qparams,
+                                 partitioner=int16_partitioner)
+    reexported = {m: torch.export.export(converted[m], examples[m], strict=True) for m in converted}
+    reset_buffers(converted)  # export ran the modules
+    edge = to_edge_transform_and_lower(reexported, partitioner=[partitioner],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    return converted, edge
+
+
 def quantize_and_lower_hf_methods(model: torch.nn.Module, prompt: torch.Tensor, calibration_steps: int,
                                   make_quantizer: Callable, partitioner, int16_partitioner=None
                                   ) -> tuple[dict[str, GraphModule], object]:
-    """transformers' StaticCache model (`arm_tosa_core.hf_static_cache`): `export_hf_methods`, quantize both
-    methods with `make_quantizer()` (calibrated on `calibration_steps` greedy steps after `prompt`), export
-    the converted modules again and lower them with `partitioner`. Returns (the converted modules, the fake-
-    quant reference with their cache zeroed; the lowered `EdgeProgramManager`).
-
-    `int16_partitioner` (a16w8): `quantize_methods`' `partitioner`, which sets the int16 ops the target
-    leaves on the CPU back to int8; a separate object from `partitioner`, whose per-program state it would
-    otherwise share."""
+    """`quantize_and_lower_methods` of transformers' StaticCache model (`arm_tosa_core.hf_static_cache`):
+    `export_hf_methods`, calibrated on `calibration_steps` greedy steps after `prompt`."""
     n = prompt.numel()
-    converted = quantize_methods(export_hf_methods(model, prompt_len=n), make_quantizer,
-                                 lambda run: greedy_decode(hf_runner(run), prompt, calibration_steps, model.max_len),
-                                 partitioner=int16_partitioner)
-    examples = {"prefill": hf_step_inputs(0, n), "decode": hf_step_inputs(n, 1)}
-    programs = {m: torch.export.export(converted[m], examples[m], strict=True) for m in converted}
-    reset_buffers(converted)  # export ran the modules
-    edge = to_edge_transform_and_lower(programs, partitioner=[partitioner],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
-    return converted, edge
+    return quantize_and_lower_methods(
+        export_hf_methods(model, prompt_len=n), {"prefill": hf_step_inputs(0, n), "decode": hf_step_inputs(n, 1)},
+        make_quantizer, lambda run: greedy_decode(hf_runner(run), prompt, calibration_steps, model.max_len),
+        partitioner, int16_partitioner=int16_partitioner)
+
+
+def quantize_and_lower_decoder_methods(model: torch.nn.Module, prompt: torch.Tensor, calibration_steps: int,
+                                       make_quantizer: Callable, partitioner, *, int16_partitioner=None,
+                                       cache_qparams: dict[str, tuple[float, int]] | None = None
+                                       ) -> tuple[dict[str, GraphModule], object]:
+    """`quantize_and_lower_methods` of a `StaticCacheDecoder`-style model (`arm_tosa_core.kv_cache_models`:
+    `forward(tokens, input_pos, cache_mask)`, `.max_len`), calibrated on `calibration_steps` greedy steps
+    after `prompt`."""
+    n = prompt.numel()
+    return quantize_and_lower_methods(
+        export_methods(model, n, model.max_len), method_inputs(n, model.max_len), make_quantizer,
+        lambda run: greedy_decode(run, prompt, calibration_steps, model.max_len), partitioner,
+        int16_partitioner=int16_partitioner, cache_qparams=cache_qparams)

@@ -12,10 +12,14 @@ The attention mask is an input (`cache_mask`): a position attends to the cache e
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+if TYPE_CHECKING:
+    from .report import PartitionReport
 
 CACHE_UPDATES = ("index_copy", "index_put")
 
@@ -119,12 +123,17 @@ def step_inputs(start: int, tokens: torch.Tensor, max_len: int) -> tuple[torch.T
     return tokens.view(1, n).to(torch.int64), pos, mask
 
 
+def method_inputs(prompt_len: int, max_len: int) -> dict[str, tuple[torch.Tensor, ...]]:
+    """Example inputs of `prefill` (prompt_len tokens at 0..) and `decode` (one token at prompt_len)."""
+    return {"prefill": step_inputs(0, torch.zeros(prompt_len, dtype=torch.int64), max_len),
+            "decode": step_inputs(prompt_len, torch.zeros(1, dtype=torch.int64), max_len)}
+
+
 def export_methods(model: nn.Module, prompt_len: int, max_len: int) -> dict[str, torch.export.ExportedProgram]:
     """torch.export of `prefill` (prompt_len tokens at 0..) and `decode` (one token), each on a fresh cache
     (export runs the model, which writes the buffers)."""
     programs = {}
-    for name, n in (("prefill", prompt_len), ("decode", 1)):
-        example = step_inputs(0 if name == "prefill" else prompt_len, torch.zeros(n, dtype=torch.int64), max_len)
+    for name, example in method_inputs(prompt_len, max_len).items():
         programs[name] = torch.export.export(model, example, strict=True)
         if hasattr(model, "reset_cache"):
             model.reset_cache()
@@ -177,6 +186,24 @@ def assert_greedy_decodes_alike(run: Callable[[str, tuple], torch.Tensor],
         assert comparison.within(bound), f"step {step}: {comparison.max_error} > {bound} {comparison.nonfinite}"
     assert tokens == want_tokens, f"tokens {tokens} != reference {want_tokens}"
     return want_logits
+
+
+def assert_one_delegate_per_method(edge, boundary_text: str | None, methods: Sequence[str] = ("prefill", "decode")
+                                   ) -> dict[str, PartitionReport]:
+    """Assert each method of a lowered program is one delegate, and every node it leaves on the CPU gives
+    `boundary_text` in its reason (the quantize/dequantize "at the float boundary of the program"); with
+    None, no node may stay on the CPU. Returns each method's `partition_report`."""
+    from .report import (
+        partition_report,  # here: bench_decoder loads this file on its own, outside the package
+    )
+
+    reports = {}
+    for method in methods:
+        report = reports[method] = partition_report(edge.exported_program(method))
+        assert len(report.delegates) == 1, f"{method}:\n{report}"
+        assert all(boundary_text is not None and boundary_text in c.reason for c in report.cpu_nodes), \
+            f"{method}:\n{report}"
+    return reports
 
 
 def methods_to_pte(edge) -> bytes:

@@ -24,12 +24,13 @@ aten = torch.ops.aten
 
 
 def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | None, out_shape, dtype,
-        w_value: Value | None = None) -> Value:
+        w_value: Value | None = None) -> tuple[Value, int]:
     """y[M,N] = x[M,K] @ W[K,N] + b as CONV2D on [M,1,1,K] with weight [N,1,1,K].
 
     With an int8 (int16) input the result is the int32 accumulator (bias int32 (int48), input zero point
     applied). `w_value`: the weight's Value, whose qparams
-    may make it INT4 (`weight_type`)."""
+    may make it INT4 (`weight_type`). Returns the product and the accumulator units in one of its int32
+    units (`_int48_to_int32`: 1 but for a large int16 product)."""
     m, k = x.shape
     n = weight_kn.shape[1]
     xt = ctx.b.reshape(ctx.tensor(x, layout.identity(2)), [m, 1, 1, k])
@@ -45,22 +46,44 @@ def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | N
     zps = [ctx.b.zero_point(xdt, in_zp), ctx.b.zero_point(wdt)]
     y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, None, wdt), bias_t, *zps], [m, 1, 1, n], out_dt,
                  [0, 0, 0, 0], [1, 1], [1, 1], False, acc_type(xdt))
-    y = _int48_to_int32(ctx, y)
+    unit = 1
+    if y.dtype == DType.INT48:  # |acc| <= sum_k |w_kn| * max|x - zp| + |b_n| over the output features n
+        bias_max = int(bias.const.double().abs().max().ceil()) if bias.is_const and bias.const.numel() else 2**31
+        y, unit = _int48_to_int32(ctx, y, int(weight_kn.long().abs().sum(0).max()) * _code_span(x) + bias_max)
     return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape,
-                           torch.int32 if out_dt != xdt else dtype)
+                           torch.int32 if out_dt != xdt else dtype), unit
 
 
-def _int48_to_int32(ctx: LoweringContext, y):
-    """An int16 x int8 product's INT48 accumulator as int32 (an exact RESCALE x 1); others unchanged.
+def _code_span(v: Value) -> int:
+    """The largest |code - zero point| of a quantized operand: its constant's, else its type's range."""
+    q = v.qparams
+    if v.is_const:
+        return int((v.const.long() - q.zero_point).abs().max())
+    return max(q.qmax - q.zero_point, q.zero_point - q.qmin)
 
-    The reshape after a product cannot take INT48 on Ethos-U (vela runs INT48 only fused into the RESCALE
-    after a CONV2D/MATMUL), so the accumulator continues as int8's does. It saturates only past 2^31
-    (K > 2^15 products of full-range codes)."""
-    return rescale(ctx.b, y, 1.0, 0, 0, DType.INT32) if y.dtype == DType.INT48 else y
+
+def _int48_to_int32(ctx: LoweringContext, y, bound: int):
+    """An int16 product's INT48 accumulator (|acc| <= `bound`) as int32, and how many accumulator units
+    one int32 unit is. The reshape after a product cannot take INT48 on Ethos-U (vela runs INT48 only
+    fused into the RESCALE after a CONV2D/MATMUL), so the accumulator continues as int8's does.
+
+    RESCALE x 1 (exact) where `bound` fits int32, else x 2^-k with the smallest k that fits (one rounding
+    of k bits, far below the output's LSB): TOSA requires a RESCALE's result within int32, so x 1 of a
+    larger accumulator is UNPREDICTABLE (the reference model refuses it: "scaled result exceeds int32
+    numeric range"; hardware may wrap or saturate). An int16 x int16 MATMUL reaches that with K = 2
+    full-range products (2^30 each): transformers' Llama a16w8 attention did."""
+    k = 0
+    while (bound + ((1 << k) >> 1)) >> k > _INT32_MAX:
+        k += 1
+    return rescale(ctx.b, y, 2.0 ** -k, 0, 0, DType.INT32), 1 << k
 
 
-def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> Value:
-    """Batched product via MATMUL: both operands as [B, M, K] / [B, K, N] in PyTorch layout."""
+_INT32_MAX = 2**31 - 1
+
+
+def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> tuple[Value, int]:
+    """Batched product via MATMUL: both operands as [B, M, K] / [B, K, N] in PyTorch layout. Returns the
+    product and the accumulator units in one of its int32 units (`_int48_to_int32`; 1 but for int16)."""
     batch = tuple(out_shape[:-2])
     bsz = 1
     for d in batch:
@@ -81,8 +104,10 @@ def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> Valu
     if ta.dtype == DType.FP16:  # fp32 accumulator rounded once to fp16, as torch's fp16 matmul does
         y = ctx.b.op(Op.CAST, [y], y.shape, DType.FP16)
     quantized = y.dtype != ta.dtype
-    y = _int48_to_int32(ctx, y)
-    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, torch.int32 if quantized else dtype)
+    unit = 1
+    if y.dtype == DType.INT48:
+        y, unit = _int48_to_int32(ctx, y, k * _code_span(a) * _code_span(b))
+    return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, torch.int32 if quantized else dtype), unit
 
 
 def _matmul_support(node: Node, spec) -> str | None:
@@ -100,8 +125,8 @@ def lower_matmul(ctx: LoweringContext, node: Node) -> Value:
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, dtype = ctx.out_meta(node)
     if b.is_const and a.rank == 2 and b.rank == 2:
-        return _fc(ctx, a, b.const, None, shape, dtype)
-    return _matmul3(ctx, a, b, shape, dtype)
+        return _fc(ctx, a, b.const, None, shape, dtype)[0]
+    return _matmul3(ctx, a, b, shape, dtype)[0]
 
 
 @register_op("addmm", [aten.addmm.default])
@@ -110,8 +135,8 @@ def lower_addmm(ctx: LoweringContext, node: Node) -> Value:
     beta, alpha = arg(node, 3, "beta", 1), node.kwargs.get("alpha", 1)
     shape, dtype = ctx.out_meta(node)
     if b.is_const and bias.is_const and bias.rank <= 1:
-        return _fc(ctx, a, b.const * alpha, ctx.constant(bias.const * beta), shape, dtype)
-    prod = _matmul3(ctx, a, b, shape, dtype)
+        return _fc(ctx, a, b.const * alpha, ctx.constant(bias.const * beta), shape, dtype)[0]
+    prod = _matmul3(ctx, a, b, shape, dtype)[0]
     # beta * bias + alpha * (a @ b): the factors fold into constants, else one MUL each
     prod, bias = _times(ctx, prod, alpha), _times(ctx, bias, beta)
     (tp, tbias), perm = ctx.broadcast([prod, bias], 2, tosa_dtype(dtype))
@@ -137,14 +162,18 @@ def _linear_support(node: Node, spec) -> str | None:
 
 @register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED,
              int16=True)
-def lower_linear(ctx: LoweringContext, node: Node, bias: Value | None = None) -> Value:
+def lower_linear(ctx: LoweringContext, node: Node) -> Value:
+    return _linear(ctx, node)[0]
+
+
+def _linear(ctx: LoweringContext, node: Node, bias: Value | None = None) -> tuple[Value, int]:
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     if bias is None:
         bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
     shape, dtype = ctx.out_meta(node)
     x2 = ctx.reshape(x, (int(torch.Size(x.shape[:-1]).numel()), x.shape[-1]))
-    y = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype, w)
-    return ctx.reshape(y, shape)
+    y, unit = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype, w)
+    return ctx.reshape(y, shape), unit
 
 
 
@@ -156,8 +185,8 @@ def lower_linear_int(ctx: LoweringContext, node: Node) -> Value:
     if x.qparams is None or w.qparams is None:
         raise ValueError("quantized linear needs a quantized input and weight")
     scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
-    acc = lower_linear(ctx, node, bias_for_accumulator(ctx, arg(node, 2, "bias"), scale))
-    return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale, axis=len(acc.shape) - 1)
+    acc, unit = _linear(ctx, node, bias_for_accumulator(ctx, arg(node, 2, "bias"), scale))
+    return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale * unit, axis=len(acc.shape) - 1)
 
 
 @register_int_rule("matmul")
@@ -165,6 +194,6 @@ def lower_matmul_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 @ int8 -> int32 accumulator with scale a_scale * b_scale."""
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, _ = ctx.out_meta(node)
-    acc = _matmul3(ctx, a, b, shape, torch.int32)
+    acc, unit = _matmul3(ctx, a, b, shape, torch.int32)
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm,
-                             float(a.qparams.scale) * float(b.qparams.scale))
+                             float(a.qparams.scale) * float(b.qparams.scale) * unit)
