@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -615,10 +615,10 @@ def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
     return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 
 
-def unsupported_reason(node: Node, spec: TosaSpecification, int64_proof: bool = True) -> str | None:
-    """Why `node` cannot be lowered for `spec`, in words; None when it can. `int64_proof=False` skips the
-    int32 proof of `int64_arithmetic` families (a while_loop body's counter is bounded by the iteration
-    count, which `int_range` does not see; such counters would wrap only after 2^31 iterations)."""
+def unsupported_reason(node: Node, spec: TosaSpecification, proven_int32: Collection[Node] = ()) -> str | None:
+    """Why `node` cannot be lowered for `spec`, in words; None when it can. `proven_int32`: nodes whose int64
+    result the caller proved within int32 by other means than `int_range` (a while_loop's counter, bounded
+    by the loop's condition: `control_flow.loop_counters`)."""
     entry = lookup(node.target)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
@@ -664,7 +664,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification, int64_proof: bool = 
     reason = entry.support(node, spec) if entry.support is not None else None
     if reason is None and fp_only:  # the family's own reason first: it is more specific
         reason = _fp_integer_reason(node, entry, spec)
-    if reason is None and entry.int64_arithmetic and not quantized and int64_proof:
+    if reason is None and entry.int64_arithmetic and not quantized and node not in proven_int32:
         reason = _int64_arithmetic_reason(node, entry)
     return reason
 
