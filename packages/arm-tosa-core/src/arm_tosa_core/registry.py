@@ -327,12 +327,20 @@ def note_constant_range(node: Node, value: Any, mutated: bool) -> None:
     `arange(n)` positions into a buffer, and only the buffer's values bound them). A buffer the
     program writes (`mutated`) holds other values on later calls, so it gets no range."""
     node.meta.pop(CONSTANT_RANGE_KEY, None)
-    if isinstance(value, FakeTensor):  # a stand-in: unknown, unless it keeps its (small) real value
+    bounds = None if mutated else _values_range(value)
+    if bounds is not None:
+        node.meta[CONSTANT_RANGE_KEY] = bounds
+
+
+def _values_range(value: Any) -> tuple[int, int] | None:
+    """(min, max) of an integer constant tensor; None for anything else, or a FakeTensor stand-in that did not
+    keep its (small) real value."""
+    if isinstance(value, FakeTensor):
         value = value.constant
-    if (mutated or not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor)
-            or value.dtype not in INDEX_INTEGERS or not value.numel()):
-        return
-    node.meta[CONSTANT_RANGE_KEY] = (int(value.min()), int(value.max()))
+    if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor) or value.dtype not in INDEX_INTEGERS \
+            or not value.numel():
+        return None
+    return int(value.min()), int(value.max())
 
 
 def int_range(node: Any) -> tuple[int, int] | None:
@@ -368,6 +376,8 @@ def _int_range(node: Any, depth: int, path: frozenset) -> tuple[int, int] | None
         return None
     if isinstance(node, int):
         return (node, node)
+    if node.op == "get_attr":  # a tensor attribute of a control-flow sub-graph: its own values
+        return _values_range(getattr(node.graph.owning_module, node.target, None))
     if depth == 0 or node in path or not _is_integer_tensor(node):
         return None
     path = path | {node}
@@ -441,6 +451,8 @@ def _range_from_definition(node: Node, depth: int, path: frozenset) -> tuple[int
             return None
         values = range(*ends)
         return min(values[0], values[-1]), max(values[0], values[-1])
+    if aten_target(node.target) is torch.ops.aten.full.default and isinstance(node.args[1], int):
+        return node.args[1], node.args[1]  # bool is an int too: True fills 1
     if entry is None:
         return None
     if name in _MOVES:

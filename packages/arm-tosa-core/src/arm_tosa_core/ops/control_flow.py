@@ -29,6 +29,7 @@ from .. import layout, registry
 from ..builder import DType, Op, T, TosaGraphBuilder, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import LoweringError
+from ..helpers.common import aten_target
 from ..specification import TosaSpecification
 
 _TOSA_OP = registry.CONTROL_FLOW_OPS
@@ -79,12 +80,10 @@ def control_flow_reason(node: Node, spec: TosaSpecification) -> str | None:
     return None
 
 
-_ADD_SUB = {torch.ops.aten.add.Tensor: 1, torch.ops.aten.add.Scalar: 1, torch.ops.aten.sub.Tensor: -1,
-            torch.ops.aten.sub.Scalar: -1}
-_BELOW = {torch.ops.aten.lt.Scalar: -1, torch.ops.aten.lt.Tensor: -1, torch.ops.aten.le.Scalar: 0,
-          torch.ops.aten.le.Tensor: 0}
-_ABOVE = {torch.ops.aten.gt.Scalar: 1, torch.ops.aten.gt.Tensor: 1, torch.ops.aten.ge.Scalar: 0,
-          torch.ops.aten.ge.Tensor: 0}
+_aten = torch.ops.aten
+_ADD_SUB = {_aten.add.Tensor: 1, _aten.add.Scalar: 1, _aten.sub.Tensor: -1, _aten.sub.Scalar: -1}
+_BELOW = {_aten.lt.Scalar: -1, _aten.lt.Tensor: -1, _aten.le.Scalar: 0, _aten.le.Tensor: 0}
+_ABOVE = {_aten.gt.Scalar: 1, _aten.gt.Tensor: 1, _aten.ge.Scalar: 0, _aten.ge.Tensor: 0}
 
 
 def _results_of(gm: GraphModule) -> list:
@@ -94,13 +93,14 @@ def _results_of(gm: GraphModule) -> list:
 
 def _step(body_result: Node, carried: Node) -> int | None:
     """k where `body_result` is `carried + k` (add/sub of a python int or a bounded one-value constant)."""
-    if not (isinstance(body_result, Node) and body_result.target in _ADD_SUB and body_result.args[0] is carried):
+    target = aten_target(body_result.target) if isinstance(body_result, Node) else None
+    if target not in _ADD_SUB or body_result.args[0] is not carried:
         return None
     bounds = registry.int_range(body_result.args[1])
     alpha = body_result.kwargs.get("alpha", 1)
     if bounds is None or bounds[0] != bounds[1] or not isinstance(alpha, int):
         return None
-    return _ADD_SUB[body_result.target] * bounds[0] * alpha
+    return _ADD_SUB[target] * bounds[0] * alpha
 
 
 def loop_counters(node: Node) -> set[Node]:
@@ -118,18 +118,18 @@ def loop_counters(node: Node) -> set[Node]:
     (flag,) = _results_of(cond_gm)
     cond_inputs = [n for n in cond_gm.graph.nodes if n.op == "placeholder"]
     body_inputs = [n for n in body_gm.graph.nodes if n.op == "placeholder"]
-    if not isinstance(flag, Node) or not (flag.target in _BELOW or flag.target in _ABOVE) \
-            or flag.args[0] not in cond_inputs[:len(carried)]:
+    compare = aten_target(flag.target) if isinstance(flag, Node) and flag.op == "call_function" else None
+    if compare not in _BELOW and compare not in _ABOVE or flag.args[0] not in cond_inputs[:len(carried)]:
         return set()
     j = cond_inputs.index(flag.args[0])
     result = _results_of(body_gm)[j]
     step, limit, init = _step(result, body_inputs[j]), registry.int_range(flag.args[1]), registry.int_range(carried[j])
     if step is None or limit is None or init is None or limit[0] != limit[1]:
         return set()
-    if flag.target in _BELOW and step > 0:
-        reach = (init[0], limit[0] + _BELOW[flag.target] + step)
-    elif flag.target in _ABOVE and step < 0:
-        reach = (limit[0] + _ABOVE[flag.target] + step, init[1])
+    if compare in _BELOW and step > 0:
+        reach = (init[0], limit[0] + _BELOW[compare] + step)
+    elif compare in _ABOVE and step < 0:
+        reach = (limit[0] + _ABOVE[compare] + step, init[1])
     else:
         return set()
     return {result} if -(1 << 31) <= reach[0] and reach[1] < 1 << 31 else set()
