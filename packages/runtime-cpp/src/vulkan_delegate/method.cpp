@@ -52,8 +52,7 @@ bool static_word(const PushValue& v, int64_t* out) {
 // words: every op code must be inside the unary/binary tables and the program must fit the shader's stack
 // (4) and leave exactly one value, so a corrupt or foreign payload is refused at load, never run as NaN or
 // as a read past the shader's stack.
-constexpr char kFused[] = "ewise_expr_";
-constexpr size_t kFusedProgram = 10, kFusedMaxWords = 22, kFusedStack = 4;
+constexpr char kFused[] = "ewise_expr_";  // kFusedProgram, kFusedMaxWords, kFusedStack: opcodes.h
 
 Error check_fused_program(size_t index, const DispatchDesc& d) {
   auto refuse = [&](const char* why, size_t at) {
