@@ -15,9 +15,7 @@ On the device machine: `bash OUT/run_speed.sh` with OUT carried (bench/results/g
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
 import sys
 import tarfile
@@ -28,6 +26,7 @@ import torch
 from executorch.exir import to_edge_transform_and_lower
 
 from arm_tosa_core import example_models
+from arm_tosa_core.environ import environ_set
 from vulkan_delegate import VulkanPartitioner
 from vulkan_delegate.ops import reduce as reduce_ops
 
@@ -38,20 +37,9 @@ import speed_models  # noqa: E402
 from staging import stage_runtime  # noqa: E402
 
 
-@contextlib.contextmanager
 def lowering_env(stem: str):
     """The environment speed_models.LOWERING_ENV gives this stem's lowering (none: unchanged)."""
-    env = speed_models.LOWERING_ENV.get(stem, {})
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return environ_set(speed_models.LOWERING_ENV.get(stem, {}))
 
 
 def stage(work: Path, only: list[str]) -> None:

@@ -7,6 +7,8 @@
 - a layer whose output (and weight) range is 1e-4 keeps its levels: the scale floor (`SCALE_FLOOR`,
   2^-24) is below 1e-4 / 255, where the old 2^-12 left every code at the zero point (0 dB).
 - a dead ReLU (exactly zero for every calibration input) gets `ZERO_RANGE_SCALE`, and lowers.
+- an activation range of +-1e18: the histogram's error estimate (cubic in the bin width) overflowed float32,
+  and the range walk clipped it to its negative end.
 """
 
 import pytest
@@ -83,3 +85,14 @@ def test_dead_relu_gets_the_zero_range_scale_and_lowers():
     scales = {float(n.args[1]) for n in converted.graph.nodes if "quantize_per_tensor" in str(n.target)}
     assert ZERO_RANGE_SCALE in scales, scales
     assert torch.equal(run_on_reference_model(edge, x), torch.zeros(1, 4, 6, 6))
+
+
+def test_huge_activation_range_keeps_both_signs():
+    """int8 activations of +-1e18 (histogram observer): every positive output came back 0 (1.0 relative error
+    of fake-quant against float); the range search now runs on a power-of-two-scaled copy of the range."""
+    x = torch.randn(2, 8, generator=torch.Generator().manual_seed(0)) * 1e18
+    model = _module(lambda t: t * 3)
+    converted = quantize(model, [x])
+    with torch.no_grad():
+        fake, ref = converted(x), model(x)
+    assert ((fake - ref).abs().max() / ref.abs().max()).item() < 0.01

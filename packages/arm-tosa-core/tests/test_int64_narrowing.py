@@ -39,3 +39,22 @@ def test_float_to_int64_cast_stays_on_cpu():
     reasons = {c.target: c.reason for c in res.report.cpu_nodes}
     assert any("float to int64 cast" in r for r in reasons.values()), reasons
     assert "aten.mul.Tensor" not in reasons, reasons
+
+
+def _grow_in_a_loop(s, x):
+    """A while_loop whose body multiplies an int64 value past int32 (10^3 -> 10^12) beside a counter."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    _, out = while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 1000), (torch.zeros((), dtype=torch.int64), x))
+    return out
+
+
+def test_int64_arithmetic_in_a_loop_body_is_held_to_the_proof():
+    """The body's `v * 1000` reached 10^12 and came back wrapped (INT32, 1e12 off); the int32 proof now covers
+    loop bodies. A counter is proved by the loop's own condition (`control_flow.loop_counters`): the op table's
+    `while_loop_counter` stays one partition (test_control_flow.py)."""
+    res = check_lowering(Fn(_grow_in_a_loop), [torch.tensor([1000, -7, 3])], spec="TOSA-1.0+FP+INT+cf",
+                         expect_full=False)
+    reasons = {c.target: c.reason for c in res.report.cpu_nodes}
+    assert "node aten_mul_tensor of its loop body" in reasons["while_loop"], reasons
+    assert "would wrap past +-2^31" in reasons["while_loop"], reasons

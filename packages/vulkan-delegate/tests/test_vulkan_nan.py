@@ -49,3 +49,37 @@ def test_nan_propagates_as_in_torch(vk_check, name, fp16):
     fn, arity = CASES[name]
     inputs = tuple(with_nans(2, 3, 120, seed=s) for s in range(1, arity + 1))
     vk_check(Fn(fn).eval(), inputs, fp16=fp16)
+
+
+class _EpilogueClamps(nn.Module):
+    """A clamp fused into each conv/GEMM shader's epilogue: direct, im2col-GEMM, 1x1 (few pixels), depthwise and
+    transposed convs, a linear and a GEMV-shaped linear, a matmul."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv3 = nn.Conv2d(4, 8, 3, padding=1)
+        self.conv1 = nn.Conv2d(4, 8, 1)
+        self.depthwise = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.transposed = nn.ConvTranspose2d(4, 4, 2, stride=2)
+        self.linear = nn.Linear(6, 5)
+
+    def forward(self, x, t):
+        outs = (torch.relu(self.conv3(x)), F.hardtanh(self.conv1(x)), F.relu6(self.depthwise(x)),
+                torch.relu(self.transposed(x)), torch.relu(self.linear(t)), torch.relu(self.linear(t[:1])),
+                torch.clamp(t @ t.T, -1.0, 1.0))
+        return torch.cat([o.flatten() for o in outs])  # one output for the shared comparison
+
+
+@pytest.mark.parametrize("fp16", [False, True], ids=["fp32", "fp16"])
+def test_nan_accumulator_survives_the_fused_clamp(vk_check, vk_shaders, fp16):
+    """relu/hardtanh/clamp of a NaN accumulator is NaN in torch; the conv/GEMM epilogues clamp with nan_clamp
+    (GLSL's clamp returned the bound: 0 where eager gives NaN)."""
+    x = torch.randn(1, 4, 6, 6, generator=torch.Generator().manual_seed(1))
+    x[0, 1, 2, 3] = float("nan")  # one input pixel: NaN in every output window that covers it
+    t = torch.randn(4, 6, generator=torch.Generator().manual_seed(2))
+    t[1, 2] = float("nan")
+    edge = vk_check(_EpilogueClamps().eval(), (x, t), fp16=fp16)
+    shaders = set(vk_shaders(edge, fp16))
+    assert {"conv2d_gemm", "conv2d_dw", "conv_transpose2d", "matmul", "matmul_gemv"} <= shaders, str(sorted(shaders))
+    assert not shaders & {"unary", "ewise_expr"}, str(sorted(shaders))  # every clamp fused into its producer

@@ -11,6 +11,7 @@ them, because every derived bias spec asks its input observer again.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator
 
@@ -122,9 +123,20 @@ class FastHistogramObserver(HistogramObserver):
         cumsum = torch.cumsum(self.histogram, dim=0).tolist()
         start, end = 0, self.bins - 1
         norm_min = float("inf")
-        for next_start, next_end in greedy_range_path(cumsum, total, self.bins):
-            norm = self._compute_quantization_error(next_start, next_end)
-            if norm > norm_min:
-                break
-            norm_min, start, end = norm, next_start, next_end
+        # torchao's error estimate grows with the cube of the bin width: on a range wider than about 1e12 it
+        # overflows float32 to inf/NaN, no candidate compares larger, and the walk clipped the range to a
+        # sliver (int8 activations of +-1e18: every positive value came back 0). The estimate scales as
+        # width^2, so it is computed on the range divided by a power of two that brings it near 1: exact,
+        # the same choice wherever torchao's own estimate is finite.
+        low, high = self.min_val, self.max_val
+        shift = 2.0 ** -math.frexp(float(high) - float(low))[1] if float(high) > float(low) else 1.0
+        self.min_val, self.max_val = (low.double() * shift).float(), (high.double() * shift).float()
+        try:
+            for next_start, next_end in greedy_range_path(cumsum, total, self.bins):
+                norm = self._compute_quantization_error(next_start, next_end)
+                if norm > norm_min:
+                    break
+                norm_min, start, end = norm, next_start, next_end
+        finally:
+            self.min_val, self.max_val = low, high
         return self.min_val + bin_width * start, self.min_val + bin_width * (end + 1)

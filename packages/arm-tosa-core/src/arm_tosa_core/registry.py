@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -339,12 +339,20 @@ def note_constant_range(node: Node, value: Any, mutated: bool) -> None:
     `arange(n)` positions into a buffer, and only the buffer's values bound them). A buffer the
     program writes (`mutated`) holds other values on later calls, so it gets no range."""
     node.meta.pop(CONSTANT_RANGE_KEY, None)
-    if isinstance(value, FakeTensor):  # a stand-in: unknown, unless it keeps its (small) real value
+    bounds = None if mutated else _values_range(value)
+    if bounds is not None:
+        node.meta[CONSTANT_RANGE_KEY] = bounds
+
+
+def _values_range(value: Any) -> tuple[int, int] | None:
+    """(min, max) of an integer constant tensor; None for anything else, or a FakeTensor stand-in that did not
+    keep its (small) real value."""
+    if isinstance(value, FakeTensor):
         value = value.constant
-    if (mutated or not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor)
-            or value.dtype not in INDEX_INTEGERS or not value.numel()):
-        return
-    node.meta[CONSTANT_RANGE_KEY] = (int(value.min()), int(value.max()))
+    if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor) or value.dtype not in INDEX_INTEGERS \
+            or not value.numel():
+        return None
+    return int(value.min()), int(value.max())
 
 
 def int_range(node: Any) -> tuple[int, int] | None:
@@ -380,6 +388,8 @@ def _int_range(node: Any, depth: int, path: frozenset) -> tuple[int, int] | None
         return None
     if isinstance(node, int):
         return (node, node)
+    if node.op == "get_attr":  # a tensor attribute of a control-flow sub-graph: its own values
+        return _values_range(getattr(node.graph.owning_module, node.target, None))
     if depth == 0 or node in path or not _is_integer_tensor(node):
         return None
     path = path | {node}
@@ -453,6 +463,8 @@ def _range_from_definition(node: Node, depth: int, path: frozenset) -> tuple[int
             return None
         values = range(*ends)
         return min(values[0], values[-1]), max(values[0], values[-1])
+    if aten_target(node.target) is torch.ops.aten.full.default and isinstance(node.args[1], int):
+        return node.args[1], node.args[1]  # bool is an int too: True fills 1
     if entry is None:
         return None
     if name in _MOVES:
@@ -627,10 +639,10 @@ def _int16_table_reason(entry: OpEntry, node: Node) -> str | None:
     return None if reason is None else f"{entry.name} ({aten_target(node.target).__name__}) with int16 activations: {reason}"
 
 
-def unsupported_reason(node: Node, spec: TosaSpecification, int64_proof: bool = True) -> str | None:
-    """Why `node` cannot be lowered for `spec`, in words; None when it can. `int64_proof=False` skips the
-    int32 proof of `int64_arithmetic` families (a while_loop body's counter is bounded by the iteration
-    count, which `int_range` does not see; such counters would wrap only after 2^31 iterations)."""
+def unsupported_reason(node: Node, spec: TosaSpecification, proven_int32: Collection[Node] = ()) -> str | None:
+    """Why `node` cannot be lowered for `spec`, in words; None when it can. `proven_int32`: nodes whose int64
+    result the caller proved within int32 by other means than `int_range` (a while_loop's counter, bounded
+    by the loop's condition: `control_flow.loop_counters`)."""
     entry = lookup(node.target)
     if entry is None:
         return f"operator {aten_target(node.target)} has no TOSA lowering in this toolkit"
@@ -676,7 +688,7 @@ def unsupported_reason(node: Node, spec: TosaSpecification, int64_proof: bool = 
     reason = entry.support(node, spec) if entry.support is not None else None
     if reason is None and fp_only:  # the family's own reason first: it is more specific
         reason = _fp_integer_reason(node, entry, spec)
-    if reason is None and entry.int64_arithmetic and not quantized and int64_proof:
+    if reason is None and entry.int64_arithmetic and not quantized and node not in proven_int32:
         reason = _int64_arithmetic_reason(node, entry)
     return reason
 

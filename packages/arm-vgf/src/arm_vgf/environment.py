@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arm_tosa_core.environ import environ_set
 from arm_vgf.vulkan_probe import VulkanDevice, VulkanProbeError, load_loader, probe_devices
 
 LAYER_NAMES = ("VK_LAYER_ML_Graph_Emulation", "VK_LAYER_ML_Tensor_Emulation")
@@ -193,17 +194,8 @@ def layer_environment() -> Iterator[dict[str, str]]:
     The loader reads them when an instance is created (it rescans layers for every instance),
     so create Vulkan instances inside the block; objects created there keep working after it.
     """
-    env = vulkan_env()
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ_set(vulkan_env()) as env:
         yield env
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _loader_path() -> str | None:

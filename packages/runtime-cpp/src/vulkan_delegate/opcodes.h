@@ -3,6 +3,7 @@
 // outside the table at load (never a silent other op).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace vkdg {
@@ -20,5 +21,8 @@ constexpr OpCodeTable kOpCodeTables[] = {
     {"compare", 0, 15},
     {"argreduce", 0, 2},
 };
+
+// ewise_expr's fused program: first push word, most words, stack depth (fuse.py, ewise_expr.comp)
+constexpr size_t kFusedProgram = 10, kFusedMaxWords = 22, kFusedStack = 4;
 
 }  // namespace vkdg

@@ -32,12 +32,12 @@ import numpy as np
 import sympy
 
 from .graph import F16, F32, KIND_ARENA, KIND_CONST, Dim, Dispatch, Graph, Tensor, numel
-from .opcodes import opcode
+from .opcodes import FUSED_MAX_WORDS, FUSED_PROGRAM_WORD, FUSED_STACK, opcode
 
 FUSED_SHADER = "ewise_expr"
 MAX_INPUTS = 4  # bindings 0..3 of ewise_expr.comp
-MAX_PROGRAM_WORDS = 22  # push words 10..31
-MAX_STACK = 4  # ewise_expr.comp's STACK
+MAX_PROGRAM_WORDS = FUSED_MAX_WORDS  # push words FUSED_PROGRAM_WORD..31
+MAX_STACK = FUSED_STACK  # ewise_expr.comp's stack
 KIND_LOAD, KIND_UNARY, KIND_BINARY, KIND_IMM = 0, 1, 2, 3
 _FLOAT_VARIANTS = ("f32", "f16")
 
@@ -274,7 +274,9 @@ def _dispatch(expr: _Expr, root: Dispatch) -> Dispatch:
     pad = MAX_INPUTS - len(slots)
     bindings = [t for t, _ in slots] + [slots[0][0]] * pad + [y]
     program = _program(expr.node, slots)
-    push = [n, len(program), *maps, *[1, 1] * pad, *program]
+    push = [n, len(program), *maps, *[1, 1] * pad]
+    assert len(push) == FUSED_PROGRAM_WORD, push  # the program starts where the shader and the runtime read it
+    push += program
     variant = root.shader.rpartition("_")[2]
     names = list(dict.fromkeys(expr.names))
     return Dispatch(f"{FUSED_SHADER}_{variant}", bindings, push, (n, 1, 1), " + ".join(names))

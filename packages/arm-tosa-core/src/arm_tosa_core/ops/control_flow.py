@@ -29,6 +29,7 @@ from .. import layout, registry
 from ..builder import DType, Op, T, TosaGraphBuilder, tosa_dtype
 from ..context import LoweringContext, Value
 from ..errors import LoweringError
+from ..helpers.common import aten_target
 from ..specification import TosaSpecification
 
 _TOSA_OP = registry.CONTROL_FLOW_OPS
@@ -65,17 +66,73 @@ def control_flow_reason(node: Node, spec: TosaSpecification) -> str | None:
                     f"needs the FP profile; under {spec} it runs on the CPU (use \"TOSA-1.0+FP+INT+cf\" to "
                     "lower it with a quantized predicate and float branches)")
         return f"{name} -> {op}: {where} has dtype {meta.dtype}, not legal for {spec}"
+    counters = loop_counters(node) if node.target is torch.ops.higher_order.while_loop else set()
     for role, gm in sub_graphs(node):
         for inner in gm.graph.nodes:
             if inner.op != "call_function" or inner.target is operator.getitem:
                 continue
-            reason = registry.unsupported_reason(inner, spec, int64_proof=False)
+            reason = registry.unsupported_reason(inner, spec, proven_int32=counters)
             if reason is not None and "quantize_per" in str(inner.target):
                 reason += (" (PT2E quantizes a while_loop body at its entry and dequantizes at its exit: "
                            "the loop carries float values, and TOSA INT has no float to quantize)")
             if reason is not None:
                 return f"{name} -> {op}: node {inner.name} of its {role} cannot be lowered: {reason}"
     return None
+
+
+_aten = torch.ops.aten
+_ADD_SUB = {_aten.add.Tensor: 1, _aten.add.Scalar: 1, _aten.sub.Tensor: -1, _aten.sub.Scalar: -1}
+_BELOW = {_aten.lt.Scalar: -1, _aten.lt.Tensor: -1, _aten.le.Scalar: 0, _aten.le.Tensor: 0}
+_ABOVE = {_aten.gt.Scalar: 1, _aten.gt.Tensor: 1, _aten.ge.Scalar: 0, _aten.ge.Tensor: 0}
+
+
+def _results_of(gm: GraphModule) -> list:
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _step(body_result: Node, carried: Node) -> int | None:
+    """k where `body_result` is `carried + k` (add/sub of a python int or a bounded one-value constant)."""
+    target = aten_target(body_result.target) if isinstance(body_result, Node) else None
+    if target not in _ADD_SUB or body_result.args[0] is not carried:
+        return None
+    bounds = registry.int_range(body_result.args[1])
+    alpha = body_result.kwargs.get("alpha", 1)
+    if bounds is None or bounds[0] != bounds[1] or not isinstance(alpha, int):
+        return None
+    return _ADD_SUB[target] * bounds[0] * alpha
+
+
+def loop_counters(node: Node) -> set[Node]:
+    """The body nodes of while_loop `node` that step a counter its condition bounds, so their int64 result
+    provably stays in int32 (`int_range` sees neither the loop nor its condition).
+
+    A counter is carried value j whose body result is `c_j + k` (k > 0) while the condition is exactly
+    `c_j < n` or `c_j <= n`, or `c_j - k` while it is `c_j > n` / `c_j >= n`, with n an int and the loop's
+    initial value bounded by `int_range`. The body runs only while the condition holds, so `c_j + k` stays
+    below n + k, and c_j never moves past its initial value the other way. Every other int64 arithmetic of
+    the loop must be bounded by `int_range`, else the loop runs on the CPU (TOSA carries int64 as int32:
+    `acc * 1000` in a body would wrap where torch does not)."""
+    _, _, carried, _ = node.args[:4]
+    (_, cond_gm), (_, body_gm) = sub_graphs(node)
+    (flag,) = _results_of(cond_gm)
+    cond_inputs = [n for n in cond_gm.graph.nodes if n.op == "placeholder"]
+    body_inputs = [n for n in body_gm.graph.nodes if n.op == "placeholder"]
+    compare = aten_target(flag.target) if isinstance(flag, Node) and flag.op == "call_function" else None
+    if compare not in _BELOW and compare not in _ABOVE or flag.args[0] not in cond_inputs[:len(carried)]:
+        return set()
+    j = cond_inputs.index(flag.args[0])
+    result = _results_of(body_gm)[j]
+    step, limit, init = _step(result, body_inputs[j]), registry.int_range(flag.args[1]), registry.int_range(carried[j])
+    if step is None or limit is None or init is None or limit[0] != limit[1]:
+        return set()
+    if compare in _BELOW and step > 0:
+        reach = (init[0], limit[0] + _BELOW[compare] + step)
+    elif compare in _ABOVE and step < 0:
+        reach = (limit[0] + _ABOVE[compare] + step, init[1])
+    else:
+        return set()
+    return {result} if -(1 << 31) <= reach[0] and reach[1] < 1 << 31 else set()
 
 
 def _constant(value) -> torch.Tensor:

@@ -35,14 +35,17 @@ layout(push_constant) uniform PushConstants { uint p[32]; } pc;
 #define PI(i) int(pc.p[i])
 #define PF(i) uintBitsToFloat(pc.p[i])
 // torch's maximum/minimum/clamp/amax/amin/max_pool2d return NaN where an operand is NaN; GLSL's max/min/clamp
-// leave that result undefined (NVIDIA and llvmpipe return the other operand): every NaN-sensitive use calls these.
+// leave that result undefined (NVIDIA and llvmpipe return the other operand): every NaN-sensitive use calls these,
+// the clamps fused into conv/matmul epilogues included (relu of a NaN accumulator is NaN in torch).
 float nan_max(float a, float b) { return isnan(a) || isnan(b) ? a + b : max(a, b); }
 float nan_min(float a, float b) { return isnan(a) || isnan(b) ? a + b : min(a, b); }
 float nan_clamp(float v, float lo, float hi) { return isnan(v) ? v : clamp(v, lo, hi); }
+vec4 nan_clamp(vec4 v, vec4 lo, vec4 hi) { return mix(clamp(v, lo, hi), v, isnan(v)); }  // selects, no arithmetic
 #if defined(FP16) && !defined(MATH32)
 float16_t nan_max(float16_t a, float16_t b) { return isnan(a) || isnan(b) ? a + b : max(a, b); }
 float16_t nan_min(float16_t a, float16_t b) { return isnan(a) || isnan(b) ? a + b : min(a, b); }
 float16_t nan_clamp(float16_t v, float16_t lo, float16_t hi) { return isnan(v) ? v : clamp(v, lo, hi); }
+f16vec4 nan_clamp(f16vec4 v, f16vec4 lo, f16vec4 hi) { return mix(clamp(v, lo, hi), v, isnan(v)); }
 #endif
 // The default branch of an op-code switch: unreachable (the runtime refuses unknown codes at load).
 #define UNKNOWN_OP_NAN uintBitsToFloat(0x7fc00000u)

@@ -56,7 +56,7 @@ void main() {
       }
     }
   }
-  acc = clamp(acc, CT4(CT(PF(15))), CT4(CT(PF(16))));
+  acc = nan_clamp(acc, CT4(CT(PF(15))), CT4(CT(PF(16))));
   uint ybase = (nc * uint(OH) + uint(oh)) * uint(OW) + uint(ow0);
   int left = OW - ow0;
   y[ybase] = T(acc.x);

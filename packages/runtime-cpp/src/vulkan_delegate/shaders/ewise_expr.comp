@@ -21,8 +21,8 @@ layout(std430, binding = 4) writeonly buffer Y { T y[]; };
 #define KIND_UNARY 1u
 #define KIND_BINARY 2u
 #define KIND_IMM 3u
-#define PROGRAM 10
-#define STACK 4  // fuse.py never builds a deeper program
+#define PROGRAM FUSED_PROGRAM_WORD  // opcodes.glsl, generated from opcodes.py with fuse.py's limits
+#define STACK FUSED_STACK  // fuse.py never builds a deeper program
 
 float load(uint slot, uint i) {
   uint j = (i / PU(2 + 2 * slot)) % PU(3 + 2 * slot);
