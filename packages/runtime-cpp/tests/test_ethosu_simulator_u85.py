@@ -25,6 +25,7 @@ import runtime_cpp
 from arm_ethosu import build_binstream, parse_binstream
 from arm_tosa_core import run_on_reference_model
 from arm_tosa_core.example_models import get_example
+from arm_tosa_core.testing import FnModule
 from runtime_cpp import fuzz
 from runtime_cpp.ethosu_commands import ethosu_commands, kick_offs
 
@@ -231,12 +232,26 @@ A16W8 = {  # int16 activations: 48-bit accumulators and their scale-stream recor
     "u85_depthwise_a16w8": _conv(8, 8, 3, 8, padding=1, groups=8),
 }
 LUT = {"u85_sigmoid": (nn.Sigmoid(), (torch.randn(1, 1, 4, 8) * 3,))}  # LUT_S8_S8: a slot DMAed in
+# regor's MATMUL: B transposed by a 1x1 SUM pool into an HCW OFM, then per batch a convolution with its
+# weights from IFM2 (NPU_OP_CONV param 1) and the global OFM scale
+torch.manual_seed(0)
+MATMUL = {"u85_bmm": (_Binary(torch.bmm), (torch.randn(2, 4, 8), torch.randn(2, 8, 5)))}
+A16W8["u85_bmm_a16w8"] = MATMUL["u85_bmm"]  # int16 x int16 into a 48-bit accumulator
+DMA = {  # regor's GATHER and SCATTER: a DMA whose source or destination rows follow an int32 index list
+    # an embedding lookup: a 2-D DMA of one table row per index, the source indexed
+    "u85_gather": (FnModule(lambda s, i: s.e(i), e=nn.Embedding(10, 8)), (torch.tensor([[3, 1, 7]]),)),
+    # a KV-cache update: a 3-D DMA (one plane per head) into the cache rows the positions name
+    "u85_scatter": (FnModule(lambda s, c, v, p: c.index_copy(2, p, v)),
+                    (torch.randn(1, 2, 6, 4), torch.randn(1, 2, 2, 4), torch.tensor([4, 1]))),
+}
 KICK_OFFS.update(CONV)
 KICK_OFFS.update(A16W8)
+KICK_OFFS.update(MATMUL)
+KICK_OFFS.update(DMA)
 KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
            "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
-           "u85_avg_pool_exclude_pad")
+           "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
@@ -276,22 +291,22 @@ def test_u85_mobilenet_v2_bit_exact_against_the_reference_model():
 
 
 @pytest.fixture(scope="module")
-def matmul_edge():
+def min_edge():
     torch.manual_seed(0)
-    return _lower(_Binary(torch.bmm), (torch.randn(2, 4, 8), torch.randn(2, 8, 5)))
+    return _lower(FnModule(lambda s, x: torch.amin(x, dim=(2, 3), keepdim=True)), (torch.randn(1, 4, 5, 6),))
 
 
-def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(matmul_edge, capfd):
-    """A batched matmul: regor writes a convolution with its weights from IFM2, not simulated."""
-    inputs = [torch.randn(2, 4, 8), torch.randn(2, 8, 5)]
-    stream = parse_binstream(_payload(matmul_edge))
-    program = Runtime.get().load_program(progs.pte_with_payload(matmul_edge, build_binstream(replace(stream, extra={}))))
+def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(min_edge, capfd):
+    """A minimum over H and W: regor writes a POOL in MIN mode, not simulated."""
+    inputs = [torch.randn(1, 4, 5, 6)]
+    stream = parse_binstream(_payload(min_edge))
+    program = Runtime.get().load_program(progs.pte_with_payload(min_edge, build_binstream(replace(stream, extra={}))))
     with pytest.raises(RuntimeError, match="Failed to load method"):
         program.load_method("forward")
     err = capfd.readouterr().err
-    assert re.search(r"NPU_OP_CONV at cmd_data offset \d+: .*weights from IFM2.* is not simulated for Ethos-U85 yet", err)
+    assert re.search(r"NPU_OP_POOL at cmd_data offset \d+: this pooling mode .* is not simulated for Ethos-U85 yet", err)
     assert "--host-graph" in err
     # with its host graph the same payload runs that graph on the reference model
-    program = Runtime.get().load_program(progs.pte(matmul_edge))
+    program = Runtime.get().load_program(progs.pte(min_edge))
     (got,) = program.load_method("forward").execute(inputs)
-    assert torch.equal(got, run_on_reference_model(matmul_edge, *inputs))
+    assert torch.equal(got, run_on_reference_model(min_edge, *inputs))

@@ -232,6 +232,36 @@ def _u55_resize(node: Node, family: str) -> str | None:
             "for Ethos-U55/U65 (the core lowers integer upscales as nearest copies + a depthwise conv)")
 
 
+def _constant_operand(node, depth: int = 8) -> bool:
+    """`node` is a constant, possibly seen through the views and permutes exir puts before a product."""
+    while depth and isinstance(node, Node):
+        if _is_constant(node):
+            return True
+        entry = lookup(node.target) if node.op == "call_function" else None
+        if entry is None or entry.name not in _SHAPE_ONLY or not node.args:
+            return False
+        node, depth = node.args[0], depth - 1
+    return False
+
+
+@target_rule("ethos-u85", "linear", "matmul", "addmm")
+def _u85_int16_fully_connected(node: Node, family: str) -> str | None:
+    """An int16 x int8 product with constant weights lowers as CONV2D (INT48 accumulator), an exact RESCALE
+    x 1 to int32, then its output RESCALE with a 32-bit multiplier. regor (vela 5.2, U85) fuses that RESCALE
+    into the convolution's 48-bit scale stream, whose records hold a 15-bit multiplier, and writes the
+    multiplier's low 15 bits alone (0x75D3A25F became 0x225F for nn.Linear(8, 12): every output near 0 on
+    the NPU simulator, 1.71 off in float). A product of two activations (MATMUL) takes its OFM scale from a
+    32-bit register instead and is not affected."""
+    if not node.meta.get("arm_quantized"):
+        return None
+    weight = node.args[2] if family == "addmm" and len(node.args) > 2 else node.args[1] if len(node.args) > 1 else None
+    if _operand_quant_dtype(node.args[1 if family == "addmm" else 0]) != torch.int16 or not _constant_operand(weight):
+        return None
+    return ("int16 x int8 fully connected layer: the command stream vela 5.2 writes for Ethos-U85 keeps only the "
+            "low 15 bits of its 32-bit output multiplier (another function than the graph, NPU simulator); "
+            "quantize this layer's input to int8 to run it on the NPU")
+
+
 def _family_rules(node: Node, family: str) -> str | None:
     """The rules attached to the node's op family for this Ethos-U family (`target_rule` with
     "ethos-u55", "ethos-u65" or "ethos-u85"), in the order they were attached."""

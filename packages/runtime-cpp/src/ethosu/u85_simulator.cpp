@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <utility>
 
 #include <executorch/runtime/platform/log.h>
@@ -433,15 +434,83 @@ bool ublock_of(int microblock, int* h, int* w) {
   return true;
 }
 
+// NPU_OP_CONV with its weights from IFM2 (param bit 0): regor's MATMUL, A [M, K] @ B [K, N] per batch.
+// The IFM holds A's M rows along W with K channels; IFM2 holds B transposed, its N columns along W
+// with K channels (regor first transposes B with a 1x1 SUM pool into an HCW OFM); the OFM is the
+// M x N product along W and C. Both operands less their zero points, no bias, the global OFM scale,
+// the clamp. regor writes one kick-off per batch, each one OFM row high; more rows (whether the NPU
+// pairs OFM row y with IFM2 row y or row 0 is not shown by any stream), a kernel other than 1x1,
+// padding, broadcasts, chained or upscaled operands are refused.
+Error run_matmul(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
+                 const std::vector<uint8_t>& lut, OpRecord* record) {
+  if (((regs.p(kOfmPrecision) >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on a matmul");
+  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0 ||
+      (regs.p(kIfm2Broadcast) & 0xF) != 0 || storage_of(regs.p(kIfm2Precision)) != 0) {
+    return unsupported(at, "a broadcast, scalar or chained matmul operand");
+  }
+  if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
+  const int acc = regs.p(kAccFormat);
+  if ((acc & 3) > 1) return fail(at, "accumulator format is not 32 or 48 bits");
+  if (((acc >> 4) & 3) != 0 || ((acc >> 6) & 1) != 0) {
+    return unsupported(at, "an accumulator kept from or handed to another operation");
+  }
+  const Kernel k = kernel_of(regs, kU85StrideHighBits);
+  if (k.h != 1 || k.w != 1 || k.stride_x != 1 || k.stride_y != 1 ||
+      k.pad_top + k.pad_left + k.pad_bottom + k.pad_right != 0) {
+    return unsupported(at, "a matmul with a kernel other than 1x1, a stride or padding");
+  }
+  FeatureMap a, b;
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &a));
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm2, memory, at, &b));
+  if (a.type.bits != b.type.bits || (a.type.bits != 8 && a.type.bits != 16)) {
+    return unsupported(at, "matmul operands other than two 8-bit or two 16-bit feature maps");
+  }
+  OfmWriter out;
+  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
+  if (out.h != 1) return unsupported(at, "a matmul more than one OFM row high");
+  Activation act;
+  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
+  const Scale out_scale = scale_of(regs, kOfmScale, 3);
+  ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
+  const int m = out.w, n = out.c, depth = regs.p(kIfmDepthM1) + 1;
+  const uint64_t macs = uint64_t(m) * n * depth;
+  if (record != nullptr) *record = {at.offset, "matmul", {1, m, n}, {1, m, depth}, {1, n, depth}, {1, 1}, macs, 0};
+  if (memory == nullptr) return Error::Ok;
+  std::vector<int64_t> rhs(size_t(n) * depth);
+  for (int j = 0; j < n; ++j) {
+    for (int c = 0; c < depth; ++c) {
+      int64_t v = 0;
+      if (!b.read(0, j, c, &v)) return fail(at, "an IFM2 address lies outside its region");
+      rhs[size_t(j) * depth + c] = v - b.zero_point;
+    }
+  }
+  std::vector<int64_t> row(depth);
+  for (int x = 0; x < m; ++x) {
+    for (int c = 0; c < depth; ++c) {
+      int64_t v = 0;
+      if (!a.read(0, x, c, &v)) return fail(at, "an IFM address lies outside its region");
+      row[c] = v - a.zero_point;
+    }
+    for (int j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int c = 0; c < depth; ++c) sum += row[c] * rhs[size_t(j) * depth + c];
+      const int64_t r = apply_activation(act, apply(out_scale, sum, true) + out.fm.zero_point);
+      if (!out.write(0, x, j, r)) return fail(at, "an OFM address lies outside its (writable) region");
+    }
+  }
+  out.finish(chains);
+  return Error::Ok;
+}
+
 // NPU_OP_CONV and NPU_OP_DEPTHWISE with weights from the weight stream (standard format, one
 // weight decoder), bias and per-channel scale from the scale stream, over an IFM in memory.
 // The OFM goes to memory or to a chain buffer (regor chains a convolution into the residual ADD
-// that follows it). Weights in the mlw codec or the fast format (FWD). Refused: weights from IFM2
-// (matmul), more than one weight stream, IFM upscaling, a chained or broadcast input, global OFM
+// that follows it). Weights in the mlw codec or the fast format (FWD); weights from IFM2 go to
+// run_matmul. Refused: more than one weight stream, IFM upscaling, a chained or broadcast input, global OFM
 // scaling and accumulators kept across kick-offs.
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
                const NpuConfig& config, Chains* chains, const std::vector<uint8_t>& lut, OpRecord* record) {
-  if (!depthwise && (at.param & 1)) return unsupported(at, "a convolution with weights from IFM2 (matmul)");
+  if (!depthwise && (at.param & 1)) return run_matmul(regs, at, memory, chains, lut, record);
   // WEIGHT_FORMAT bit 0: the fast format (FWD), bit 4: 2:4 sparsity. With one weight decoder FWD
   // keeps the standard traversal; only the coding of the stream differs.
   const int wf = regs.p(kWeightFormat);
@@ -637,15 +706,79 @@ Error run_resize(const Registers& regs, const Command& at, const Memory* memory,
   return Error::Ok;
 }
 
+// A 2-D, 3-D or indexed DMA between two mapped regions (DMA0_SRC_REGION bits 9-10: stride mode 0 1-D,
+// 1 2-D, 2 3-D; bit 11 of DMA0_SRC_REGION or DMA0_DST_REGION: that side indexed): SIZE1 planes (3-D)
+// of SIZE0 rows (2-D/3-D) of DMA0_LEN contiguous bytes, row r of plane p at p * STRIDE1 + r * STRIDE0
+// on each side (40-bit two's complement strides), where the indexed side takes the row number from
+// the int32 index at DMA0_IDX + 4 * r in DMA0_IDX_REGION instead (0..DMA0_IDX_MAX). regor writes an
+// indexed source for a GATHER (an embedding lookup) and an indexed destination for a SCATTER (a KV
+// cache update), each the same indices for every plane (DMA0_IDX_SKIP1 0; another skip is refused).
+Error run_strided_dma(const Registers& regs, const Command& at, const Memory* memory, OpRecord* record) {
+  const int src = regs.p(kDmaSrcRegion), dst = regs.p(kDmaDstRegion);
+  const int mode = (src >> 9) & 3;
+  const bool src_indexed = (src >> 11) & 1, dst_indexed = (dst >> 11) & 1;
+  if ((dst >> 8) & 1) return unsupported(at, "a strided or indexed DMA into the NPU's internal memory");
+  if ((src & 0xFF) >= kRegions || (dst & 0xFF) >= kRegions) {
+    return fail(at, "the DMA names a region beyond the eight base pointers");
+  }
+  if (mode == 3) return fail(at, "DMA stride mode 3 is not defined");
+  if (src_indexed && dst_indexed) return fail(at, "a DMA indexed on both sides");
+  const bool indexed = src_indexed || dst_indexed;
+  const auto signed40 = [&regs](int reg) { return static_cast<int64_t>(regs.addr(static_cast<Reg1>(reg)) << 24) >> 24; };
+  if (indexed && mode == 2 && signed40(0x039) != 0) return unsupported(at, "an indexed 3-D DMA with DMA0_IDX_SKIP1 other than 0");
+  const uint64_t len = regs.addr(kDmaLen);
+  const int64_t rows = mode >= 1 ? regs.p(static_cast<Reg0>(0x132)) : 1;
+  const int64_t planes = mode == 2 ? regs.p(static_cast<Reg0>(0x133)) : 1;
+  const int64_t src_row = mode >= 1 || src_indexed ? signed40(0x033) : 0, src_plane = mode == 2 ? signed40(0x034) : 0;
+  const int64_t dst_row = mode >= 1 || dst_indexed ? signed40(0x035) : 0, dst_plane = mode == 2 ? signed40(0x036) : 0;
+  const uint64_t bytes = len * uint64_t(rows) * uint64_t(planes);
+  if (uint64_t(rows) * uint64_t(planes) > (uint64_t{1} << 24) || bytes > (uint64_t{1} << 32)) {
+    return fail(at, "the DMA is implausibly large (over 2^24 rows or 2^32 bytes)");
+  }
+  if (record != nullptr) *record = {at.offset, "dma", {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0}, 0, bytes};
+  if (memory == nullptr) return Error::Ok;
+  if (!(*memory)[static_cast<size_t>(dst & 7)].writable) return fail(at, "the DMA destination region is read-only");
+  const uint8_t* index = nullptr;
+  if (indexed) {
+    index = region_bytes(*memory, regs.p(kDmaIdxRegion) & 7, regs.addr(static_cast<Reg1>(0x037)), uint64_t(rows) * 4);
+    if (index == nullptr) return fail(at, "the DMA's index list lies outside its region");
+  }
+  const int64_t idx_max = static_cast<int64_t>(regs.data(static_cast<Reg1>(0x038)));
+  const int64_t src_base = static_cast<int64_t>(regs.addr(kDmaSrc)), dst_base = static_cast<int64_t>(regs.addr(kDmaDst));
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t at_row = row;
+      if (indexed) {
+        int32_t i = 0;
+        std::memcpy(&i, index + size_t(row) * 4, 4);
+        if (i < 0 || i > idx_max) {
+          ET_LOG(Error, "%s: %s at cmd_data offset %zu: index %d of row %lld lies outside 0..DMA0_IDX_MAX (%lld)",
+                 kTag, name_of(at), at.offset, i, static_cast<long long>(row), static_cast<long long>(idx_max));
+          return Error::InvalidArgument;
+        }
+        at_row = i;
+      }
+      const int64_t s_at = src_base + plane * src_plane + (src_indexed ? at_row : row) * src_row;
+      const int64_t d_at = dst_base + plane * dst_plane + (dst_indexed ? at_row : row) * dst_row;
+      const uint8_t* from = s_at < 0 ? nullptr : region_bytes(*memory, src & 0xFF, uint64_t(s_at), len);
+      const uint8_t* to = d_at < 0 ? nullptr : region_bytes(*memory, dst & 0xFF, uint64_t(d_at), len);
+      if (from == nullptr || to == nullptr) {
+        return fail(at, "a row of the DMA lies outside its source or destination region");
+      }
+      std::memmove(const_cast<uint8_t*>(to), from, len);
+    }
+  }
+  return Error::Ok;
+}
+
 // DMA between two mapped regions, or into the LUT memory (U85 DMA0_*_REGION: region bits 0-2,
-// internal memory bit 8, source stride mode bits 9-10, index mode bit 11). Strided, indexed and
-// from-internal transfers are refused.
+// internal memory bit 8, source stride mode bits 9-10, index mode bit 11): 1-D, or 2-D/3-D/indexed
+// between regions (run_strided_dma). Transfers from internal memory are refused.
 Error run_dma_u85(const Registers& regs, const Command& at, const Memory* memory, std::vector<uint8_t>* lut,
                   OpRecord* record) {
   const int src = regs.p(kDmaSrcRegion), dst = regs.p(kDmaDstRegion);
   if ((src >> 8) & 1) return unsupported(at, "a DMA from the NPU's internal memory");
-  if (((src >> 9) & 3) != 0) return unsupported(at, "a 2D/3D strided DMA");
-  if (((src | dst) >> 11) & 1) return unsupported(at, "an indexed DMA");
+  if (((src >> 9) & 3) != 0 || ((src | dst) >> 11) & 1) return run_strided_dma(regs, at, memory, record);
   return run_dma(regs, at, memory, lut, record);
 }
 
