@@ -49,5 +49,5 @@ void main() {
   for (uint s = 0u; s < SLICES; ++s) r += partial[s][j][t % PIX];
   uint o = (n * OC + oc) * P + p;
   r += (PU(4) != 0u ? float(bias[oc]) : 0.0) + (PU(7) != 0u ? float(res[o]) : 0.0);
-  y[o] = T(clamp(r, PF(5), PF(6)));
+  y[o] = T(nan_clamp(r, PF(5), PF(6)));
 }

@@ -56,7 +56,8 @@ void main() {
       }
     }
   }
-  acc = clamp(acc, CT4(CT(PF(15))), CT4(CT(PF(16))));
+  CT lo = CT(PF(15)), hi = CT(PF(16));  // (NaN-propagating: GLSL's clamp of a NaN is undefined)
+  acc = CT4(nan_clamp(acc.x, lo, hi), nan_clamp(acc.y, lo, hi), nan_clamp(acc.z, lo, hi), nan_clamp(acc.w, lo, hi));
   uint ybase = (nc * uint(OH) + uint(oh)) * uint(OW) + uint(ow0);
   int left = OW - ow0;
   y[ybase] = T(acc.x);

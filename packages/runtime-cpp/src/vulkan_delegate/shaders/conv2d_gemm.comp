@@ -82,7 +82,7 @@ void emit(uint oc, uint p, float v) {
   }
   uint o = (im * PU(4) + oc) * OHW + p;
   float r = v + (PU(16) != 0u ? float(bias[oc]) : 0.0) + (PU(19) != 0u ? float(res[o]) : 0.0);
-  y[o] = T(clamp(r, PF(17), PF(18)));
+  y[o] = T(nan_clamp(r, PF(17), PF(18)));
 }
 #define POINTWISE (!PACKED && PU(7) * PU(8) == 1u && PU(9) == 1u && PU(10) == 1u && PU(11) == 0u && PU(12) == 0u)
 #ifdef COOPMAT
@@ -160,7 +160,7 @@ void main() {
       if (p >= OHW) break;
       uint o = (n * OC + oc) * OHW + p;
       float r = acc[i][j] + b + (PU(19) != 0u ? float(res[o]) : 0.0);
-      y[o] = T(clamp(r, PF(17), PF(18)));
+      y[o] = T(nan_clamp(r, PF(17), PF(18)));
     }
   }
 #endif

@@ -18,5 +18,5 @@ void main() {
   for (uint s = 0u; s < PU(3); ++s) acc += float(part[s * total + i]);
   if (PU(4) != 0u) acc += float(bias[(i / PU(2)) % PU(1)]);
   if (PU(7) != 0u) acc += float(res[i]);
-  y[i] = T(clamp(acc, PF(5), PF(6)));
+  y[i] = T(nan_clamp(acc, PF(5), PF(6)));
 }

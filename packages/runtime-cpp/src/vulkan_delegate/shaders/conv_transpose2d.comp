@@ -38,5 +38,5 @@ void main() {
       }
     }
   }
-  y[(n * uint(OC) + oc) * uint(OH * OW) + pix] = T(clamp(acc, PF(17), PF(18)));
+  y[(n * uint(OC) + oc) * uint(OH * OW) + pix] = T(nan_clamp(acc, PF(17), PF(18)));
 }

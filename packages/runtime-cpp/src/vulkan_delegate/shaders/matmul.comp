@@ -27,7 +27,7 @@ uint abase, bbase;
 uint ybase;
 void emit(uint m, uint n, float v) {
   float r = PF(13) * v + (PU(12) == 1u ? float(bias[n]) : (PU(12) == 2u ? float(bias[m]) : 0.0));
-  y[ybase + m * PU(1) + n] = T(clamp(r, PF(14), PF(15)));
+  y[ybase + m * PU(1) + n] = T(nan_clamp(r, PF(14), PF(15)));
 }
 #ifdef COOPMAT
 // 128-bit loads (8 fp16): the A rows (k contiguous) / B rows (n contiguous) / B columns (k contiguous)
@@ -77,7 +77,7 @@ void main() {
       uint n = n0 + gl_LocalInvocationID.x + 16u * j;
       if (n >= N) break;
       float r = PF(13) * acc[i][j] + (PU(12) == 1u ? float(bias[n]) : (PU(12) == 2u ? float(bias[m]) : 0.0));
-      y[(bz * M + m) * N + n] = T(clamp(r, PF(14), PF(15)));
+      y[(bz * M + m) * N + n] = T(nan_clamp(r, PF(14), PF(15)));
     }
   }
 #endif

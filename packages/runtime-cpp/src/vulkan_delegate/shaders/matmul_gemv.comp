@@ -31,5 +31,5 @@ void main() {
   }
   if (lane != 0u || n >= N) return;
   float r = PF(13) * partial[o][0] + (PU(12) == 1u ? float(bias[n]) : (PU(12) == 2u ? float(bias[0]) : 0.0));
-  y[bz * N + n] = T(clamp(r, PF(14), PF(15)));
+  y[bz * N + n] = T(nan_clamp(r, PF(14), PF(15)));
 }
