@@ -58,7 +58,7 @@ class ConvKinds(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.convs = nn.ModuleList([nn.Conv2d(8, 16, 3, stride=2, padding=1),  # conv2d_gemm
-                                    nn.Conv2d(8, 16, 3, padding=1),  # conv2d_gemm, stride 1
+                                    nn.Conv2d(8, 16, 3, padding=1),  # conv2d_wino
                                     nn.Conv2d(8, 16, 1),  # conv2d_1x1_small
                                     nn.Conv2d(8, 8, 3, padding=1, groups=8),  # conv2d_dw
                                     nn.Conv2d(8, 8, 3, padding=1, groups=2),  # conv2d
@@ -77,7 +77,7 @@ def test_nan_propagates_through_every_conv_kernel(vk_check, vk_shaders):
     x.view(-1)[::97] = float("nan")
     z.view(-1)[5::301] = float("nan")
     edge = vk_check(ConvKinds().eval(), (x, z))
-    assert {"conv2d_gemm", "conv2d_1x1_small", "conv2d_dw", "conv2d", "conv_transpose2d",
+    assert {"conv2d_gemm", "conv2d_wino", "conv2d_1x1_small", "conv2d_dw", "conv2d", "conv_transpose2d",
             "conv2d_splitk"} <= set(vk_shaders(edge, False))
 
 
