@@ -3,24 +3,25 @@
 // variants: f32 f16
 // An ungrouped 3x3 stride-1 undilated NCHW convolution by Winograd F(2x2, 3x3) in one dispatch (Lavin &
 // Gray 2016): each 2x2 output tile is A^T [sum_c U_c (.) V_c] A with V_c = B^T d_c B the transform of the 4x4
-// input patch of channel c and U_c = G g_c G^T its transformed 3x3 filter (the lowering computes U once:
-// ops/conv.py winograd_weights). 16 multiplies per 4 outputs where the direct form takes 36: on the H100 every
+// input patch of channel c and U_c = G g_c G^T its transformed 3x3 filter. 16 multiplies per 4 outputs where
+// the direct form takes 36: on the H100 every
 // ResNet-18 b1 3x3 conv took 29-41 us as an implicit GEMM (the same multiply-adds per conv in each stage).
 // A workgroup computes 16 output channels x 16 tiles (64 pixels) for all 16 entries e: per step of 16 input
-// channels, thread (c, tile) transforms one patch into shared memory, the 256 threads copy U's slice, then
+// channels, thread (c, tile) transforms one patch and thread (c, output channel) one filter into shared memory
+// (U is computed here, not stored: a stored U is 16/9 of the weights, and a .pte 1.8x larger), then
 // thread (e, 4 channels, 4 tiles) adds 16 x 16 products into registers; at the end the sums pass through
 // shared memory and thread (channel, tile) applies A^T . A, bias, the residual and the clamp (as
 // conv2d_gemm.comp's epilogue). Arithmetic in fp32 whatever T is.
-// U: [16][CP][OCP], C and OC zero-padded to multiples of 16 (no bounds checks on its loads).
-// push = N, C, H, W, OC, OH, OW, PH, PW, TW (tiles per row), TILES (per image), OCP, CP, splits, has_bias, lo,
-// hi, has_res, share (input channels per split, a multiple of 16).
+// W: the plain [OC][C][3][3] weights. push = N, C, H, W, OC, OH, OW, PH, PW, TW (tiles per row), TILES (per
+// image), OCP, CP (OC, C rounded up to 16), splits, has_bias, lo, hi, has_res, share (input channels per
+// split, a multiple of 16).
 // Split over input channels (splits > 1: few workgroups, late layers at batch 1): workgroup z = n * splits + s
 // writes its raw partial output to Y[s][n][oc][pixel] (the transform is linear) and conv2d_splitk.comp adds
 // them and applies the epilogue. Threads: (ceil(TILES / 16) * 256, OCP / 16, N * splits).
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { T x[]; };
-layout(std430, binding = 1) readonly buffer U { T u[]; };
+layout(std430, binding = 1) readonly buffer Wt { T w[]; };
 layout(std430, binding = 2) readonly buffer Bias { T bias[]; };
 layout(std430, binding = 3) readonly buffer Res { T res[]; };
 layout(std430, binding = 4) writeonly buffer Y { T y[]; };
@@ -71,9 +72,24 @@ void main() {
       Vs[r * 4 + 2][lc][lt] = t[r][2] - t[r][1];
       Vs[r * 4 + 3][lc][lt] = t[r][1] - t[r][3];
     }
-    for (uint k = 0u; k < 16u; ++k) {  // U[e][c0 .. c0 + 15][oc0 .. oc0 + 15]: 4096 values, 16 per thread
-      uint f = lid + 256u * k, ee = f >> 8u, cc = (f >> 4u) & 15u, oo = f & 15u;
-      Us[ee][cc][oo] = float(u[(ee * CP + c0 + cc) * OCP + oc0 + oo]);
+    {  // U = G g G^T of input channel c (lc), output channel oc0 + lt (0 past C or OC)
+      uint oc = oc0 + lt, wb = (oc * C + c) * 9u;
+      bool in_w = c < C && oc < OC;
+      float g[9];
+      for (int k = 0; k < 9; ++k) g[k] = in_w ? float(w[wb + uint(k)]) : 0.0;
+      float gg[4][3];  // G g
+      for (int q = 0; q < 3; ++q) {
+        gg[0][q] = g[q];
+        gg[1][q] = 0.5 * (g[q] + g[3 + q] + g[6 + q]);
+        gg[2][q] = 0.5 * (g[q] - g[3 + q] + g[6 + q]);
+        gg[3][q] = g[6 + q];
+      }
+      for (int r = 0; r < 4; ++r) {  // (G g) G^T
+        Us[r * 4 + 0][lc][lt] = gg[r][0];
+        Us[r * 4 + 1][lc][lt] = 0.5 * (gg[r][0] + gg[r][1] + gg[r][2]);
+        Us[r * 4 + 2][lc][lt] = 0.5 * (gg[r][0] - gg[r][1] + gg[r][2]);
+        Us[r * 4 + 3][lc][lt] = gg[r][2];
+      }
     }
     barrier();
     for (uint cc = 0u; cc < CK; ++cc) {

@@ -219,19 +219,8 @@ def _winograd(sfx: str, sizes: list, kernel: list) -> bool:
             and os.environ.get(WINOGRAD_ENV) != "0")
 
 
-#: Winograd F(2x2, 3x3)'s filter transform G (U = G g G^T)
-WINOGRAD_G = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]
 #: conv2d_wino.comp's block: 16 output channels x 16 tiles per workgroup, 16 input channels per step
 WINO_BLOCK = 16
-
-
-def winograd_weights(w: torch.Tensor) -> torch.Tensor:
-    """[OC, C, 3, 3] -> U = G w G^T as [16, CP, OCP] (entry e = 4 * row + column; C and OC zero-padded to
-    multiples of WINO_BLOCK), computed in float64 and rounded once to fp32."""
-    g = torch.tensor(WINOGRAD_G, dtype=torch.float64)
-    u = torch.einsum("ak,ockl,bl->abco", g, w.double(), g).reshape(16, w.shape[1], w.shape[0])
-    cp, ocp = (-(-v // WINO_BLOCK) * WINO_BLOCK for v in (w.shape[1], w.shape[0]))
-    return torch.nn.functional.pad(u, (0, ocp - w.shape[0], 0, cp - w.shape[1])).float()
 
 
 def winograd_conv(ctx, x: Tensor, w: torch.Tensor, b: torch.Tensor | None, res: Tensor | None, y: Tensor,
@@ -239,8 +228,7 @@ def winograd_conv(ctx, x: Tensor, w: torch.Tensor, b: torch.Tensor | None, res: 
     """One conv2d_wino dispatch (and a conv2d_splitk sum where the output gives too few workgroups: the
     input channels split, each part's output partial summed there)."""
     n, c, h, wd, oc, oh, ow = push[:7]
-    u = winograd_weights(w)
-    cp, ocp = u.shape[1], u.shape[2]
+    cp, ocp = (-(-v // WINO_BLOCK) * WINO_BLOCK for v in (c, oc))
     tw = -(-ow // 2)
     tiles = -(-oh // 2) * tw
     groups = -(-tiles // WINO_BLOCK) * (ocp // WINO_BLOCK) * n
@@ -248,16 +236,16 @@ def winograd_conv(ctx, x: Tensor, w: torch.Tensor, b: torch.Tensor | None, res: 
     share = -(-cp // splits)
     share = -(-share // WINO_BLOCK) * WINO_BLOCK  # whole steps of 16 input channels per part
     splits = -(-cp // share)
-    ut = ctx.g.constant(u)
-    bt = ctx.g.constant(b.float()) if b is not None else ut
+    wt = ctx.g.constant(w.float())  # the plain [OC][C][3][3] weights: the shader transforms them (G g G^T)
+    bt = ctx.g.constant(b.float()) if b is not None else wt
     has_bias, lo, hi, has_res = int(b is not None), push[17], push[18], int(res is not None)
     wpush = [n, c, h, wd, oc, oh, ow, push[11], push[12], tw, tiles, ocp, cp, splits, has_bias, lo, hi, has_res, share]
     threads = (-(-tiles // WINO_BLOCK) * 256, ocp // WINO_BLOCK, n * splits)
     if splits == 1:
-        ctx.dispatch("conv2d_wino", [x, ut, bt, res if res is not None else y, y], wpush, threads)
+        ctx.dispatch("conv2d_wino", [x, wt, bt, res if res is not None else y, y], wpush, threads)
         return
     part = ctx.g.new_tensor([splits, n, oc, oh, ow])
-    ctx.dispatch("conv2d_wino", [x, ut, bt, part, part], wpush, threads)
+    ctx.dispatch("conv2d_wino", [x, wt, bt, part, part], wpush, threads)
     total = n * oc * oh * ow
     ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
                  [total, oc, oh * ow, splits, has_bias, lo, hi, has_res], (total,))
