@@ -20,9 +20,11 @@ layout(std430, binding = 4) writeonly buffer Y { T y[]; };
 #define OCT 4u
 shared float partial[OCT][256];  // [channel][slice * PIX + pixel]
 
-void main() {
-  // 16 or 32 slices where the push says so, else 8 (a payload from before the word: 0)
-  uint SLICES = PU(8) == 16u || PU(8) == 32u ? PU(8) : 8u, PIX = 256u / SLICES;
+// The kernel for SLICES K slices; main calls it with each count as a literal, so the driver's compiler can
+// specialize each copy: read from the push, 8 slices ran MobileNetV2's expand convs 1-2 us slower each on the
+// H100 than the kernel with 8 written in (bench/results/gpu/README.md, 17:56)
+void pointwise(uint SLICES) {
+  uint PIX = 256u / SLICES;
   uint C = PU(1), P = PU(2), OC = PU(3), n = gl_WorkGroupID.z;
   uint lid = gl_LocalInvocationID.x, lane = lid % PIX, slice = lid / PIX;
   uint p = gl_WorkGroupID.x * PIX + lane, oc0 = gl_WorkGroupID.y * OCT;
@@ -52,4 +54,13 @@ void main() {
   uint o = (n * OC + oc) * P + p;
   r += (PU(4) != 0u ? float(bias[oc]) : 0.0) + (PU(7) != 0u ? float(res[o]) : 0.0);
   y[o] = T(nan_clamp(r, PF(5), PF(6)));
+}
+
+void main() {  // 16 or 32 slices where the push says so, else 8 (a payload from before the word: 0)
+  if (PU(8) == 32u)
+    pointwise(32u);
+  else if (PU(8) == 16u)
+    pointwise(16u);
+  else
+    pointwise(8u);
 }
