@@ -119,12 +119,12 @@ def lower_conv(ctx, node: Node) -> None:
     push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
             dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
     pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
-    if (weight_const and not transposed and groups == 1
+    packed = (groups == 1 and not transposed and weight_const
+              and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw, pointwise))
+    if (weight_const and not transposed and groups == 1 and not packed  # (fp32 packs only under VKDG_F32_PACK=1)
             and _winograd(ctx.sfx, [n, c, h, wd, oc, oh, ow], [kh, kw, *stride, *dilation])):
         winograd_conv(ctx, x, w, b, res, y, push)
         return
-    packed = (groups == 1 and not transposed and weight_const
-              and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw, pointwise))
     if packed:  # channel-last padded input, weights in (kh, kw, c) order (conv2d_pack.comp)
         x, wt, push = pack_conv_input(ctx, x, w, push)
     else:
