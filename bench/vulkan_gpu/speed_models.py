@@ -38,7 +38,9 @@ NORM_CASES = [("rmsnorm4096_r1_fp32", "rms_norm4096", 1, False),
 # them); only run when SPEED_CASES names them
 AB_CASES = [("llama_block128_nofuse_fp32", "llama_block", 1, False),  # no elementwise fusion (fuse.py)
             ("llama_block128_nofuse_fp16", "llama_block", 1, True),
-            ("mobilenet_v2_b1_no1x1small_fp32", "mobilenet_v2", 1, False)]  # small pointwise convs on the GEMM tile
+            ("mobilenet_v2_b1_no1x1small_fp32", "mobilenet_v2", 1, False),  # small pointwise convs on the GEMM tile
+            ("mobilenet_v2_b1_slices8_fp32", "mobilenet_v2", 1, False),  # conv2d_1x1_small with 8 K slices
+            ("resnet18_b1_nowino_fp32", "resnet18", 1, False)]  # 3x3 stride-1 convs on the implicit GEMM
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
 # (the tensor-core ones exist nowhere else): "mm" x[:M, :K] @ x[M:] of one [M + K, N] input (B row-major;
@@ -72,7 +74,9 @@ CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16
 LOWERING_ENV = {"gemm4096_fp32tile64": {"VKDG_F32_BIG": "0"}, "resnet18_b1_fp32pack": {"VKDG_F32_PACK": "1"},
                 "check_conv3_64x64x56_fp32pack": {"VKDG_F32_PACK": "1"},
                 "llama_block128_nofuse_fp32": {"VKDG_FUSE": "0"}, "llama_block128_nofuse_fp16": {"VKDG_FUSE": "0"},
-                "mobilenet_v2_b1_no1x1small_fp32": {"VKDG_CONV1X1_SMALL": "0"}}
+                "mobilenet_v2_b1_no1x1small_fp32": {"VKDG_CONV1X1_SMALL": "0"},
+                "mobilenet_v2_b1_slices8_fp32": {"VKDG_CONV1X1_SLICES": "8"},
+                "resnet18_b1_nowino_fp32": {"VKDG_WINOGRAD": "0"}}
 
 
 # SPEED_CASES="stem,stem,..." (staging and device alike): run only these cases and checks

@@ -109,3 +109,20 @@ def vk_delegated() -> dict[int, set]:
 def vk_lower():
     """`vk_lower(model, inputs, fp16=False, dynamic_shapes=None, **partitioner_kw)` -> EdgeProgramManager."""
     return lower
+
+
+def randomize_bn(model: torch.nn.Module) -> None:
+    """Batch norms with statistics away from the identity, so a folded scale/shift that is wrong shows."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+
+
+@pytest.fixture
+def vk_randomize_bn():
+    """`vk_randomize_bn(model)`: randomize_bn."""
+    return randomize_bn

@@ -111,7 +111,7 @@ def test_packed_conv_lowering(monkeypatch):
     assert gemm.bindings[0] is pack.bindings[1] and list(gemm.bindings[1].shape) == [13, 3, 3, 16]
     assert gemm.push[1:4] == [16, 13, 12] and gemm.push[11:13] == [0, 0]
     assert gemm.push[20:22] == [2, 1] and splitk.shader == "conv2d_splitk_f16"  # 2 splits, packed (batch 1)
-    assert _dispatches(model, x, fp16=False)[0].shader.startswith("conv2d_gemm_f32")
+    assert _dispatches(model, x, fp16=False)[0].shader.startswith(("conv2d_gemm_f32", "conv2d_wino_f32"))
     for pointwise in (nn.Conv2d(16, 8, 1), nn.Conv2d(16, 8, 1, stride=2)):
         assert "conv2d_pack_f16" not in [d.shader for d in _dispatches(pointwise.eval(), r(1, 16, 5, 5))]
     # K = 40 * 9 = 360: 4 splits of 96 (whole K slices of 32), not 5 of 72 (no empty part)

@@ -23,29 +23,29 @@ class Block(nn.Module):
         return x + self.bn2(self.project(F.relu6(self.bn1(self.expand(x)))))
 
 
-def _randomize_bn(model: nn.Module) -> None:
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
-
-
 # (batch, channels, hidden, side): 7x7 = 49 pixels (a partial 32-pixel tile), 14x14 = 196 (the largest that takes
 # the kernel), channels off the 8 K slices (61) and hidden off the 4-channel tile (98), batch 2 (workgroup z)
 CASES = [(1, 61, 98, 7), pytest.param(2, 32, 96, 14, marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize(("batch", "c", "hidden", "side"), CASES)
-def test_pointwise_small_matches_eager(batch, c, hidden, side, vk_check, vk_shaders):
+def test_pointwise_small_matches_eager(batch, c, hidden, side, vk_check, vk_shaders, vk_randomize_bn):
     torch.manual_seed(c)
     model = Block(c, hidden).eval()
-    _randomize_bn(model)
+    vk_randomize_bn(model)
     x = torch.randn(batch, c, side, side)
     edge = vk_check(model, (x,))
     assert vk_shaders(edge, False) == ["conv2d_1x1_small", "conv2d_1x1_small", "copy"]
+
+
+# (channels, side): 600 channels split in 32 K slices of 8 pixels per workgroup (49 pixels: a 1-pixel tail);
+# 300 in 16 slices of 16 pixels
+@pytest.mark.parametrize(("c", "side"), [(600, 7), pytest.param(300, 14, marks=pytest.mark.slow)])
+def test_pointwise_long_k_matches_eager(c, side, vk_check, vk_shaders):
+    torch.manual_seed(c)
+    model = nn.Sequential(nn.Conv2d(c, 26, 1), nn.ReLU6()).eval()
+    edge = vk_check(model, (torch.randn(1, c, side, side),))
+    assert vk_shaders(edge, False) == ["conv2d_1x1_small", "copy"]
 
 
 def test_pointwise_past_the_pixel_limit_takes_the_gemm_tile(vk_shaders, vk_lower):

@@ -108,7 +108,8 @@ CONV_CASES = {
 
 @pytest.mark.parametrize("name", [n if n in ("conv_oc65_stride2", "resnet_block_split_k", "conv_big_tile")
                                   else pytest.param(n, marks=pytest.mark.slow) for n in sorted(CONV_CASES)])
-def test_conv_gemm_fp32(name, vk_check):
+def test_conv_gemm_fp32(name, vk_check, monkeypatch):
+    monkeypatch.setenv("VKDG_WINOGRAD", "0")  # 3x3 stride-1 ones too on the GEMM (test_vulkan_conv_winograd.py)
     model, inputs = CONV_CASES[name]
     vk_check(model.eval(), inputs)
 
@@ -126,9 +127,11 @@ def _lowered_graph(model, inputs, fp16=False):
     return lower_program(to_edge(ep).exported_program(), fp16)
 
 
-def test_residual_add_and_relu_fold_into_the_conv():
+def test_residual_add_and_relu_fold_into_the_conv(monkeypatch):
     """The block lowers to two conv2d_gemm dispatches (then the copy to the output buffer): bn, add and
-    both relus fused, each dispatch named by its module and op."""
+    both relus fused, each dispatch named by its module and op (on the GEMM: fp32 3x3 stride-1 convs take
+    conv2d_wino by default, whose epilogue test_vulkan_conv_winograd.py checks)."""
+    monkeypatch.setenv("VKDG_WINOGRAD", "0")
     model, inputs = CONV_CASES["resnet_block"]
     g = _lowered_graph(model, inputs)
     assert [d.shader for d in g.dispatches] == ["conv2d_gemm_f32small", "conv2d_gemm_f32small", "copy_f32_f32"]
@@ -137,7 +140,8 @@ def test_residual_add_and_relu_fold_into_the_conv():
     assert serialize(g).count(b"c2: convolution") == 1
 
 
-def test_split_k_where_the_output_gives_few_tiles():
+def test_split_k_where_the_output_gives_few_tiles(monkeypatch):
+    monkeypatch.setenv("VKDG_WINOGRAD", "0")  # (the GEMM's split; conv2d_wino's own in test_vulkan_conv_winograd.py)
     model, inputs = CONV_CASES["resnet_block_split_k"]
     g = _lowered_graph(model, inputs)
     assert [d.shader for d in g.dispatches][:4] == ["conv2d_gemm_f32small", "conv2d_splitk_f32"] * 2
@@ -147,7 +151,9 @@ def test_split_k_where_the_output_gives_few_tiles():
 def test_gemm_tile_is_chosen_by_shape(monkeypatch):
     """Outputs that give fewer than 32 64x64 tiles (with K <= 2048) take the 16x16 `small` tile: a
     batch-2 linear layer, a 1x1 conv at 7x7 (when the pointwise kernel for at most 196 pixels is off); big
-    outputs and long K keep the 64x64 one; a single row (batch-1 linear) the GEMV kernel."""
+    outputs and long K keep the 64x64 one; a single row (batch-1 linear) the GEMV kernel. (3x3 stride-1 convs
+    with VKDG_WINOGRAD=0: else conv2d_wino.)"""
+    monkeypatch.setenv("VKDG_WINOGRAD", "0")
     small = [d.shader for d in _lowered_graph(nn.Linear(960, 1000).eval(), (r(2, 960),)).dispatches]
     assert small[0] == "matmul_f32small"
     one_row = [d.shader for d in _lowered_graph(nn.Linear(1280, 1000).eval(), (r(1, 1280),)).dispatches]

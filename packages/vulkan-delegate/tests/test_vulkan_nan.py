@@ -83,3 +83,34 @@ def test_nan_accumulator_survives_the_fused_clamp(vk_check, vk_shaders, fp16):
     shaders = set(vk_shaders(edge, fp16))
     assert {"conv2d_gemm", "conv2d_dw", "conv_transpose2d", "matmul", "matmul_gemv"} <= shaders, str(sorted(shaders))
     assert not shaders & {"unary", "ewise_expr"}, str(sorted(shaders))  # every clamp fused into its producer
+
+
+class ConvKinds(nn.Module):
+    """One convolution per conv kernel (and split-K's sum): each epilogue clamps, also with no activation
+    (bounds -inf, inf), where llvmpipe's clamp turned a NaN sum into -inf."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv2d(8, 16, 3, stride=2, padding=1),  # conv2d_gemm
+                                    nn.Conv2d(8, 16, 3, padding=1),  # conv2d_wino
+                                    nn.Conv2d(8, 16, 1),  # conv2d_1x1_small
+                                    nn.Conv2d(8, 8, 3, padding=1, groups=8),  # conv2d_dw
+                                    nn.Conv2d(8, 8, 3, padding=1, groups=2),  # conv2d
+                                    nn.ConvTranspose2d(8, 4, 3)])  # conv_transpose2d
+        # 64 channels at 6x6: few workgroups, so K / the input channels split (conv2d_splitk sums)
+        self.split = nn.ModuleList([nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.Conv2d(64, 64, 3, padding=1)])
+
+    def forward(self, x, z):
+        return torch.cat([c(x).flatten() for c in self.convs] + [c(z).flatten() for c in self.split])
+
+
+def test_nan_propagates_through_every_conv_kernel(vk_check, vk_shaders):
+    """A NaN in the input gives NaN in every output whose window holds it (torch), not -inf."""
+    torch.manual_seed(0)
+    x, z = torch.randn(1, 8, 10, 10), torch.randn(1, 64, 6, 6)
+    x.view(-1)[::97] = float("nan")
+    z.view(-1)[5::301] = float("nan")
+    edge = vk_check(ConvKinds().eval(), (x, z))
+    assert {"conv2d_gemm", "conv2d_wino", "conv2d_1x1_small", "conv2d_dw", "conv2d", "conv_transpose2d",
+            "conv2d_splitk"} <= set(vk_shaders(edge, False))
+

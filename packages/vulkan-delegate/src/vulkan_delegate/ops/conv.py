@@ -1,6 +1,7 @@
 """Convolution (incl. depthwise/grouped, with a following batch norm, residual add and clamp activation
 folded in), batch norm on its own, and 2-D pooling. Shaders `conv2d_gemm` (ungrouped: implicit GEMM),
-`conv2d_dw` (depthwise: 4 outputs per invocation), `conv2d` (grouped: direct), `pool2d`, `binary`."""
+`conv2d_wino` (fp32 3x3 stride 1: Winograd F(2x2, 3x3)), `conv2d_dw` (depthwise: 4 outputs per invocation),
+`conv2d` (grouped: direct), `pool2d`, `binary`."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def _bn_params(ctx, bn: Node):
 
 @register("conv2d", [aten.convolution.default],
           ["conv2d", "conv2d_1x1_small", "conv2d_dw", "conv2d_gemm", "conv2d_pack", "conv2d_splitk",
-           "conv_transpose2d"],
+           "conv2d_wino", "conv_transpose2d"],
           support=_conv_support)
 def lower_conv(ctx, node: Node) -> None:
     """2-D convolutions, and 1-D ones as 2-D of height 1 (views: no copy); transposed ones gather on
@@ -120,6 +121,10 @@ def lower_conv(ctx, node: Node) -> None:
     pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
     packed = (groups == 1 and not transposed and weight_const
               and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw, pointwise))
+    if (weight_const and not transposed and groups == 1 and not packed  # (fp32 packs only under VKDG_F32_PACK=1)
+            and _winograd(ctx.sfx, [n, c, h, wd, oc, oh, ow], [kh, kw, *stride, *dilation])):
+        winograd_conv(ctx, x, w, b, res, y, push)
+        return
     if packed:  # channel-last padded input, weights in (kh, kw, c) order (conv2d_pack.comp)
         x, wt, push = pack_conv_input(ctx, x, w, push)
     else:
@@ -131,9 +136,10 @@ def lower_conv(ctx, node: Node) -> None:
         ctx.dispatch("conv_transpose2d", [x, wt, bt, y], push, (oh * ow, oc, n))
         return
     if groups == 1 and pointwise and not transposed and not packed and _pointwise_small(ctx.sfx, n, oh * ow):
+        slices = pointwise_slices(c)
         ctx.dispatch("conv2d_1x1_small", [x, wt, bt, res if res is not None else y, y],
-                     [n, c, oh * ow, oc, has_bias, float(lo), float(hi), int(res is not None)],
-                     (-(-(oh * ow) // 32) * 256, -(-oc // 4), n))
+                     [n, c, oh * ow, oc, has_bias, float(lo), float(hi), int(res is not None), slices],
+                     (-(-(oh * ow) // (256 // slices)) * 256, -(-oc // 4), n))
         return
     if groups == 1:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
@@ -182,10 +188,67 @@ def lower_conv(ctx, node: Node) -> None:
                   dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)], (oh * ow, oc, n))
 
 
+#: "8" at lowering: every conv2d_1x1_small workgroup splits K in 8 slices (the kernel before pointwise_slices),
+#: for the A/B
+POINTWISE_SLICES_ENV = "VKDG_CONV1X1_SLICES"
+
+
+def pointwise_slices(k: int) -> int:
+    """conv2d_1x1_small's K slices for a reduction of `k` channels: 8 (32 pixels per workgroup) below 256, 16
+    below 512, else 32 (8 pixels): each invocation's loop of dependent loads stays at most 32 long."""
+    if os.environ.get(POINTWISE_SLICES_ENV) == "8":
+        return 8
+    return 8 if k < 256 else 16 if k < 512 else 32
+
+
 def _pointwise_small(sfx: str, n, pixels) -> bool:
     """Whether a pointwise conv runs on conv2d_1x1_small (static sizes, fp32, few pixels)."""
     return (sfx == "f32" and isinstance(n, int) and isinstance(pixels, int) and pixels <= POINTWISE_SMALL_MAX_PIXELS
             and os.environ.get(POINTWISE_SMALL_ENV) != "0")
+
+
+#: "0" at lowering: fp32 3x3 stride-1 convolutions keep the implicit GEMM (conv2d_gemm.comp), for the A/B
+WINOGRAD_ENV = "VKDG_WINOGRAD"
+
+
+def _winograd(sfx: str, sizes: list, kernel: list) -> bool:
+    """Whether an ungrouped convolution (sizes N, C, H, W, OC, OH, OW; kernel KH, KW, SH, SW, DH, DW) runs by
+    Winograd F(2x2, 3x3) (conv2d_wino.comp): fp32, 3x3, stride 1, no dilation, static sizes. fp16 convolutions
+    keep the tensor-core tile."""
+    return (sfx == "f32" and kernel == [3, 3, 1, 1, 1, 1] and all(isinstance(v, int) for v in sizes)
+            and os.environ.get(WINOGRAD_ENV) != "0")
+
+
+#: conv2d_wino.comp's block: 16 output channels x 16 tiles per workgroup, 16 input channels per step
+WINO_BLOCK = 16
+
+
+def winograd_conv(ctx, x: Tensor, w: torch.Tensor, b: torch.Tensor | None, res: Tensor | None, y: Tensor,
+                  push: list) -> None:
+    """One conv2d_wino dispatch (and a conv2d_splitk sum where the output gives too few workgroups: the
+    input channels split, each part's output partial summed there)."""
+    n, c, h, wd, oc, oh, ow = push[:7]
+    cp, ocp = (-(-v // WINO_BLOCK) * WINO_BLOCK for v in (c, oc))
+    tw = -(-ow // 2)
+    tiles = -(-oh // 2) * tw
+    groups = -(-tiles // WINO_BLOCK) * (ocp // WINO_BLOCK) * n
+    splits = 1 if groups >= TARGET_TILES // 2 else max(1, min(-(-TARGET_TILES // groups), cp // (2 * WINO_BLOCK)))
+    share = -(-cp // splits)
+    share = -(-share // WINO_BLOCK) * WINO_BLOCK  # whole steps of 16 input channels per part
+    splits = -(-cp // share)
+    wt = ctx.g.constant(w.float())  # the plain [OC][C][3][3] weights: the shader transforms them (G g G^T)
+    bt = ctx.g.constant(b.float()) if b is not None else wt
+    has_bias, lo, hi, has_res = int(b is not None), push[17], push[18], int(res is not None)
+    wpush = [n, c, h, wd, oc, oh, ow, push[11], push[12], tw, tiles, ocp, cp, splits, has_bias, lo, hi, has_res, share]
+    threads = (-(-tiles // WINO_BLOCK) * 256, ocp // WINO_BLOCK, n * splits)
+    if splits == 1:
+        ctx.dispatch("conv2d_wino", [x, wt, bt, res if res is not None else y, y], wpush, threads)
+        return
+    part = ctx.g.new_tensor([splits, n, oc, oh, ow])
+    ctx.dispatch("conv2d_wino", [x, wt, bt, part, part], wpush, threads)
+    total = n * oc * oh * ow
+    ctx.dispatch("conv2d_splitk", [part, bt, res if res is not None else part, y],
+                 [total, oc, oh * ow, splits, has_bias, lo, hi, has_res], (total,))
 
 
 #: workgroups (output tiles) a convolution should give the GPU; fewer (late layers at batch 1)
