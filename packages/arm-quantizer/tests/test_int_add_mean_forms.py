@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from quant_harness import check_int
 from torch import nn
 
+from arm_quantizer import TOSAQuantizer, get_symmetric_quantization_config
 from arm_tosa_core import TosaCompileSpec, TOSAPartitioner, partition_report, run_on_reference_model
 from arm_tosa_core.ops.elementwise import _NEARLY_UNIT, add_sub_factors
 from arm_tosa_core.quantized import multiplier_shift
@@ -86,12 +87,15 @@ def _pool_qparams(converted) -> list[tuple[tuple, tuple]]:
 
 @pytest.mark.parametrize("name,module,shape", GLOBAL_MEAN_CASES, ids=[c[0] for c in GLOBAL_MEAN_CASES])
 def test_global_average_shares_its_inputs_qparams_and_is_one_avg_pool(name, module, shape):
-    """The quantizer gives a global average pool (adaptive to 1x1, a mean over H and W) its input's
-    qparams (`is_global_average`), as for max pooling: the INT form is one AVG_POOL2D (no REDUCE_SUM,
-    no RESCALE of its own), bit-exact with the fake-quant model."""
+    """With `global_average_shares_qparams` (EthosUQuantizer's U85 default) the quantizer gives a global
+    average pool (adaptive to 1x1, a mean over H and W) its input's qparams (`is_global_average`), as for
+    max pooling: the INT form is one AVG_POOL2D (no REDUCE_SUM, no RESCALE of its own), bit-exact with the
+    fake-quant model at odd windows (no ties)."""
     torch.manual_seed(0)
     x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
-    _, report, lsb, converted = check_int(module(), (x,), max_lsb=0.0, case=name)
+    quantizer = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT")).set_global(get_symmetric_quantization_config())
+    quantizer.global_average_shares_qparams = True
+    _, report, lsb, converted = check_int(module(), (x,), max_lsb=0.0, quantizer=quantizer, case=name)
     (pair,) = _pool_qparams(converted)
     assert pair[0] == pair[1], pair
     ops = report.delegates[0].ops

@@ -11,8 +11,9 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, T
 from ..context import LoweringContext, Value
-from .common import arg, nan_propagate
+from .common import arg, aten_target, nan_propagate
 from .qparams import QParams
+from .reduce import reduce_dims
 
 aten = torch.ops.aten
 
@@ -185,3 +186,21 @@ def divide_per_position(ctx: LoweringContext, y: Value, divisors: torch.Tensor, 
 # the adaptive average pools (pooling's family); with a 1x1 output one is the mean over H, W with
 # keepdim, which pooling's rules hand to this module's
 ADAPTIVE_AVG_POOLS = (aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
+
+
+def is_global_average(node: Node) -> bool:
+    """A global average pool of a float [N, C, H, W] tensor: a mean over H and W, or a 1x1 adaptive
+    average (the quantizer's `shares_qparams` for both families).
+
+    Quantized, its output takes the input's qparams, as max pooling's does: the INT lowering is then one
+    int8 AVG_POOL2D (TOSA rounds the average once, ties up), which vela runs in fewer NPU cycles than the
+    int32 sum and RESCALE that other output qparams need (regor: a TRANSPOSE and a reduction). The cost:
+    the average's values keep the input's step, though their range is narrower than the input's.
+    """
+    x, out = node.args[0].meta.get("val") if isinstance(node.args[0], Node) else None, node.meta.get("val")
+    if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or x.dim() != 4:
+        return False
+    target = aten_target(node.target)
+    if target in ADAPTIVE_AVG_POOLS:
+        return list(out.shape[-2:]) == [1, 1]
+    return target is aten.mean.dim and reduce_dims(arg(node, 1, "dim"), 4) == [2, 3]

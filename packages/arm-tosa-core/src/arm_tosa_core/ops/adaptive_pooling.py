@@ -17,7 +17,7 @@ convolution (Ethos-U55/U65 stride limit), beyond that the MATMUL above (windows 
 into the scale), and only planes too large for its matrix an int8 AVG_POOL2D (which rounds twice).
 
 A 1x1 adaptive average of a rank-4 value (global average pooling) is lowered by `reductions` as a
-mean over H, W; the quantizer gives it its input's qparams (`reductions.is_global_average`).
+mean over H, W; the quantizer gives it its input's qparams (`helpers.windows.is_global_average`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,13 @@ from ..helpers.common import nan_propagate
 from ..helpers.qparams import QParams
 from ..helpers.reduce import float_only, reduce, values_only
 from ..helpers.shapes import slice_value
-from ..helpers.windows import ADAPTIVE_AVG_POOLS, divide_per_position, pool, window_reason
+from ..helpers.windows import (
+    ADAPTIVE_AVG_POOLS,
+    divide_per_position,
+    is_global_average,
+    pool,
+    window_reason,
+)
 from ..registry import (
     Quant,
     aten_target,
@@ -41,7 +47,6 @@ from ..registry import (
     register_op,
     register_quant_aliases,
 )
-from .reductions import is_global_average
 
 aten = torch.ops.aten
 MAX_WINDOWS = 64  # uneven max pooling: one SLICE + REDUCE_MAX per output row/column

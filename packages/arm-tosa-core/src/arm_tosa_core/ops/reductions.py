@@ -36,7 +36,7 @@ from ..helpers.reduce import (
     scale,
     values_only,
 )
-from ..helpers.windows import ADAPTIVE_AVG_POOLS, NHWC, global_avg_pool
+from ..helpers.windows import ADAPTIVE_AVG_POOLS, NHWC, global_avg_pool, is_global_average
 from ..registry import Quant, aten_target, register_int_rule, register_op
 
 aten = torch.ops.aten
@@ -93,24 +93,6 @@ def is_spatial_mean(node: Node, x: Value, dims: Sequence[int]) -> bool:
 def pools_in_place(x: Value) -> bool:
     """Whether x is (or is for free) stored NHWC, so AVG_POOL2D needs no TRANSPOSE."""
     return x.perm == NHWC or layout.only_unit_dims_move(x.shape, x.perm, NHWC)
-
-
-def is_global_average(node: Node) -> bool:
-    """A global average pool of a float [N, C, H, W] tensor: a mean over H and W, or a 1x1 adaptive
-    average (the quantizer's `shares_qparams` for both families).
-
-    Quantized, its output takes the input's qparams, as max pooling's does: the INT lowering is then one
-    int8 AVG_POOL2D (TOSA rounds the average once, ties up), which vela runs in fewer NPU cycles than the
-    int32 sum and RESCALE that other output qparams need (regor: a TRANSPOSE and a reduction). The cost:
-    the average's values keep the input's step, though their range is narrower than the input's.
-    """
-    x, out = node.args[0].meta.get("val") if isinstance(node.args[0], Node) else None, node.meta.get("val")
-    if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or x.dim() != 4:
-        return False
-    target = aten_target(node.target)
-    if target in ADAPTIVE_AVG_POOLS:
-        return list(out.shape[-2:]) == [1, 1]
-    return target is aten.mean.dim and _sum_mean_dims(node, 4)[0] == [2, 3]
 
 
 @register_op("sum_mean", [aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.sum.default],
