@@ -77,18 +77,24 @@ def _quant_dtype(node) -> torch.dtype | None:
     return None
 
 
-def _operand_quant_dtype(node, depth: int = 8) -> torch.dtype | None:
-    """`_quant_dtype` of the dequantize an operand comes from, through the views and permutes that
-    exir's decompositions put between them (a 4-d matmul is a bmm of reshaped operands)."""
+def _through_shape_ops(node, probe, depth: int = 8):
+    """The first non-None `probe(n)` for `node` and the nodes it is a view of, through the views and permutes
+    that exir's decompositions put between an operand and its source (a 4-d matmul is a bmm of reshaped
+    operands); None past `depth` or at any other op."""
     while depth and isinstance(node, Node):
-        dtype = _quant_dtype(node)
-        if dtype is not None:
-            return dtype
+        found = probe(node)
+        if found is not None:
+            return found
         entry = lookup(node.target) if node.op == "call_function" else None
         if entry is None or entry.name not in _SHAPE_ONLY or not node.args:
             return None
         node, depth = node.args[0], depth - 1
     return None
+
+
+def _operand_quant_dtype(node) -> torch.dtype | None:
+    """`_quant_dtype` of the dequantize an operand comes from, through views and permutes."""
+    return _through_shape_ops(node, _quant_dtype)
 
 
 _SHAPE_ONLY = {"view", "permute", "transpose", "expand", "clone_cast", "slice", "select"}
@@ -232,16 +238,9 @@ def _u55_resize(node: Node, family: str) -> str | None:
             "for Ethos-U55/U65 (the core lowers integer upscales as nearest copies + a depthwise conv)")
 
 
-def _constant_operand(node, depth: int = 8) -> bool:
+def _constant_operand(node) -> bool:
     """`node` is a constant, possibly seen through the views and permutes exir puts before a product."""
-    while depth and isinstance(node, Node):
-        if _is_constant(node):
-            return True
-        entry = lookup(node.target) if node.op == "call_function" else None
-        if entry is None or entry.name not in _SHAPE_ONLY or not node.args:
-            return False
-        node, depth = node.args[0], depth - 1
-    return False
+    return _through_shape_ops(node, lambda n: True if _is_constant(n) else None) is True
 
 
 @target_rule("ethos-u85", "linear", "matmul", "addmm")
