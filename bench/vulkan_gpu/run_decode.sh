@@ -21,7 +21,6 @@ for B in $(cd "$C" && ls bundle*.tar.xz); do
   D=/tmp/vkdecode_$name
   # shellcheck source=device_env.sh
   . "$C/device_env.sh"
-  [ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
   LOG=$O/decode.jsonl ERR=$O/stderr.log
   tag() { sed "s/^{/{\"config\": \"$name\", /"; }
   args=$(python3 -c "import json; m = json.load(open('$D/decode.json'))

@@ -11,8 +11,6 @@ C=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/vkgemv B=gemv_bundle.tar.xz
 # shellcheck source=device_env.sh
 . "$C/device_env.sh"
-# a runtime library beside this script (rebuilt after staging; the .pte files do not depend on it) wins
-[ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
 LOG=$O/gemv.jsonl ERR=$O/stderr.log PROF=$O/profile_gemv.csv
 echo "case,variant,dispatch,shader,name,calls,mean_us" > "$PROF"
 for spec in ${GEMV_VARIANTS:-sg=VKDG_GEMV_SG=1 chunks=VKDG_GEMV_SG=0}; do

@@ -9,8 +9,6 @@ C=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/vkspeed B=bundle.tar.xz
 # shellcheck source=device_env.sh
 . "$C/device_env.sh"
-# a runtime library beside this script (rebuilt after staging; the .pte files do not depend on it) wins
-[ -f "$C/libvulkan_delegate_runtime.so" ] && cp "$C/libvulkan_delegate_runtime.so" "$D/"
 LOG=$O/speed.jsonl ERR=$O/stderr.log PROF=$O/profile.csv
 : > "$LOG"; echo "case,dispatch,shader,name,calls,mean_us" > "$PROF"
 (cd "$D" && python3 speed_cuda.py gemm-ref "$D" 2>>"$ERR")
