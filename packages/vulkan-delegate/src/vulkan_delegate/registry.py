@@ -25,9 +25,10 @@ MAX_RANK = 6
 # `f16coop` / `f16bigcoop` / `f16smallsplitcoop`, the tensor-core twins of `f16` / `f16big` / `f16smallsplit`,
 # which no payload names: the runtime
 # swaps them in at load where the device has VK_KHR_cooperative_matrix (runtime-cpp's
-# vulkan_delegate/shader_select.cpp).
+# vulkan_delegate/shader_select.cpp); `f16bigcoop2`, `f16big`'s twin where the device has VK_NV_cooperative_matrix2
+# too.
 SHADER_VARIANTS = {"matmul": ("f32small", "f16small", "f16smallsplit", "f16smallsplitcoop", "f16coop", "f16big",
-                              "f16bigcoop", "f32big"),
+                              "f16bigcoop", "f32big", "f16bigcoop2"),
                    "conv2d_gemm": ("f32small", "f16small", "f16big", "f16bigcoop", "f32big"),
                    "rope": ("f32", "f16"),  # the rotary chain's add (ops/rope.py, via the binary family)
                    "ewise_expr": ("f32", "f16")}  # fused unary/binary trees (fuse.py, after every family)

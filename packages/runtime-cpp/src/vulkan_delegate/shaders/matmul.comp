@@ -1,10 +1,16 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require  // [[unroll]]: f16bigcoop keeps its accumulators in registers
-// variants: f32 f16 f16coop f32small f16small f16smallsplit f16smallsplitcoop f16big f16bigcoop f32big
+#ifdef COOPMAT2
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#endif
+// variants: f32 f16 f16coop f32small f16small f16smallsplit f16smallsplitcoop f16big f16bigcoop f32big f16bigcoop2
 // tile: 4 4 1
 // tile small: 1 1 1
 // tile big: 8 8 1
+// tile bigcoop2: 16 8 1
 // y[b0,b1,m,n] = alpha * sum_k a[..,m,k] b[..,k,n] (+ bias[n]), clamped. push = M, N, K, B1, a strides
 // (b0, b1, m, k), b strides (b0, b1, k, n), bias (0 none, 1 per n, 2 per m), alpha, lo, hi.
 // Threads (N, M, B0*B1) as the payload gives them; "tile: 4 4 1" = each invocation computes 4x4 of
@@ -14,7 +20,9 @@
 // subgroups: gemm_tile_small_coop.glsl), `f16coop` the same 64x64 on tensor cores; `f16big` 8x8
 // each (128x128 per workgroup): on tensor cores as `f16bigcoop` (gemm_tile_big_coop.glsl, reading A and B
 // through second, 128-bit views of the same buffers where the strides allow), else gemm_tile_big.glsl;
-// `f32big` 8x8 each in fp32 (gemm_tile_big32.glsl, vec4 views of A and B where the strides allow).
+// `f32big` 8x8 each in fp32 (gemm_tile_big32.glsl, vec4 views of A and B where the strides allow);
+// `f16bigcoop2`, the `f16big` twin on a device with VK_NV_cooperative_matrix2, 16x8 each (128 m x 256 n per
+// workgroup, one workgroup-scope matrix: gemm_tile_coop2.glsl; compiled by slang_glslang.py).
 #include "common.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { T a[]; };
@@ -27,11 +35,14 @@ uint abase, bbase;
 #define LOAD_B(k, n) ((k) < PU(2) && (n) < PU(1) ? b[bbase + (k) * PU(10) + (n) * PU(11)] : T(0))
 #ifdef BIG_TILE
 uint ybase;
-void emit(uint m, uint n, float v) {
+float emit_value(uint m, uint n, float v) {
   float r = PF(13) * v + (PU(12) == 1u ? float(bias[n]) : (PU(12) == 2u ? float(bias[m]) : 0.0));
-  y[ybase + m * PU(1) + n] = T(nan_clamp(r, PF(14), PF(15)));
+  return nan_clamp(r, PF(14), PF(15));
 }
-#ifdef COOPMAT
+void emit(uint m, uint n, float v) { y[ybase + m * PU(1) + n] = T(emit_value(m, n, v)); }
+#ifdef COOPMAT2
+#include "gemm_tile_coop2.glsl"
+#elif defined(COOPMAT)
 // 128-bit loads (8 fp16): the A rows (k contiguous) / B rows (n contiguous) / B columns (k contiguous)
 // start on a whole uvec4 when the row stride and the batch offset are multiples of 8
 #define A_VEC (PU(7) == 1u && PU(6) % 8u == 0u && abase % 8u == 0u)
@@ -69,7 +80,11 @@ void main() {
   bbase = b0 * PU(8) + b1 * PU(9);
 #ifdef BIG_TILE
   ybase = bz * M * N;
+#ifdef COOPMAT2
+  gemm_coop2(gl_WorkGroupID.y * uint(C2_BM), gl_WorkGroupID.x * uint(C2_BN), M, N, PU(2));
+#else
   gemm_big(gl_WorkGroupID.y * BIG, gl_WorkGroupID.x * BIG, 0u, PU(2), M, N);
+#endif
 #else
   uint m0 = gl_WorkGroupID.y * TILE, n0 = gl_WorkGroupID.x * TILE;
   vec4 acc[4];
