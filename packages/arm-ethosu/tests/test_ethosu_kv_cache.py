@@ -18,6 +18,7 @@ from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
 from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer, ethosu_report
 from arm_quantizer import get_symmetric_a8w4_quantization_config, get_symmetric_quantization_config
+from arm_quantizer.int16_fallback import KEPT_INT8_META
 from arm_quantizer.kv_cache import (
     module_runner,
     quantize_and_lower_decoder_methods,
@@ -62,6 +63,33 @@ def test_decoder_on_ethos_u85_equals_fake_quant(name):
     assert tokens == fq_tokens
     worst = max(float((a - b).abs().max()) for a, b in zip(logits, fq_logits, strict=True))
     assert worst <= logits_lsb(converted) * 1.0001
+
+
+@pytest.mark.slow
+def test_a16w8_decoder_on_ethos_u85_simulator_equals_fake_quant():
+    """`StaticCacheDecoder` a16w8 on ethos-u85-256: its linears run on the NPU (their INT48 accumulators
+    RESCALEd to int16 with 16-bit multipliers, `EthosUCompileSpec.int16_fc_rescale16`); `int16_partitioner`
+    sets the int16 TABLEs the target leaves on the CPU back to int8. One partition per method, and 32
+    greedy steps of the deployable `.pte` (no host graph: every stream runs on the U85 command-stream
+    simulator, or the load fails) give the fake-quant tokens with logits within 1 int16 LSB (1.01: an
+    int16 LSB of these logits is near float32's own rounding of the dequantized values)."""
+    from arm_quantizer import get_symmetric_a16w8_quantization_config
+
+    model = StaticCacheDecoder(layers=1, max_len=48).eval()
+    spec = EthosUCompileSpec("ethos-u85-256")
+    make_quantizer = lambda: EthosUQuantizer(spec).set_global(get_symmetric_a16w8_quantization_config())  # noqa: E731
+    converted, edge = quantize_and_lower_decoder_methods(model, PROMPT, 16, make_quantizer, EthosUPartitioner(spec),
+                                                         int16_partitioner=EthosUPartitioner(spec))
+    numbers = {}
+    for method in assert_one_delegate_per_method(edge, BOUNDARY):
+        (part,) = ethosu_report(edge.exported_program(method)).partitions
+        numbers[method] = (part.cycles_npu, part.sram_memory_used_bytes, part.weight_bytes)
+    print("a16w8 (cycles_npu, sram bytes, weight bytes):", numbers)
+    kept = {m: sorted(converted[m].meta.get(KEPT_INT8_META, {})) for m in converted}
+    print("a16w8 ops kept int8:", kept)
+    logits = assert_greedy_decodes_alike(pte_runner(methods_to_pte(edge)), module_runner(converted), PROMPT, STEPS,
+                                         model.max_len, atol=logits_lsb(converted) * 1.01)
+    assert all(torch.isfinite(x).all() for x in logits)
 
 
 def test_cache_write_stays_on_the_cpu_on_u55_with_the_reason():
