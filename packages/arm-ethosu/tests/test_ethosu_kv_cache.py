@@ -65,12 +65,12 @@ def test_decoder_on_ethos_u85_equals_fake_quant(name):
     assert worst <= logits_lsb(converted) * 1.0001
 
 
-#: the a16w8 decoder's logits on U85 vs fake-quant, in int16 LSBs (measured, 33 steps): 28 steps within
+#: the a16w8 decoder's logits on U85 vs fake-quant, in int16 LSBs (measured, 33 steps): 27 steps within
 #: 1.002, 2.0 at steps 2, 7, 20, 30 and 32, and 17.0 at step 26 (tokens equal). Each linear's 16-bit output
 #: multiplier (`int16_fc_rescale16`) is up to 1 LSB at its output; the 17 LSB outlier is not traced (the
 #: suspects: an int16 -> int8 RESCALE before a TABLE kept int8, rsqrt or reciprocal, rounding one way where
 #: fake-quant rounds the other, one int8 step being 256 int16 ones there). The issue's 1 LSB is not met here.
-U85_A16W8_STEPS_PAST_1_LSB, U85_A16W8_LOGITS_LSB = 5, 17
+U85_A16W8_STEPS_PAST_1_LSB, U85_A16W8_LOGITS_LSB = 6, 17
 
 
 @pytest.mark.slow
