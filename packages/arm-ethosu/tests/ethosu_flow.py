@@ -70,16 +70,32 @@ def quantize_mixed(model: torch.nn.Module, inputs: tuple, spec: EthosUCompileSpe
     return convert_pt2e(prepared)
 
 
-def tensor_dtypes(tosa: bytes) -> set[int]:
-    """The DType of every tensor in a TOSA flatbuffer."""
+def _blocks(tosa: bytes):
+    """Every block of every region of a TOSA flatbuffer."""
     graph = TosaGraph.GetRootAs(tosa, 0)
-    dtypes = set()
     for r in range(graph.RegionsLength()):
         region = graph.Regions(r)
         for b in range(region.BlocksLength()):
-            block = region.Blocks(b)
-            dtypes |= {block.Tensors(t).Type() for t in range(block.TensorsLength())}
-    return dtypes
+            yield region.Blocks(b)
+
+
+def rescale_forms(tosa: bytes) -> set[tuple[int, int, int]]:
+    """(input, multiplier, output) DType of every RESCALE in a TOSA flatbuffer (a 16-bit multiplier is
+    RESCALE's scale32=False form)."""
+    from tosa.Op import Op
+
+    forms = set()
+    for block in _blocks(tosa):
+        types = {block.Tensors(t).Name(): block.Tensors(t).Type() for t in range(block.TensorsLength())}
+        for op in (block.Operators(o) for o in range(block.OperatorsLength())):
+            if op.Op() == Op.RESCALE:
+                forms.add((types[op.Inputs(0)], types[op.Inputs(1)], types[op.Outputs(0)]))
+    return forms
+
+
+def tensor_dtypes(tosa: bytes) -> set[int]:
+    """The DType of every tensor in a TOSA flatbuffer."""
+    return {block.Tensors(t).Type() for block in _blocks(tosa) for t in range(block.TensorsLength())}
 
 
 def _lsb(out: torch.Tensor, expected: torch.Tensor, converted) -> float:

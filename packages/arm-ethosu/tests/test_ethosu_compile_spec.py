@@ -108,6 +108,8 @@ def test_from_list_gives_the_spec_back(tmp_path):
         TosaCompileSpec.from_list(list(specs))
     plain = EthosUCompileSpec("ethos-u85-256").to_list()
     assert TosaCompileSpec.from_list(list(plain)).to_list() == plain
+    # int16 fully connected layers get 16-bit output multipliers on U85 only (regor keeps 15 bits of them)
+    assert TosaCompileSpec.from_list(list(plain)).int16_fc_rescale16 and not back.int16_fc_rescale16
     with pytest.raises(ValueError, match="not a VgfCompileSpec|not a .*'s"):
         type("OtherSpec", (TosaCompileSpec,), {"output_format": "other"}).from_list(plain)
 

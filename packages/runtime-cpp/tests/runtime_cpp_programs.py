@@ -31,6 +31,12 @@ def ethosu_lower(model: nn.Module, inputs: tuple, target: str = "ethos-u55-128",
     """`model` quantized with EthosUQuantizer (its global config replaced by `quantization_config`
     when given) and lowered for `target` with the host graph kept, so the reference model can run
     the same TOSA graph the deployable payload's command stream was compiled from."""
+    return ethosu_quantize_and_lower(model, inputs, target, quantization_config)[1]
+
+
+def ethosu_quantize_and_lower(model: nn.Module, inputs: tuple, target: str = "ethos-u55-128",
+                              quantization_config=None):
+    """`ethosu_lower`'s (converted fake-quant model, lowered program)."""
     from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
 
     spec = EthosUCompileSpec(target).include_host_graph()
@@ -40,9 +46,10 @@ def ethosu_lower(model: nn.Module, inputs: tuple, target: str = "ethos-u55-128",
     prepared = prepare_pt2e(torch.export.export(model.eval(), inputs).module(), quantizer)
     with torch.no_grad():
         prepared(*inputs)
-    return to_edge_transform_and_lower(torch.export.export(convert_pt2e(prepared), inputs),
-                                       partitioner=[EthosUPartitioner(spec)],
-                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    converted = convert_pt2e(prepared)
+    return converted, to_edge_transform_and_lower(torch.export.export(converted, inputs),
+                                                  partitioner=[EthosUPartitioner(spec)],
+                                                  compile_config=EdgeCompileConfig(_check_ir_validity=False))
 
 
 def ethosu_edge(seed: int = 0, target: str = "ethos-u55-128"):

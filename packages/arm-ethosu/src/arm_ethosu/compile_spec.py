@@ -112,6 +112,8 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.tosa_graph_in_payload = False  # the deployable payload; include_host_graph() opts in
         self.tune_bounds: TuneBounds | None = None  # enable_tune() sets it
         super().__init__(implied_tosa_spec(target))
+        # regor keeps 15 bits of an int16 fully connected layer's output multiplier (ops/matmul.py)
+        self.int16_fc_rescale16 = self.family == "U85"
 
     @property
     def family(self) -> str:

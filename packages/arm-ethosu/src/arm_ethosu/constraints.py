@@ -27,6 +27,7 @@ from torch.fx import Node
 from arm_tosa_core.helpers.convolution import conv_args, is_convolution
 from arm_tosa_core.helpers.windows import pool_window
 from arm_tosa_core.ops import resize
+from arm_tosa_core.ops.matmul import int16_output_target
 from arm_tosa_core.registry import aten_target, is_control_flow, lookup, target_rule
 
 aten = torch.ops.aten
@@ -245,20 +246,26 @@ def _constant_operand(node) -> bool:
 
 @target_rule("ethos-u85", "linear", "matmul", "addmm")
 def _u85_int16_fully_connected(node: Node, family: str) -> str | None:
-    """An int16 x int8 product with constant weights lowers as CONV2D (INT48 accumulator), an exact RESCALE
-    x 1 to int32, then its output RESCALE with a 32-bit multiplier. regor (vela 5.2, U85) fuses that RESCALE
-    into the convolution's 48-bit scale stream, whose records hold a 15-bit multiplier, and writes the
-    multiplier's low 15 bits alone (0x75D3A25F became 0x225F for nn.Linear(8, 12): every output near 0 on
-    the NPU simulator, 1.71 off in float). A product of two activations (MATMUL) takes its OFM scale from a
-    32-bit register instead and is not affected."""
+    """An int16 x int8 product with constant weights lowers as CONV2D (or MATMUL) into an INT48 accumulator.
+    regor (vela 5.2, U85) fuses the RESCALEs after it into the convolution's 48-bit scale stream, whose
+    records hold a 15-bit multiplier, and writes a 32-bit multiplier's low 15 bits alone (0x75D3A25F became
+    0x225F for nn.Linear(8, 12): every output near 0 on the NPU simulator, 1.71 off in float). For U85 the
+    core RESCALEs the accumulator straight to the output with a 16-bit multiplier instead
+    (`EthosUCompileSpec.int16_fc_rescale16`), which regor stores exactly; that needs the product's one user
+    to be its quantize node (`int16_output_target`). A product whose output goes elsewhere first (an
+    activation fused after it), or an addmm (the quantizer makes a linear of it), keeps the 32-bit form
+    and stays on the CPU. A product of two activations takes its OFM scale from a 32-bit register instead
+    and is not affected."""
     if not node.meta.get("arm_quantized"):
         return None
     weight = node.args[2] if family == "addmm" and len(node.args) > 2 else node.args[1] if len(node.args) > 1 else None
     if _operand_quant_dtype(node.args[1 if family == "addmm" else 0]) != torch.int16 or not _constant_operand(weight):
         return None
-    return ("int16 x int8 fully connected layer: the command stream vela 5.2 writes for Ethos-U85 keeps only the "
-            "low 15 bits of its 32-bit output multiplier (another function than the graph, NPU simulator); "
-            "quantize this layer's input to int8 to run it on the NPU")
+    if family != "addmm" and int16_output_target(node) is not None:
+        return None  # RESCALEd with a 16-bit multiplier (EthosUCompileSpec.int16_fc_rescale16)
+    return ("int16 x int8 fully connected layer whose output is not quantized directly: the command stream "
+            "vela 5.2 writes for Ethos-U85 keeps only the low 15 bits of its 32-bit output multiplier (another "
+            "function than the graph, NPU simulator); quantize this layer's input to int8 to run it on the NPU")
 
 
 def _family_rules(node: Node, family: str) -> str | None:

@@ -166,6 +166,9 @@ class TosaGraphBuilder:
         self._names: set[str] = set() if parent is None else parent._names  # every name given out
         self.rescales: dict[str, tuple] = {}  # RESCALE outputs -> (input, scales, in_zp, out_zp)
         self.fold_rescales = False if parent is None else parent.fold_rescales
+        # an int16 product with constant weights RESCALEs its INT48 accumulator to its output with a 16-bit
+        # multiplier (Ethos-U85: ops/matmul.py `int16_output_target` says why)
+        self.int16_fc_rescale16 = False if parent is None else parent.int16_fc_rescale16
         # whether EXT-INT16's int16 operator forms may be emitted (set by the context)
         self.int16_extension = True if parent is None else parent.int16_extension
         self.check_dtypes = True if parent is None else parent.check_dtypes  # False: invalid graphs on purpose (validator tests)

@@ -57,6 +57,10 @@ class TosaCompileSpec:
         # Fold RESCALE(acc -> int8) -> RESCALE(int8 -> int32) pairs into one. Fewer RESCALEs, but the
         # skipped int8 rounding makes results differ from the quantized PyTorch model by a few LSBs.
         self.fold_rescales = False
+        # An int16 product with constant weights RESCALEs its INT48 accumulator straight to its output with
+        # a 16-bit multiplier (at most 1 LSB from the 32-bit form). Set by targets whose compiler keeps
+        # only 15 bits of a fully connected layer's multiplier (Ethos-U85; ops/matmul.py says why).
+        self.int16_fc_rescale16 = False
 
     def dump_intermediate_artifacts_to(self, path: str | Path | None) -> TosaCompileSpec:
         """Write each partition's TOSA flatbuffer (and reports) to `path`; returns self so calls chain."""
@@ -101,6 +105,7 @@ class TosaCompileSpec:
             "output_format": self.get_output_format(),
             "integer_io": self.integer_io,
             "fold_rescales": self.fold_rescales,
+            "int16_fc_rescale16": self.int16_fc_rescale16,
             **self._extra_specs(),
         }
         host = {"intermediate_path": self._intermediate_path, "debug_mode": self._debug_mode,
@@ -135,6 +140,7 @@ class TosaCompileSpec:
         spec = kind._from_settings(settings)
         spec.integer_io = bool(settings.get("integer_io", False))
         spec.fold_rescales = bool(settings.get("fold_rescales", False))
+        spec.int16_fc_rescale16 = bool(settings.get("int16_fc_rescale16", spec.int16_fc_rescale16))
         spec.dump_intermediate_artifacts_to(settings.get("intermediate_path"))
         return spec.dump_debug_info(settings.get("debug_mode") or "none")
 

@@ -49,11 +49,12 @@ class DelegatePartition:
     spec: TosaSpecification
     fold_rescales: bool
     processed: bytes
+    int16_fc_rescale16: bool = False
 
     def lower(self, expose: Sequence[Node] = ()) -> TosaGraph:
         """The partition's TOSA graph, as its backend lowered it, plus `expose` as extra outputs."""
         mark_quantized_region(self.program.graph)
-        return lower_program(self.program, self.spec, self.fold_rescales, expose)
+        return lower_program(self.program, self.spec, self.fold_rescales, expose, self.int16_fc_rescale16)
 
 
 def delegate_partitions(program: Any) -> list[DelegatePartition]:
@@ -73,7 +74,8 @@ def delegate_partitions(program: Any) -> list[DelegatePartition]:
             continue  # another toolkit's delegate: no TOSA graph to look into
         spec = TosaSpecification.create_from_string(settings["tosa_spec"])
         out.append(DelegatePartition(node.target, lowered.original_module, spec,
-                                     bool(settings.get("fold_rescales", False)), bytes(lowered.processed_bytes)))
+                                     bool(settings.get("fold_rescales", False)), bytes(lowered.processed_bytes),
+                                     bool(settings.get("int16_fc_rescale16", False))))
     return out
 
 
@@ -137,6 +139,7 @@ def lower_region(part: DelegatePartition, feed: Sequence[Node], outputs: Sequenc
         stack.extend(node.all_input_nodes)
     builder = TosaGraphBuilder()
     builder.fold_rescales = part.fold_rescales
+    builder.int16_fc_rescale16 = part.int16_fc_rescale16
     ctx = LoweringContext(part.spec, builder)
     inputs = []
     for node in feed:

@@ -59,7 +59,8 @@ def lower_partition(ep: ExportedProgram, spec: TosaCompileSpec) -> TosaGraph:
 
     Pure: writes no file, and the same partition and spec give the same bytes. A backend gets `spec`
     with `TosaCompileSpec.from_list(compile_specs)` and writes files with an `ArtifactWriter`."""
-    return lower_program(ep, spec.tosa_spec, fold_rescales=spec.fold_rescales)
+    return lower_program(ep, spec.tosa_spec, fold_rescales=spec.fold_rescales,
+                         int16_fc_rescale16=spec.int16_fc_rescale16)
 
 
 def constant_of(ep: ExportedProgram, node: Node) -> torch.Tensor | None:
@@ -77,7 +78,7 @@ def is_mutated_buffer(ep: ExportedProgram, node: Node) -> bool:
 
 
 def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: bool = False,
-                  expose: Sequence[Node] = ()) -> TosaGraph:
+                  expose: Sequence[Node] = (), int16_fc_rescale16: bool = False) -> TosaGraph:
     """Lower every node of `ep` to TOSA; see module docstring.
 
     `expose` (a debugging aid, see `intermediates.py`): nodes whose values also become graph outputs,
@@ -85,6 +86,7 @@ def lower_program(ep: ExportedProgram, spec: TosaSpecification, fold_rescales: b
     """
     builder = TosaGraphBuilder()
     builder.fold_rescales = fold_rescales
+    builder.int16_fc_rescale16 = int16_fc_rescale16
     ctx = LoweringContext(spec, builder)
     inputs: list[dict] = []
     if spec.support_integer():

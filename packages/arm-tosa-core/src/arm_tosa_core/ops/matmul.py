@@ -1,7 +1,14 @@
 """Matrix products: linear/addmm/mm with constant weights as a 1x1 CONV2D (bias fused, the form Ethos-U
-runs best), everything else as TOSA MATMUL on rank-3 operands."""
+runs best), everything else as TOSA MATMUL on rank-3 operands.
+
+An int16 product's INT48 accumulator continues as int32 (`_int48_to_int32`), so its output RESCALE has a
+32-bit multiplier, except under the builder's `int16_fc_rescale16` (Ethos-U85): there an int16 product with
+constant weights RESCALEs its accumulator straight to its output's type with a 16-bit multiplier, as
+convolutions do (`int16_output_target`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -18,19 +25,21 @@ from ..helpers.intmath import (
     rescale,
     weight_type,
 )
+from ..helpers.qparams import QParams, is_quantize, qparams_of
 from ..registry import Quant, register_int_rule, register_op
 
 aten = torch.ops.aten
 
 
 def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | None, out_shape, dtype,
-        w_value: Value | None = None) -> tuple[Value, int]:
+        w_value: Value | None = None, out_rescale: OutputRescale | None = None) -> tuple[Value, int]:
     """y[M,N] = x[M,K] @ W[K,N] + b as CONV2D on [M,1,1,K] with weight [N,1,1,K].
 
     With an int8 (int16) input the result is the int32 accumulator (bias int32 (int48), input zero point
     applied). `w_value`: the weight's Value, whose qparams
     may make it INT4 (`weight_type`). Returns the product and the accumulator units in one of its int32
-    units (`_int48_to_int32`: 1 but for a large int16 product)."""
+    units (`_int48_to_int32`: 1 but for a large int16 product). With `out_rescale` an INT48 accumulator
+    goes straight to the node's output codes instead (`int16_output_target`)."""
     m, k = x.shape
     n = weight_kn.shape[1]
     xt = ctx.b.reshape(ctx.tensor(x, layout.identity(2)), [m, 1, 1, k])
@@ -47,6 +56,9 @@ def _fc(ctx: LoweringContext, x: Value, weight_kn: torch.Tensor, bias: Value | N
     y = ctx.b.op(Op.CONV2D, [xt, ctx.tensor(w, None, wdt), bias_t, *zps], [m, 1, 1, n], out_dt,
                  [0, 0, 0, 0], [1, 1], [1, 1], False, acc_type(xdt))
     unit = 1
+    if y.dtype == DType.INT48 and out_rescale is not None:
+        y, out_dt = out_rescale(y)
+        return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, out_dt), unit
     if y.dtype == DType.INT48:  # |acc| <= sum_k |w_kn| * max|x - zp| + |b_n| over the output features n
         bias_max = int(bias.const.double().abs().max().ceil()) if bias.is_const and bias.const.numel() else 2**31
         y, unit = _int48_to_int32(ctx, y, int(weight_kn.long().abs().sum(0).max()) * _code_span(x) + bias_max)
@@ -80,10 +92,40 @@ def _int48_to_int32(ctx: LoweringContext, y, bound: int):
 
 _INT32_MAX = 2**31 - 1
 
+#: an INT48 accumulator -> (the node's output codes, their torch dtype)
+OutputRescale = Callable[[object], tuple[object, torch.dtype]]
 
-def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> tuple[Value, int]:
+
+def int16_output_target(node: Node) -> QParams | None:
+    """The qparams an int16 product's accumulator is RESCALEd to directly under `int16_fc_rescale16`:
+    its one user's, a quantize node (None otherwise: an activation fused after it, several users).
+
+    Why a target option: regor (vela 5.2, Ethos-U85) fuses a fully connected layer's INT48 -> int32 ->
+    output RESCALEs into the convolution's 48-bit scale records, which hold a 15-bit multiplier, and
+    writes the low 15 bits of a 32-bit one (0x75D3A25F became 0x225F: every output near 0). A 16-bit
+    multiplier (15 significant bits, TOSA's INT48 RESCALE form) is stored exactly. It rounds the scale
+    to 15 bits, at most 1 output LSB from the 32-bit form, which TOSA INT and VGF keep."""
+    users = list(node.users)
+    if len(users) != 1 or not is_quantize(users[0]):
+        return None
+    return qparams_of(users[0])
+
+
+def _int16_output_rescale(ctx: LoweringContext, node: Node, x: Value, acc_scale) -> OutputRescale | None:
+    """`int16_output_target`'s RESCALE of the accumulator (real value `acc_scale` per unit, per output
+    feature along the last axis), when the builder asks for it and `x` is int16."""
+    target = int16_output_target(node) if ctx.b.int16_fc_rescale16 else None
+    if target is None or x.qparams is None or x.qparams.dtype != torch.int16:
+        return None
+    scale = np.asarray(acc_scale, dtype=np.float64) / float(target.scale)
+    return lambda acc: (rescale(ctx.b, acc, scale, 0, target.zero_point, tosa_dtype(target.dtype)), target.dtype)
+
+
+def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype,
+             out_rescale: OutputRescale | None = None) -> tuple[Value, int]:
     """Batched product via MATMUL: both operands as [B, M, K] / [B, K, N] in PyTorch layout. Returns the
-    product and the accumulator units in one of its int32 units (`_int48_to_int32`; 1 but for int16)."""
+    product and the accumulator units in one of its int32 units (`_int48_to_int32`; 1 but for int16), or
+    with `out_rescale` an INT48 accumulator as the node's output codes."""
     batch = tuple(out_shape[:-2])
     bsz = 1
     for d in batch:
@@ -105,6 +147,9 @@ def _matmul3(ctx: LoweringContext, a: Value, b: Value, out_shape, dtype) -> tupl
         y = ctx.b.op(Op.CAST, [y], y.shape, DType.FP16)
     quantized = y.dtype != ta.dtype
     unit = 1
+    if y.dtype == DType.INT48 and out_rescale is not None:
+        y, out_dt = out_rescale(y)
+        return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, out_dt), unit
     if y.dtype == DType.INT48:
         y, unit = _int48_to_int32(ctx, y, k * _code_span(a) * _code_span(b))
     return ctx.from_tensor(ctx.b.reshape(y, out_shape), out_shape, torch.int32 if quantized else dtype), unit
@@ -166,13 +211,14 @@ def lower_linear(ctx: LoweringContext, node: Node) -> Value:
     return _linear(ctx, node)[0]
 
 
-def _linear(ctx: LoweringContext, node: Node, bias: Value | None = None) -> tuple[Value, int]:
+def _linear(ctx: LoweringContext, node: Node, bias: Value | None = None,
+            out_rescale: OutputRescale | None = None) -> tuple[Value, int]:
     x, w = ctx.val(node.args[0]), ctx.val(node.args[1])
     if bias is None:
         bias = ctx.val(node.args[2]) if arg(node, 2, "bias") is not None else None
     shape, dtype = ctx.out_meta(node)
     x2 = ctx.reshape(x, (int(torch.Size(x.shape[:-1]).numel()), x.shape[-1]))
-    y, unit = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype, w)
+    y, unit = _fc(ctx, x2, w.const.t(), bias, (x2.shape[0], w.shape[0]), dtype, w, out_rescale)
     return ctx.reshape(y, shape), unit
 
 
@@ -185,7 +231,11 @@ def lower_linear_int(ctx: LoweringContext, node: Node) -> Value:
     if x.qparams is None or w.qparams is None:
         raise ValueError("quantized linear needs a quantized input and weight")
     scale = float(x.qparams.scale) * np.asarray(w.qparams.scale, dtype=np.float64)
-    acc, unit = _linear(ctx, node, bias_for_accumulator(ctx, arg(node, 2, "bias"), scale))
+    out_rescale = _int16_output_rescale(ctx, node, x, scale)
+    acc, unit = _linear(ctx, node, bias_for_accumulator(ctx, arg(node, 2, "bias"), scale), out_rescale)
+    if out_rescale is not None:
+        acc.qparams = int16_output_target(node)
+        return acc
     return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale * unit, axis=len(acc.shape) - 1)
 
 
@@ -194,6 +244,10 @@ def lower_matmul_int(ctx: LoweringContext, node: Node) -> Value:
     """int8 @ int8 -> int32 accumulator with scale a_scale * b_scale."""
     a, b = ctx.val(node.args[0]), ctx.val(node.args[1])
     shape, _ = ctx.out_meta(node)
-    acc, unit = _matmul3(ctx, a, b, shape, torch.int32)
-    return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm,
-                             float(a.qparams.scale) * float(b.qparams.scale) * unit)
+    scale = float(a.qparams.scale) * float(b.qparams.scale)
+    out_rescale = _int16_output_rescale(ctx, node, a, scale) if b.is_const else None
+    acc, unit = _matmul3(ctx, a, b, shape, torch.int32, out_rescale)
+    if out_rescale is not None:
+        acc.qparams = int16_output_target(node)
+        return acc
+    return accumulator_value(acc.shape, torch.int32, acc.tensor, acc.perm, scale * unit)
