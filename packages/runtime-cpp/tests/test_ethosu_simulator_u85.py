@@ -124,13 +124,18 @@ def fwd_resize_edge():
     return _lower(_FastConvResize(), (torch.randn(1, 16, 6, 6),))
 
 
-def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge):
+@pytest.fixture(scope="module")
+def where_edge():  # compares and bitwise modes: CMP_GT, AND, AND_NOT, OR
+    return _lower(*COMPARE["u85_where_gt"])
+
+
+def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge, where_edge):
     """Seeded mutations of real U85 payloads through the parser and the simulator. In process: a
     child would spend ~20 s importing the runtime for well under a second of fuzzing (a crash still
     fails the session; `nox -s runtime-fuzz` runs long fuzz runs in a child, `runtime-asan` runs
     this test on the ASan/UBSan build)."""
     seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={}))
-             for e in (add_edge, conv_edge, fwd_resize_edge)]
+             for e in (add_edge, conv_edge, fwd_resize_edge, where_edge)]
     outcomes = {"ok": 0, "error": 0}
     fn = fuzz.entry_point("ethosu_command_stream")
     rng = random.Random(0)
@@ -244,6 +249,19 @@ DMA = {  # regor's GATHER and SCATTER: a DMA whose source or destination rows fo
     "u85_scatter": (FnModule(lambda s, c, v, p: c.index_copy(2, p, v)),
                     (torch.randn(1, 2, 6, 4), torch.randn(1, 2, 2, 4), torch.tensor([4, 1]))),
 }
+# regor's compares write a mask (-1 where it holds) that its TOSA SELECT and bool casts use bitwise:
+# where(c, a, b) is (a AND mask) OR (b AND_NOT mask), a bool-to-int cast is mask AND 1
+COMPARE = {
+    "u85_where_gt": (FnModule(lambda s, a, b: torch.where(a > b, a, b)), _binary(torch.add)[1]),  # CMP_GT
+    "u85_eq_cast": (FnModule(lambda s, a, b: (a == b).to(torch.float32) * a),  # CMP_EQ, then AND 1
+                    (torch.randn(1, 4, 5, 6).round(), torch.randn(1, 4, 5, 6).round())),
+    "u85_ge_select": (FnModule(lambda s, a, b: torch.where(a >= b, a, 0.5 * b)), _binary(torch.add)[1]),  # CMP_GE
+    "u85_logical_and": (FnModule(lambda s, a, b: torch.where(torch.logical_and(a > 0, b > 0), a, b)),
+                        _binary(torch.add)[1]),
+    "u85_logical_not": (FnModule(lambda s, a, b: torch.where(torch.logical_not(a > 0), a, b)),  # NOT
+                        _binary(torch.add)[1]),
+}
+KICK_OFFS.update(COMPARE)
 KICK_OFFS.update(CONV)
 KICK_OFFS.update(A16W8)
 KICK_OFFS.update(MATMUL)
@@ -251,7 +269,8 @@ KICK_OFFS.update(DMA)
 KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
            "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
-           "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter")
+           "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter", "u85_where_gt", "u85_eq_cast",
+           "u85_logical_not")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
@@ -310,3 +329,32 @@ def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs
     program = Runtime.get().load_program(progs.pte(min_edge))
     (got,) = program.load_method("forward").execute(inputs)
     assert torch.equal(got, run_on_reference_model(min_edge, *inputs))
+
+
+def test_u85_elementwise_mode_not_simulated_is_refused_naming_it(where_edge, capfd):
+    """The where stream's CMP_GT turned into CMP_NE (mode 17: regor writes it only for a TOSA graph
+    holding NOT_EQUAL, which ours never does, so its semantics are unchecked): refused at load naming
+    the command and its offset, never run."""
+    modes = {k.param & 0x3F for k in kick_offs(ethosu_commands(_payload(where_edge))[1]) if k.op == "NPU_OP_ELEMENTWISE"}
+    assert {19, 33, 34, 42} <= modes, modes  # CMP_GT, AND, OR, AND_NOT: the stream the sweep cases below run
+    stream = parse_binstream(_payload(where_edge))
+    words = bytearray(stream.cmd_data)
+    cmp_gt = (0x0013_0006).to_bytes(4, "little")  # NPU_OP_ELEMENTWISE, mode 19 (CMP_GT)
+    offset = words.index(cmp_gt)
+    words[offset:offset + 4] = (0x0011_0006).to_bytes(4, "little")
+    program = Runtime.get().load_program(progs.pte_with_payload(where_edge, build_binstream(
+        replace(stream, cmd_data=bytes(words), extra={}))))
+    with pytest.raises(RuntimeError, match="Failed to load method"):
+        program.load_method("forward")
+    assert re.search(rf"NPU_OP_ELEMENTWISE at cmd_data offset {offset}: this elementwise mode .* is not simulated",
+                     capfd.readouterr().err)
+
+
+def test_u85_where_sweep_cases_bit_exact():
+    """The op sweep's three where.self cases (plain, broadcast, scalar), refused before the compare and
+    bitwise modes were simulated, against the reference model bit for bit."""
+    cases = sim.op_sweep_cases({"aten.where.self"})
+    assert len(cases) == 3, [c.name for c in cases]
+    for case in cases:
+        outcome = sim.run_case(case, TARGET)
+        assert outcome.kind == "exact", f"{case.name}: {outcome.kind} {outcome.detail}"
