@@ -1,6 +1,6 @@
 """EthosUBackend on Ethos-U85 payloads (regor's command stream, vela 5.x): the stream decodes into
 named register state per kick-off, a mutated stream is an Error and never a crash, the kick-offs the
-U85 simulator covers (elementwise, pooling, convolution and depthwise with regor's weight streams
+U85 simulator covers (elementwise arithmetic, compare and bitwise modes, pooling, convolution and depthwise with regor's weight streams
 in the mlw or the fast format, resize, int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
 ethos-u85-256, and a stream with a kick-off it does not cover is refused at load naming the command
 (or runs its host graph when the payload has one).
@@ -260,7 +260,24 @@ COMPARE = {
                         _binary(torch.add)[1]),
     "u85_logical_not": (FnModule(lambda s, a, b: torch.where(torch.logical_not(a > 0), a, b)),  # NOT
                         _binary(torch.add)[1]),
+    "u85_logical_or": (FnModule(lambda s, a, b: torch.where(torch.logical_or(a > 0, b > 0), a, b)),
+                       _binary(torch.add)[1]),
+    "u85_logical_xor": (FnModule(lambda s, a, b: torch.where(torch.logical_xor(a > 0, b > 0), a, b)),  # XOR
+                        _binary(torch.add)[1]),
+    # a bool input: its mask is CMP_NE against a scalar 0
+    "u85_where_bool": (FnModule(lambda s, c, a, b: torch.where(c, a, b)),
+                       (torch.randn(1, 4, 5, 6) > 0, *_binary(torch.add)[1])),
 }
+torch.manual_seed(0)
+INTEGER = {  # integer tensors (not quantized): the bitwise modes and ABS on the values as stored
+    "u85_bitwise_and_int8": (FnModule(lambda s, a, b: torch.bitwise_and(a, b)),
+                             tuple(torch.randint(-128, 128, (1, 4, 5, 6), dtype=torch.int8) for _ in range(2))),
+    "u85_bitwise_xor_int32": (FnModule(lambda s, a, b: torch.bitwise_xor(a, b)),
+                              tuple(torch.randint(-2**31, 2**31 - 1, (1, 4, 5, 6), dtype=torch.int32) for _ in range(2))),
+    "u85_abs_int32": (FnModule(lambda s, a: torch.abs(a)),
+                      (torch.randint(-2**31 + 1, 2**31 - 1, (1, 4, 5, 6), dtype=torch.int32),)),
+}
+COMPARE.update(INTEGER)
 KICK_OFFS.update(COMPARE)
 KICK_OFFS.update(CONV)
 KICK_OFFS.update(A16W8)
@@ -270,7 +287,7 @@ KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
            "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
            "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter", "u85_where_gt", "u85_eq_cast",
-           "u85_logical_not")
+           "u85_logical_not", "u85_where_bool", "u85_bitwise_xor_int32", "u85_abs_int32")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
@@ -332,16 +349,16 @@ def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs
 
 
 def test_u85_elementwise_mode_not_simulated_is_refused_naming_it(where_edge, capfd):
-    """The where stream's CMP_GT turned into CMP_NE (mode 17: regor writes it only for a TOSA graph
-    holding NOT_EQUAL, which ours never does, so its semantics are unchecked): refused at load naming
-    the command and its offset, never run."""
+    """The where stream's CMP_GT turned into elementwise mode 63, which no register map defines:
+    refused at load naming the command and its offset, never run (as LRELU, CLZ, the shifts and DIV
+    are, which regor writes for none of our graphs)."""
     modes = {k.param & 0x3F for k in kick_offs(ethosu_commands(_payload(where_edge))[1]) if k.op == "NPU_OP_ELEMENTWISE"}
     assert {19, 33, 34, 42} <= modes, modes  # CMP_GT, AND, OR, AND_NOT: the stream the sweep cases below run
     stream = parse_binstream(_payload(where_edge))
     words = bytearray(stream.cmd_data)
     cmp_gt = (0x0013_0006).to_bytes(4, "little")  # NPU_OP_ELEMENTWISE, mode 19 (CMP_GT)
     offset = words.index(cmp_gt)
-    words[offset:offset + 4] = (0x0011_0006).to_bytes(4, "little")
+    words[offset:offset + 4] = (0x003F_0006).to_bytes(4, "little")
     program = Runtime.get().load_program(progs.pte_with_payload(where_edge, build_binstream(
         replace(stream, cmd_data=bytes(words), extra={}))))
     with pytest.raises(RuntimeError, match="Failed to load method"):

@@ -18,9 +18,9 @@ namespace {
 // (vela's register-command-stream listing names them): the arithmetic ones on the scaled operands,
 // the compares on the scaled operands into a mask, the bitwise ones on the raw operands.
 enum Mode : int {
-  kMul = 0, kAdd = 1, kSub = 2, kMin = 3, kMax = 4,
-  kCmpEq = 16, kCmpGe = 18, kCmpGt = 19,
-  kAnd = 33, kOr = 34, kNot = 36, kAndNot = 42,
+  kMul = 0, kAdd = 1, kSub = 2, kMin = 3, kMax = 4, kAbs = 6,
+  kCmpEq = 16, kCmpNe = 17, kCmpGe = 18, kCmpGt = 19,
+  kAnd = 33, kOr = 34, kXor = 35, kNot = 36, kAndNot = 42,
 };
 enum class Kind { kArithmetic, kCompare, kBitwise, kUnsupported };
 
@@ -31,11 +31,14 @@ Kind kind_of(int mode, const char** name) {
     case kSub: *name = "sub"; return Kind::kArithmetic;
     case kMin: *name = "min"; return Kind::kArithmetic;
     case kMax: *name = "max"; return Kind::kArithmetic;
+    case kAbs: *name = "abs"; return Kind::kArithmetic;
     case kCmpEq: *name = "cmp_eq"; return Kind::kCompare;
+    case kCmpNe: *name = "cmp_ne"; return Kind::kCompare;
     case kCmpGe: *name = "cmp_ge"; return Kind::kCompare;
     case kCmpGt: *name = "cmp_gt"; return Kind::kCompare;
     case kAnd: *name = "and"; return Kind::kBitwise;
     case kOr: *name = "or"; return Kind::kBitwise;
+    case kXor: *name = "xor"; return Kind::kBitwise;
     case kNot: *name = "not"; return Kind::kBitwise;
     case kAndNot: *name = "and_not"; return Kind::kBitwise;
     default: *name = "?"; return Kind::kUnsupported;
@@ -43,7 +46,8 @@ Kind kind_of(int mode, const char** name) {
 }
 
 // A compare writes a mask: every bit set (-1) where it holds, 0 elsewhere. regor builds TOSA SELECT
-// from it as (IFM AND mask) OR (IFM2 AND_NOT mask), and a bool-to-integer cast as mask AND 1.
+// from it as (IFM AND mask) OR (IFM2 AND_NOT mask), a bool-to-integer cast as mask AND 1 and a bool
+// tensor's mask as CMP_NE against 0.
 int64_t combine(int mode, int64_t va, int64_t vb) {
   switch (mode) {
     case kMul: return va * vb;
@@ -51,11 +55,14 @@ int64_t combine(int mode, int64_t va, int64_t vb) {
     case kSub: return va - vb;
     case kMin: return std::min(va, vb);
     case kMax: return std::max(va, vb);
+    case kAbs: return va < 0 ? -va : va;
     case kCmpEq: return va == vb ? -1 : 0;
+    case kCmpNe: return va != vb ? -1 : 0;
     case kCmpGe: return va >= vb ? -1 : 0;
     case kCmpGt: return va > vb ? -1 : 0;
     case kAnd: return va & vb;
     case kOr: return va | vb;
+    case kXor: return va ^ vb;
     case kNot: return ~va;
     default: return va & ~vb;  // kAndNot: IFM AND NOT IFM2
   }
@@ -63,8 +70,8 @@ int64_t combine(int mode, int64_t va, int64_t vb) {
 
 }  // namespace
 
-// Arithmetic modes: each operand less its zero point and through its IFM/IFM2 scale, combined, then
-// the OFM scale, zero point and activation. Compares: the scaled operands compared into a mask,
+// Arithmetic modes (ABS reads IFM alone): each operand less its zero point and through its IFM/IFM2
+// scale, combined, then the OFM scale, zero point and activation. Compares: the scaled operands compared into a mask,
 // which skips the OFM scale and zero point (regor does not rewrite OFM_SCALE for them) but takes
 // the clamp. Bitwise modes (NOT reads IFM alone): the operands as stored, zero points 0 (another is
 // refused), neither scale nor OFM zero point applied, then the clamp. A LUT after a compare or a
@@ -75,9 +82,10 @@ Error run_elementwise(const Registers& regs, const Command& at, const Memory* me
   const char* name = nullptr;
   const Kind kind = kind_of(mode, &name);
   if (kind == Kind::kUnsupported) {
-    return unsupported(at, "this elementwise mode (MUL, ADD, SUB, MIN, MAX, CMP_EQ/GE/GT, AND, OR, NOT and AND_NOT are)");
+    return unsupported(at, "this elementwise mode (MUL, ADD, SUB, MIN, MAX, ABS, CMP_EQ/NE/GE/GT, AND, OR, XOR, NOT "
+                           "and AND_NOT are)");
   }
-  const bool unary = mode == kNot;
+  const bool unary = mode == kNot || mode == kAbs;
   Operand a, b;
   ET_CHECK_OK_OR_RETURN_ERROR(operand(regs, Which::kIfm, at, memory, chains, &a));
   if (!unary) {
