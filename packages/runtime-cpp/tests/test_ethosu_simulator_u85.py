@@ -237,6 +237,10 @@ A16W8 = {  # int16 activations: 48-bit accumulators and their scale-stream recor
     "u85_depthwise_a16w8": _conv(8, 8, 3, 8, padding=1, groups=8),
 }
 LUT = {"u85_sigmoid": (nn.Sigmoid(), (torch.randn(1, 1, 4, 8) * 3,))}  # LUT_S8_S8: a slot DMAed in
+# int16 TABLEs (a16w8): regor fuses the TABLE and the RESCALE by 2^-7 after it into LUT_S16_S16, the
+# whole 2 KiB LUT memory of 512 interpolated base/slope entries, after a 1x1 SUM pool
+A16W8["u85_leaky_relu_a16w8"] = (nn.LeakyReLU(0.1), (torch.randn(1, 4, 5, 6),))
+A16W8["u85_abs_a16w8"] = (FnModule(lambda s, a: torch.abs(a)), (torch.randn(1, 4, 5, 6),))
 # regor's MATMUL: B transposed by a 1x1 SUM pool into an HCW OFM, then per batch a convolution with its
 # weights from IFM2 (NPU_OP_CONV param 1) and the global OFM scale
 torch.manual_seed(0)
@@ -287,7 +291,8 @@ KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
            "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
            "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter", "u85_where_gt", "u85_eq_cast",
-           "u85_logical_not", "u85_where_bool", "u85_bitwise_xor_int32", "u85_abs_int32")
+           "u85_logical_not", "u85_where_bool", "u85_bitwise_xor_int32", "u85_abs_int32",
+           "u85_abs_a16w8")
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)

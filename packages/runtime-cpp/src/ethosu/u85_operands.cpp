@@ -59,8 +59,11 @@ void clamp_range(const Registers& regs, const ElemType& type, int64_t* lo, int64
 }
 
 // ACTIVATION (function bits 0-4, table bits 5-7) with ACTIVATION_MIN/MAX: an optional LUT, then
-// the clamp. LUT_S8_S8 reads one 256-byte slot; the other LUT functions (unsigned, widening,
-// 16-bit, the built-in TANH/SIGMOID) are refused.
+// the clamp. LUT_S8_S8 (4) reads one 256-byte slot; LUT_S16_S16 (8: regor's int16 TABLE with the
+// RESCALE by 2^-7 after it) reads the whole 2 KiB as 512 entries of a 16-bit base and the 16-bit
+// slope to the next entry, interpolated as the U55's 16-bit LUT (npu_state.h). The unsigned and
+// widening LUT functions and the built-in TANH/SIGMOID are refused: regor writes none of them for
+// our graphs (no uint8 tensors, no int8-to-int16/32 TABLE).
 Error activation_of(const Registers& regs, const Command& at, const ElemType& ofm_type,
                     const std::vector<uint8_t>& lut, Activation* out) {
   clamp_range(regs, ofm_type, &out->lo, &out->hi);
@@ -74,9 +77,13 @@ Error activation_of(const Registers& regs, const Command& at, const ElemType& of
     out->lut = lut.data() + size_t(table) * 256;
     return Error::Ok;
   }
-  // LUT_S16_S16 (the whole 2 KiB) is refused: int16 TABLEs stay on the CPU in our flow, so no
-  // stream of ours has checked its format against the reference model.
-  return unsupported(at, "this LUT activation (only LUT_S8_S8 is simulated)");
+  if (function == 8 && ofm_type.bits == 16 && ofm_type.is_signed) {
+    if (table != 0) return fail(at, "a 16-bit LUT names a table other than 0 (it fills the whole LUT memory)");
+    out->lut = lut.data();
+    out->lut16 = true;
+    return Error::Ok;
+  }
+  return unsupported(at, "this LUT activation (LUT_S8_S8 and LUT_S16_S16 are)");
 }
 
 Error ofm_writer(const Registers& regs, const Command& at, const Memory* memory, Chains* chains, OfmWriter* out) {
