@@ -1,6 +1,6 @@
 """EthosUBackend on Ethos-U85 payloads (regor's command stream, vela 5.x): the stream decodes into
 named register state per kick-off, a mutated stream is an Error and never a crash, the kick-offs the
-U85 simulator covers (elementwise, pooling, convolution and depthwise with regor's weight streams
+U85 simulator covers (elementwise arithmetic, compare and bitwise modes, pooling, convolution and depthwise with regor's weight streams
 in the mlw or the fast format, resize, int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
 ethos-u85-256, and a stream with a kick-off it does not cover is refused at load naming the command
 (or runs its host graph when the payload has one).
@@ -124,13 +124,18 @@ def fwd_resize_edge():
     return _lower(_FastConvResize(), (torch.randn(1, 16, 6, 6),))
 
 
-def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge):
+@pytest.fixture(scope="module")
+def where_edge():  # compares and bitwise modes: CMP_GT, AND, AND_NOT, OR
+    return _lower(*COMPARE["u85_where_gt"])
+
+
+def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge, where_edge):
     """Seeded mutations of real U85 payloads through the parser and the simulator. In process: a
     child would spend ~20 s importing the runtime for well under a second of fuzzing (a crash still
     fails the session; `nox -s runtime-fuzz` runs long fuzz runs in a child, `runtime-asan` runs
     this test on the ASan/UBSan build)."""
     seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={}))
-             for e in (add_edge, conv_edge, fwd_resize_edge)]
+             for e in (add_edge, conv_edge, fwd_resize_edge, where_edge)]
     outcomes = {"ok": 0, "error": 0}
     fn = fuzz.entry_point("ethosu_command_stream")
     rng = random.Random(0)
@@ -232,6 +237,10 @@ A16W8 = {  # int16 activations: 48-bit accumulators and their scale-stream recor
     "u85_depthwise_a16w8": _conv(8, 8, 3, 8, padding=1, groups=8),
 }
 LUT = {"u85_sigmoid": (nn.Sigmoid(), (torch.randn(1, 1, 4, 8) * 3,))}  # LUT_S8_S8: a slot DMAed in
+# int16 TABLEs (a16w8): regor fuses the TABLE and the RESCALE by 2^-7 after it into LUT_S16_S16, the
+# whole 2 KiB LUT memory of 512 interpolated base/slope entries, after a 1x1 SUM pool
+A16W8["u85_leaky_relu_a16w8"] = (nn.LeakyReLU(0.1), (torch.randn(1, 4, 5, 6),))
+A16W8["u85_abs_a16w8"] = (FnModule(lambda s, a: torch.abs(a)), (torch.randn(1, 4, 5, 6),))
 # regor's MATMUL: B transposed by a 1x1 SUM pool into an HCW OFM, then per batch a convolution with its
 # weights from IFM2 (NPU_OP_CONV param 1) and the global OFM scale
 torch.manual_seed(0)
@@ -244,6 +253,36 @@ DMA = {  # regor's GATHER and SCATTER: a DMA whose source or destination rows fo
     "u85_scatter": (FnModule(lambda s, c, v, p: c.index_copy(2, p, v)),
                     (torch.randn(1, 2, 6, 4), torch.randn(1, 2, 2, 4), torch.tensor([4, 1]))),
 }
+# regor's compares write a mask (-1 where it holds) that its TOSA SELECT and bool casts use bitwise:
+# where(c, a, b) is (a AND mask) OR (b AND_NOT mask), a bool-to-int cast is mask AND 1
+COMPARE = {
+    "u85_where_gt": (FnModule(lambda s, a, b: torch.where(a > b, a, b)), _binary(torch.add)[1]),  # CMP_GT
+    "u85_eq_cast": (FnModule(lambda s, a, b: (a == b).to(torch.float32) * a),  # CMP_EQ, then AND 1
+                    (torch.randn(1, 4, 5, 6).round(), torch.randn(1, 4, 5, 6).round())),
+    "u85_ge_select": (FnModule(lambda s, a, b: torch.where(a >= b, a, 0.5 * b)), _binary(torch.add)[1]),  # CMP_GE
+    "u85_logical_and": (FnModule(lambda s, a, b: torch.where(torch.logical_and(a > 0, b > 0), a, b)),
+                        _binary(torch.add)[1]),
+    "u85_logical_not": (FnModule(lambda s, a, b: torch.where(torch.logical_not(a > 0), a, b)),  # NOT
+                        _binary(torch.add)[1]),
+    "u85_logical_or": (FnModule(lambda s, a, b: torch.where(torch.logical_or(a > 0, b > 0), a, b)),
+                       _binary(torch.add)[1]),
+    "u85_logical_xor": (FnModule(lambda s, a, b: torch.where(torch.logical_xor(a > 0, b > 0), a, b)),  # XOR
+                        _binary(torch.add)[1]),
+    # a bool input: its mask is CMP_NE against a scalar 0
+    "u85_where_bool": (FnModule(lambda s, c, a, b: torch.where(c, a, b)),
+                       (torch.randn(1, 4, 5, 6) > 0, *_binary(torch.add)[1])),
+}
+torch.manual_seed(0)
+INTEGER = {  # integer tensors (not quantized): the bitwise modes and ABS on the values as stored
+    "u85_bitwise_and_int8": (FnModule(lambda s, a, b: torch.bitwise_and(a, b)),
+                             tuple(torch.randint(-128, 128, (1, 4, 5, 6), dtype=torch.int8) for _ in range(2))),
+    "u85_bitwise_xor_int32": (FnModule(lambda s, a, b: torch.bitwise_xor(a, b)),
+                              tuple(torch.randint(-2**31, 2**31 - 1, (1, 4, 5, 6), dtype=torch.int32) for _ in range(2))),
+    "u85_abs_int32": (FnModule(lambda s, a: torch.abs(a)),
+                      (torch.randint(-2**31 + 1, 2**31 - 1, (1, 4, 5, 6), dtype=torch.int32),)),
+}
+COMPARE.update(INTEGER)
+KICK_OFFS.update(COMPARE)
 KICK_OFFS.update(CONV)
 KICK_OFFS.update(A16W8)
 KICK_OFFS.update(MATMUL)
@@ -251,7 +290,9 @@ KICK_OFFS.update(DMA)
 KICK_OFFS.update(LUT)
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
            "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
-           "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter")
+           "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter", "u85_where_gt", "u85_eq_cast",
+           "u85_logical_not", "u85_where_bool", "u85_bitwise_xor_int32", "u85_abs_int32")
+# u85_leaky_relu_a16w8 and u85_abs_a16w8 (the 16-bit LUT) take 14-41 s at load 20: slow
 
 
 @pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
@@ -341,3 +382,32 @@ def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs
     program = Runtime.get().load_program(progs.pte(min_edge))
     (got,) = program.load_method("forward").execute(inputs)
     assert torch.equal(got, run_on_reference_model(min_edge, *inputs))
+
+
+def test_u85_elementwise_mode_not_simulated_is_refused_naming_it(where_edge, capfd):
+    """The where stream's CMP_GT turned into elementwise mode 63, which no register map defines:
+    refused at load naming the command and its offset, never run (as LRELU, CLZ, the shifts and DIV
+    are, which regor writes for none of our graphs)."""
+    modes = {k.param & 0x3F for k in kick_offs(ethosu_commands(_payload(where_edge))[1]) if k.op == "NPU_OP_ELEMENTWISE"}
+    assert {19, 33, 34, 42} <= modes, modes  # CMP_GT, AND, OR, AND_NOT: the stream the sweep cases below run
+    stream = parse_binstream(_payload(where_edge))
+    words = bytearray(stream.cmd_data)
+    cmp_gt = (0x0013_0006).to_bytes(4, "little")  # NPU_OP_ELEMENTWISE, mode 19 (CMP_GT)
+    offset = words.index(cmp_gt)
+    words[offset:offset + 4] = (0x003F_0006).to_bytes(4, "little")
+    program = Runtime.get().load_program(progs.pte_with_payload(where_edge, build_binstream(
+        replace(stream, cmd_data=bytes(words), extra={}))))
+    with pytest.raises(RuntimeError, match="Failed to load method"):
+        program.load_method("forward")
+    assert re.search(rf"NPU_OP_ELEMENTWISE at cmd_data offset {offset}: this elementwise mode .* is not simulated",
+                     capfd.readouterr().err)
+
+
+def test_u85_where_sweep_cases_bit_exact():
+    """The op sweep's three where.self cases (plain, broadcast, scalar), refused before the compare and
+    bitwise modes were simulated, against the reference model bit for bit."""
+    cases = sim.op_sweep_cases({"aten.where.self"})
+    assert len(cases) == 3, [c.name for c in cases]
+    for case in cases:
+        outcome = sim.run_case(case, TARGET)
+        assert outcome.kind == "exact", f"{case.name}: {outcome.kind} {outcome.detail}"

@@ -1,12 +1,10 @@
 // The Ethos-U85 side of the NPU simulator: runs a stream regor (vela 5.x) wrote for ethos-u85-*
 // on the same register file, feature-map views and memory regions as the U55/U65 simulator
 // (npu_state.h), with the U85's own operand scaling, broadcast and activation registers.
-// Simulated so far: NPU_OP_ELEMENTWISE (MUL, ADD, SUB, MIN, MAX with per-operand IFM/IFM2 scaling,
-// broadcast, scalars and chain buffers), NPU_OP_POOL (MAX, with padding) and 1D
-// NPU_OP_DMA_START between regions. Every other kick-off (CONV, DEPTHWISE: the U85 weight encoding
-// is not decoded yet; RESIZE, BRANCH) and mode (LUTs, transposed/reversed OFMs, the rounding modes
-// listed in u85_simulator.cpp) is Error::NotSupported with a log line naming the command and its
-// offset, never a wrong answer.
+// The kick-offs live in u85_simulator.cpp (pooling, convolution, resize, DMA) and
+// u85_elementwise.cpp (NPU_OP_ELEMENTWISE), on the shared pieces of u85_operands.h; the runtime-cpp
+// README lists what is simulated. Every other kick-off and mode is Error::NotSupported with a log
+// line naming the command and its offset, never a wrong answer.
 #pragma once
 
 #include <vector>
