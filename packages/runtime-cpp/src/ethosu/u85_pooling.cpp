@@ -51,14 +51,30 @@ Error run_rescale_pool(const Registers& regs, const Command& at, const Memory* m
   return Error::Ok;
 }
 
+// The AVERAGE pool's division: the window sum times the reciprocal of its element count n, as TOSA
+// AVG_POOL2D defines it (reciprocal_scale: with k the bit length of n - 1, the multiplier
+// ((2^30 + 1) << k) / n and the shift 30 + k, rounded half up). regor leaves the division to the NPU
+// (OFM_SCALE 1, shift 0, natural rounding) and computes the same multiplier and shift itself where
+// it divides with the OFM scale instead (a SUM pool over more than 8x8), so this is the NPU's
+// arithmetic that regor's own stream assumes; the reference model agrees bit for bit
+// (test_ethosu_simulator_u85.py, global average pools of 2x2 to 8x8, int8 and int16).
+int64_t average_of(int64_t sum, int count) {
+  int k = 0;
+  while ((int64_t{1} << k) < count) ++k;  // the bit length of count - 1
+  const int64_t multiplier = ((int64_t{1} << 30) + 1) * (int64_t{1} << k) / count;
+  const int shift = 30 + k;
+  return static_cast<int64_t>((static_cast<__int128>(sum) * multiplier + (__int128{1} << (shift - 1))) >> shift);
+}
+
 }  // namespace
 
 Error run_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
                const std::vector<uint8_t>& lut, OpRecord* record) {
-  static const char* const kNames[] = {"pool_max", "pool_avg", "reduce_sum", "pool_sum"};
-  const int mode = at.param & 7;
+  static const char* const kNames[] = {"pool_max", "pool_avg", "reduce_sum", "pool_sum", "", "pool_min"};
+  const int mode = at.param & 7;  // 0 MAX, 1 AVERAGE, 2 REDUCE_SUM, 3 SUM, 4 NONE, 5 MIN, 6/7 ARGMAX_X/Y
   if (mode == 4) return run_rescale_pool(regs, at, memory, chains, lut, record);
-  if (mode > 3) return unsupported(at, "this pooling mode (MAX, SUM, REDUCE_SUM, NONE and a 1x1 AVERAGE are)");
+  if (mode > 5) return unsupported(at, "this pooling mode (MAX, MIN, AVERAGE, SUM, REDUCE_SUM and NONE are)");
+  const bool extremum = mode == 0 || mode == 5;
   // Pooling reads the IFM as stored: no broadcast and no IFM scale (regor leaves IFM_SCALE as the
   // previous elementwise operation set it).
   Operand in;
@@ -76,12 +92,20 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
     return unsupported(at, "an accumulator kept from or handed to another operation");
   }
   const bool per_channel = ((regs.p(kOfmPrecision) >> 8) & 1) == 0;
-  if (per_channel && mode == 0) return unsupported(at, "per-channel OFM scaling on a MAX pool");
+  if (per_channel && (extremum || mode == 1)) {
+    return unsupported(at, "per-channel OFM scaling on a MAX, MIN or AVERAGE pool");
+  }
   Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
   const Kernel k = kernel_of(regs, kU85StrideHighBits);
-  if (mode == 1 && (k.eff_h != 1 || k.eff_w != 1 || k.pad_top + k.pad_left + k.pad_bottom + k.pad_right != 0)) {
-    return unsupported(at, "an AVERAGE pool over more than one element (a 1x1 kernel without padding is)");
+  // An AVERAGE pool as regor writes it: the NPU's division alone. Whether the NPU counts padded
+  // positions, and how it combines the division with another OFM scale or rounding, no stream of
+  // ours shows (regor writes a DEPTHWISE for our padded average pools): refused, not guessed.
+  if (mode == 1 && k.pad_top + k.pad_left + k.pad_bottom + k.pad_right != 0) {
+    return unsupported(at, "an AVERAGE pool with padding");
+  }
+  if (mode == 1 && (out_scale.scale != 1 || out_scale.shift != 0 || out_scale.round != 1)) {
+    return unsupported(at, "an AVERAGE pool with an OFM scale other than 1, shift 0, natural rounding");
   }
   const int oh = out.h, ow = out.w, oc = out.c;
   // REDUCE_SUM reads IFM_DEPTH channels per OFM channel 0; the other modes one per OFM channel.
@@ -117,7 +141,11 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
             for (int ic = mode == 2 ? 0 : c; ic < (mode == 2 ? sum_depth : c + 1); ++ic) {
               int64_t v = 0;
               ET_CHECK_OK_OR_RETURN_ERROR(read_operand(in, regs, at, iy, ix, ic, &v));
-              acc = mode == 0 ? (count > 0 ? std::max(acc, v) : v) : acc + v;
+              if (!extremum || count == 0) {
+                acc = extremum ? v : acc + v;
+              } else {
+                acc = mode == 0 ? std::max(acc, v) : std::min(acc, v);
+              }
               ++count;
             }
           }
@@ -127,6 +155,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
           scale_record(scales + size_t(c) * kScaleRecord, acc48, &bias, &out_scale.scale, &out_scale.shift);
           acc += bias;
         }
+        if (mode == 1 && count > 0) acc = average_of(acc, count);
         const int64_t r = apply_activation(act, apply(out_scale, acc, true) + out.fm.zero_point);
         if (!out.write(oy, ox, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
       }

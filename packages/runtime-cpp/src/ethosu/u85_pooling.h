@@ -12,16 +12,15 @@ namespace runtime_cpp {
 namespace npu {
 namespace u85 {
 
-// NPU_OP_POOL in MAX, SUM or REDUCE_SUM mode over an NHWC or NHCWB16 IFM with padding (padded
-// positions are skipped, as TOSA's MAX_POOL2D does), with a global OFM scale or a per-channel bias
-// and scale from the scale stream (regor's rescales and its NCHW-to-NHWC copies: a 1x1 SUM into a
-// transposed OFM), into memory or a chain buffer. REDUCE_SUM adds all IFM channels of a position
-// into OFM channel 0 (regor's mean: a REDUCE_SUM into a 32-bit chain buffer, then an elementwise
-// SUB of the zero points' sum with the OFM scale as the division). AVERAGE only over a 1x1 kernel
-// without padding (MobileNetV2's mean over a 1x1 map), where the average is the one value whatever
-// the divisor: regor writes a DEPTHWISE for a larger AVG_POOL2D (and a DEPTHWISE, a MUL by the
-// reciprocals and a NONE pool for one that excludes the padding), so no stream of ours has shown
-// how the NPU divides. NONE goes to run_rescale_pool; MIN and ARGMAX are refused.
+// NPU_OP_POOL in MAX, MIN, AVERAGE, SUM or REDUCE_SUM mode over an NHWC or NHCWB16 IFM with
+// padding (padded positions are skipped, as TOSA's MAX_POOL2D does), with a global OFM scale or a
+// per-channel bias and scale from the scale stream (regor's rescales and its NCHW-to-NHWC copies: a
+// 1x1 SUM into a transposed OFM), into memory or a chain buffer. REDUCE_SUM adds all IFM channels of
+// a position into OFM channel 0 (regor's mean: a REDUCE_SUM into a 32-bit chain buffer, then an
+// elementwise SUB of the zero points' sum with the OFM scale as the division). AVERAGE divides the
+// window sum by its element count on the NPU itself (regor writes it for an AVG_POOL2D of at most
+// 8x8, with OFM_SCALE 1, shift 0 and natural rounding; a larger one becomes a SUM whose OFM scale
+// divides): see `average_of`. NONE goes to run_rescale_pool; ARGMAX is refused.
 Error run_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
                const std::vector<uint8_t>& lut, OpRecord* record);
 
