@@ -296,6 +296,40 @@ def test_u85_average_pool_divides_on_the_npu_as_tosa_does(name):
     assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
 
 
+STALE_REGISTERS = {  # pools that regor writes after registers it leaves as an earlier kick-off set them
+    # the op sweep's group_norm of _native_batch_norm_legit_no_training: a 1x1 SUM pool after
+    # elementwise operations that broadcast their IFM in W; regor writes IFM_BROADCAST for elementwise
+    # operations only, and the pool reads its IFM unbroadcast
+    "u85_group_norm": "IFM_BROADCAST",
+    # conv_transpose2d: a NONE pool in the per-channel mode (OFM_PRECISION bit 8 clear) rescales the
+    # 32-bit accumulators it loads from IFM2 with each channel's bias and scale from the scale stream
+    "u85_conv_transpose2d": "per-channel NONE",
+}
+
+
+def _stale_register_case(name: str) -> tuple[nn.Module, tuple]:
+    if name == "u85_group_norm":
+        (case,) = [c for c in sim.op_sweep_cases({"aten._native_batch_norm_legit_no_training.default"})
+                   if c.name.endswith(" group_norm")]
+        return case.module, case.inputs
+    torch.manual_seed(0)
+    return nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1), (torch.randn(1, 4, 5, 5),)
+
+
+@pytest.mark.parametrize("name", list(STALE_REGISTERS))
+def test_u85_pools_after_other_kick_offs_bit_exact(name):
+    module, inputs = _stale_register_case(name)
+    what = STALE_REGISTERS[name]
+    edge = _lower(module, inputs)
+    pools = [k for k in kick_offs(ethosu_commands(_payload(edge))[1]) if k.op == "NPU_OP_POOL"]
+    if what == "IFM_BROADCAST":
+        assert any(k.registers.get("NPU_SET_IFM_BROADCAST", (0,))[0] & 0xF for k in pools), what
+    else:
+        assert any(k.param & 7 == 4 and not k.registers["NPU_SET_OFM_PRECISION"][0] >> 8 & 1 for k in pools), what
+    outcome = sim.run_case(sim.SimCase(name, module, inputs), TARGET)
+    assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
+
+
 def test_u85_fast_weight_format_and_resize_bit_exact(fwd_resize_edge):
     """regor stores a plain 16->16 3x3 convolution's weights in the fast format (WEIGHT_FORMAT bit 0,
     FWD: a 32-byte header with a zero adjustment and a 16-entry table, then 2- or 4-bit table

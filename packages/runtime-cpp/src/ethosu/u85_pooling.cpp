@@ -12,8 +12,9 @@ namespace {
 // NPU_OP_POOL in mode NONE with the accumulator loaded from IFM2 (ACC_FORMAT acc_input 2): regor's
 // rescale of a 32-bit tensor (the "null pool": a bilinear resize's sums, a MUL by reciprocals) to
 // 8 or 16 bits. Each OFM element is its IFM2 element, less IFM2's zero point, through the global
-// OFM scale, the zero point and the activation; the IFM registers (int8, the same tensor) are
-// not read. IFM2 may be a chain buffer. IFM2_BROADCAST is not applied: regor's generator does not
+// OFM scale or, in the per-channel mode (a conv_transpose2d's output), its channel's bias and scale
+// from the scale stream, then the zero point and the activation; the IFM registers (int8, the same
+// tensor) are not read. IFM2 may be a chain buffer. IFM2_BROADCAST is not applied: regor's generator does not
 // write it for this operation, so it holds whatever the previous elementwise operation set (a
 // channel broadcast after the MUL of a count_include_pad=False average pool).
 Error run_rescale_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
@@ -22,7 +23,7 @@ Error run_rescale_pool(const Registers& regs, const Command& at, const Memory* m
   if ((acc_format & 3) > 1 || ((acc_format >> 4) & 3) != 2 || ((acc_format >> 6) & 1) != 0) {
     return unsupported(at, "a NONE pool without its accumulator from IFM2");
   }
-  if (((regs.p(kOfmPrecision) >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on a NONE pool");
+  const bool per_channel = ((regs.p(kOfmPrecision) >> 8) & 1) == 0;
   const int storage = storage_of(regs.p(kIfm2Precision));
   if (storage == 1 || storage == 3) return unsupported(at, "a scalar or 3x1-tiled accumulator input");
   Operand acc_in;
@@ -32,16 +33,28 @@ Error run_rescale_pool(const Registers& regs, const Command& at, const Memory* m
   ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
   Activation act;
   ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
-  const Scale out_scale = scale_of(regs, kOfmScale, 3);
+  Scale out_scale = scale_of(regs, kOfmScale, 3);
   ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
   const int oh = out.h, ow = out.w, oc = out.c;
   if (record != nullptr) *record = {at.offset, "rescale", {oh, ow, oc}, {0, 0, 0}, {oh, ow, oc}, {1, 1}, 0, 0};
   if (memory == nullptr) return Error::Ok;
+  const uint8_t* scales = nullptr;
+  if (per_channel) {
+    Error err = Error::Ok;
+    scales = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
+    if (scales == nullptr) return err;
+  }
   for (int y = 0; y < oh; ++y) {
     for (int x = 0; x < ow; ++x) {
       for (int c = 0; c < oc; ++c) {
         int64_t v = 0;
         ET_CHECK_OK_OR_RETURN_ERROR(read_operand(acc_in, regs, at, y, x, c, &v));
+        if (scales != nullptr) {
+          int64_t bias = 0;
+          scale_record(scales + size_t(c) * kScaleRecord, (acc_format & 3) == 1, &bias, &out_scale.scale,
+                       &out_scale.shift);
+          v += bias;
+        }
         const int64_t r = apply_activation(act, apply(out_scale, v, true) + out.fm.zero_point);
         if (!out.write(y, x, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
       }
@@ -75,13 +88,15 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
   if (mode == 4) return run_rescale_pool(regs, at, memory, chains, lut, record);
   if (mode > 5) return unsupported(at, "this pooling mode (MAX, MIN, AVERAGE, SUM, REDUCE_SUM and NONE are)");
   const bool extremum = mode == 0 || mode == 5;
-  // Pooling reads the IFM as stored: no broadcast and no IFM scale (regor leaves IFM_SCALE as the
-  // previous elementwise operation set it).
+  // Pooling reads the IFM as stored, with no IFM scale (regor leaves IFM_SCALE as the previous
+  // elementwise operation set it) and no broadcast: regor writes IFM_BROADCAST for elementwise
+  // operations only, so before a pool it holds what the last of those set (a W broadcast before
+  // group_norm's 1x1 SUM). The IFM may be a chain buffer (storage 2, its REGION naming the buffer).
   Operand in;
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &in.fm));
-  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0) {
-    return unsupported(at, "a broadcast, scalar or chained pooling input");
-  }
+  const int storage = storage_of(regs.p(kIfmPrecision));
+  if (storage == 1 || storage == 3) return unsupported(at, "a 3x1-tiled or scalar pooling input");
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, storage == 2 ? nullptr : memory, at, &in.fm));
+  if (storage == 2 && chains != nullptr) in.chain = &(*chains)[static_cast<size_t>(in.fm.region)];
   OfmWriter out;
   ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
   if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
