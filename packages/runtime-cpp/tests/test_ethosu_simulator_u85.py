@@ -330,6 +330,23 @@ def test_u85_pools_after_other_kick_offs_bit_exact(name):
     assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
 
 
+SDPA = ("sdpa", "sdpa causal", "sdpa mask")
+
+
+@pytest.mark.parametrize("label", [lb if lb == "sdpa" else pytest.param(lb, marks=pytest.mark.slow) for lb in SDPA])
+def test_u85_attention_matmuls_ignore_stale_broadcast_registers(label):
+    """The op sweep's scaled_dot_product_attention cases: regor's second matmul (probabilities @ V)
+    follows elementwise operations that broadcast IFM2 over channels, and regor writes the broadcast
+    registers for elementwise operations only, so the matmul reads both operands unbroadcast."""
+    (case,) = [c for c in sim.op_sweep_cases({"aten.scaled_dot_product_attention.default"})
+               if c.name.endswith(f".default {label}")]
+    edge = sim.lower(case, TARGET)
+    matmuls = [k for k in kick_offs(ethosu_commands(_payload(edge))[1]) if k.op == "NPU_OP_CONV" and k.param & 1]
+    assert any(k.registers.get("NPU_SET_IFM2_BROADCAST", (0,))[0] & 0xF for k in matmuls)
+    outcome = sim.run_case(case, TARGET)
+    assert outcome.kind == "exact", f"{case.name}: {outcome.kind} {outcome.detail}"
+
+
 def test_u85_fast_weight_format_and_resize_bit_exact(fwd_resize_edge):
     """regor stores a plain 16->16 3x3 convolution's weights in the fast format (WEIGHT_FORMAT bit 0,
     FWD: a 32-byte header with a zero adjustment and a 16-entry table, then 2- or 4-bit table

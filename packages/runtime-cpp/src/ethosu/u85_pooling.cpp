@@ -183,9 +183,11 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
 Error run_matmul(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
                  const std::vector<uint8_t>& lut, OpRecord* record) {
   if (((regs.p(kOfmPrecision) >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on a matmul");
-  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0 ||
-      (regs.p(kIfm2Broadcast) & 0xF) != 0 || storage_of(regs.p(kIfm2Precision)) != 0) {
-    return unsupported(at, "a broadcast, scalar or chained matmul operand");
+  // IFM_BROADCAST and IFM2_BROADCAST are not applied: regor writes them for elementwise operations
+  // only, so before a matmul they hold what the last of those set (a channel broadcast before the
+  // second matmul of scaled_dot_product_attention).
+  if (storage_of(regs.p(kIfmPrecision)) != 0 || storage_of(regs.p(kIfm2Precision)) != 0) {
+    return unsupported(at, "a chained, 3x1-tiled or scalar matmul operand");
   }
   if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
   const int acc = regs.p(kAccFormat);

@@ -30,7 +30,8 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
 // M x N product along W and C. Both operands less their zero points, no bias, the global OFM scale,
 // the clamp. regor writes one kick-off per batch, each one OFM row high; more rows (whether the NPU
 // pairs OFM row y with IFM2 row y or row 0 is not shown by any stream), a kernel other than 1x1,
-// padding, broadcasts, chained or upscaled operands are refused.
+// padding, chained or upscaled operands are refused; the broadcast registers are not applied (regor
+// writes them for elementwise operations only).
 Error run_matmul(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
                  const std::vector<uint8_t>& lut, OpRecord* record);
 
