@@ -91,12 +91,10 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
   // Pooling reads the IFM as stored, with no IFM scale (regor leaves IFM_SCALE as the previous
   // elementwise operation set it) and no broadcast: regor writes IFM_BROADCAST for elementwise
   // operations only, so before a pool it holds what the last of those set (a W broadcast before
-  // group_norm's 1x1 SUM). The IFM may be a chain buffer (storage 2, its REGION naming the buffer).
+  // group_norm's 1x1 SUM). A chained IFM is refused: no stream of ours chains into a pool.
   Operand in;
-  const int storage = storage_of(regs.p(kIfmPrecision));
-  if (storage == 1 || storage == 3) return unsupported(at, "a 3x1-tiled or scalar pooling input");
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, storage == 2 ? nullptr : memory, at, &in.fm));
-  if (storage == 2 && chains != nullptr) in.chain = &(*chains)[static_cast<size_t>(in.fm.region)];
+  if (storage_of(regs.p(kIfmPrecision)) != 0) return unsupported(at, "a chained, 3x1-tiled or scalar pooling input");
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &in.fm));
   OfmWriter out;
   ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
   if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
