@@ -164,6 +164,19 @@ POOL = {  # one channel: NCHW is NHWC, so regor writes no transposing copy befor
     "u85_avg_pool_padded": (nn.AvgPool2d(3, 2, 1), (torch.randn(1, 1, 9, 9),)),
 }
 KICK_OFFS.update(POOL)
+# a minimum over H and W: a POOL in MIN mode
+KICK_OFFS["u85_amin"] = (FnModule(lambda s, x: torch.amin(x, dim=(2, 3), keepdim=True)), (torch.randn(1, 4, 5, 6),))
+
+
+def _global_average(hw: tuple[int, int]) -> tuple[nn.Module, tuple]:
+    """A convolution (NHWC output) into a global average pool: with the input's qparams (EthosUQuantizer
+    on U85) one int8 AVG_POOL2D, which regor writes as a POOL in AVERAGE mode (kernels up to 8x8) that
+    divides by the element count on the NPU (OFM_SCALE 1, shift 0)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.AdaptiveAvgPool2d(1)), (torch.randn(1, 3, *hw) * 2,)
+
+
+GLOBAL_AVERAGE = {f"u85_global_avg_pool_{h}x{w}": _global_average((h, w)) for h, w in ((7, 7), (2, 2), (3, 5), (6, 6), (8, 8))}
 # the mean of a global average pool: a REDUCE_SUM pool into a 32-bit chain buffer, then an
 # elementwise SUB (of the zero points' sum) reading that chain, whose OFM scale divides
 KICK_OFFS["u85_mean"] = (nn.AdaptiveAvgPool2d(1), (torch.randn(1, 8, 7, 7),))
@@ -288,10 +301,11 @@ KICK_OFFS.update(A16W8)
 KICK_OFFS.update(MATMUL)
 KICK_OFFS.update(DMA)
 KICK_OFFS.update(LUT)
+A16W8["u85_global_avg_pool_7x7_a16w8"] = KICK_OFFS["u85_global_avg_pool_7x7_a16w8"] = GLOBAL_AVERAGE["u85_global_avg_pool_7x7"]
 DEFAULT = ("u85_add", "u85_mul", "u85_maximum", "u85_max_pool_padded", "u85_conv",
            "u85_depthwise_5x5_s2", "u85_conv_a16w8", "u85_sigmoid", "u85_mean", "u85_conv_residual",
            "u85_avg_pool_exclude_pad", "u85_bmm", "u85_gather", "u85_scatter", "u85_where_gt", "u85_eq_cast",
-           "u85_logical_not", "u85_where_bool", "u85_bitwise_xor_int32", "u85_abs_int32")
+           "u85_logical_not", "u85_where_bool", "u85_bitwise_xor_int32", "u85_abs_int32", "u85_amin")
 # u85_leaky_relu_a16w8 and u85_abs_a16w8 (the 16-bit LUT) take 14-41 s at load 20: slow
 
 
@@ -301,6 +315,77 @@ def test_u85_kick_offs_bit_exact_against_the_reference_model(name):
     module, inputs = KICK_OFFS[name]
     outcome = sim.run_case(sim.SimCase(name, module, inputs, a16w8=name in A16W8), TARGET)
     assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
+
+
+@pytest.mark.parametrize("name", [n if n == "u85_global_avg_pool_7x7" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in GLOBAL_AVERAGE])
+def test_u85_average_pool_divides_on_the_npu_as_tosa_does(name):
+    """regor writes the global average as one POOL in AVERAGE mode over the whole plane with OFM_SCALE
+    1, shift 0, natural rounding: the NPU divides by the element count itself. The simulator divides
+    as TOSA AVG_POOL2D does (the multiplier ((2^30 + 1) << k) / n, shift 30 + k, rounded half up),
+    the arithmetic regor assumes where it divides with the OFM scale instead; bit-exact for odd, even
+    (ties) and non-square counts."""
+    module, inputs = GLOBAL_AVERAGE[name]
+    edge = _lower(module, inputs)
+    pools = [k for k in kick_offs(ethosu_commands(_payload(edge))[1]) if k.op == "NPU_OP_POOL" and k.param & 7 == 1]
+    (pool,) = pools  # AVERAGE
+    h, w = inputs[0].shape[-2:]
+    assert (pool.registers["NPU_SET_KERNEL_HEIGHT_M1"][0] + 1, pool.registers["NPU_SET_KERNEL_WIDTH_M1"][0] + 1) == (h, w)
+    scale, shift = pool.registers["NPU_SET_OFM_SCALE"][1], pool.registers["NPU_SET_OFM_SCALE"][0] & 0x3F
+    assert (scale, shift) == (1, 0), pool.registers["NPU_SET_OFM_SCALE"]
+    outcome = sim.run_case(sim.SimCase(name, module, inputs), TARGET)
+    assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
+
+
+STALE_REGISTERS = {  # pools that regor writes after registers it leaves as an earlier kick-off set them
+    # the op sweep's group_norm of _native_batch_norm_legit_no_training: a 1x1 SUM pool after
+    # elementwise operations that broadcast their IFM in W; regor writes IFM_BROADCAST for elementwise
+    # operations only, and the pool reads its IFM unbroadcast
+    "u85_group_norm": "IFM_BROADCAST",
+    # conv_transpose2d: a NONE pool in the per-channel mode (OFM_PRECISION bit 8 clear) rescales the
+    # 32-bit accumulators it loads from IFM2 with each channel's bias and scale from the scale stream
+    "u85_conv_transpose2d": "per-channel NONE",
+}
+
+
+def _stale_register_case(name: str) -> tuple[nn.Module, tuple]:
+    if name == "u85_group_norm":
+        (case,) = [c for c in sim.op_sweep_cases({"aten._native_batch_norm_legit_no_training.default"})
+                   if c.name.endswith(" group_norm")]
+        return case.module, case.inputs
+    torch.manual_seed(0)
+    return nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1), (torch.randn(1, 4, 5, 5),)
+
+
+@pytest.mark.parametrize("name", list(STALE_REGISTERS))
+def test_u85_pools_after_other_kick_offs_bit_exact(name):
+    module, inputs = _stale_register_case(name)
+    what = STALE_REGISTERS[name]
+    edge = _lower(module, inputs)
+    pools = [k for k in kick_offs(ethosu_commands(_payload(edge))[1]) if k.op == "NPU_OP_POOL"]
+    if what == "IFM_BROADCAST":
+        assert any(k.registers.get("NPU_SET_IFM_BROADCAST", (0,))[0] & 0xF for k in pools), what
+    else:
+        assert any(k.param & 7 == 4 and not k.registers["NPU_SET_OFM_PRECISION"][0] >> 8 & 1 for k in pools), what
+    outcome = sim.run_case(sim.SimCase(name, module, inputs), TARGET)
+    assert outcome.kind == "exact", f"{name}: {outcome.kind} {outcome.detail}"
+
+
+SDPA = ("sdpa", "sdpa causal", "sdpa mask")
+
+
+@pytest.mark.parametrize("label", [lb if lb == "sdpa" else pytest.param(lb, marks=pytest.mark.slow) for lb in SDPA])
+def test_u85_attention_matmuls_ignore_stale_broadcast_registers(label):
+    """The op sweep's scaled_dot_product_attention cases: regor's second matmul (probabilities @ V)
+    follows elementwise operations that broadcast IFM2 over channels, and regor writes the broadcast
+    registers for elementwise operations only, so the matmul reads both operands unbroadcast."""
+    (case,) = [c for c in sim.op_sweep_cases({"aten.scaled_dot_product_attention.default"})
+               if c.name.endswith(f".default {label}")]
+    edge = sim.lower(case, TARGET)
+    matmuls = [k for k in kick_offs(ethosu_commands(_payload(edge))[1]) if k.op == "NPU_OP_CONV" and k.param & 1]
+    assert any(k.registers.get("NPU_SET_IFM2_BROADCAST", (0,))[0] & 0xF for k in matmuls)
+    outcome = sim.run_case(case, TARGET)
+    assert outcome.kind == "exact", f"{case.name}: {outcome.kind} {outcome.detail}"
 
 
 def test_u85_fast_weight_format_and_resize_bit_exact(fwd_resize_edge):
@@ -368,18 +453,30 @@ def min_edge():
     return _lower(FnModule(lambda s, x: torch.amin(x, dim=(2, 3), keepdim=True)), (torch.randn(1, 4, 5, 6),))
 
 
+def _with_pool_mode(cmd_data: bytes, offset: int, mode: int) -> bytes:
+    """The stream with the POOL kick-off at `offset` given another pooling mode (the cmd0 parameter,
+    bits 16-31 of its word)."""
+    words = bytearray(cmd_data)
+    words[offset + 2:offset + 4] = mode.to_bytes(2, "little")
+    return bytes(words)
+
+
 def test_u85_kick_off_not_simulated_is_refused_naming_it_and_the_host_graph_runs(min_edge, capfd):
-    """A minimum over H and W: regor writes a POOL in MIN mode, not simulated."""
+    """A minimum over H and W (a POOL in MIN mode) with its mode changed to ARGMAX_X, which regor writes
+    only for an argmax and the simulator does not cover: refused at load naming the command, and with
+    its host graph the payload runs that graph on the reference model."""
     inputs = [torch.randn(1, 4, 5, 6)]
     stream = parse_binstream(_payload(min_edge))
-    program = Runtime.get().load_program(progs.pte_with_payload(min_edge, build_binstream(replace(stream, extra={}))))
+    pool = next(k for k in kick_offs(ethosu_commands(_payload(min_edge))[1]) if k.op == "NPU_OP_POOL" and k.param & 7 == 5)
+    argmax = _with_pool_mode(stream.cmd_data, pool.offset, 6)
+    program = Runtime.get().load_program(progs.pte_with_payload(min_edge, build_binstream(replace(stream, cmd_data=argmax, extra={}))))
     with pytest.raises(RuntimeError, match="Failed to load method"):
         program.load_method("forward")
     err = capfd.readouterr().err
-    assert re.search(r"NPU_OP_POOL at cmd_data offset \d+: this pooling mode .* is not simulated for Ethos-U85 yet", err)
+    assert re.search(rf"NPU_OP_POOL at cmd_data offset {pool.offset}: this pooling mode .* is not simulated for Ethos-U85 yet", err)
     assert "--host-graph" in err
-    # with its host graph the same payload runs that graph on the reference model
-    program = Runtime.get().load_program(progs.pte(min_edge))
+    # with its host graph the same stream runs that graph on the reference model
+    program = Runtime.get().load_program(progs.pte_with_payload(min_edge, build_binstream(replace(stream, cmd_data=argmax), stream.extra)))
     (got,) = program.load_method("forward").execute(inputs)
     assert torch.equal(got, run_on_reference_model(min_edge, *inputs))
 

@@ -152,6 +152,18 @@ Error operand(const Registers& regs, Which which, const Command& at, const Memor
   return check_scale(at, out->scale, false);
 }
 
+void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale, int* shift) {
+  uint64_t b = 0;
+  const int bias_bytes = acc48 ? 6 : 4;
+  for (int i = 0; i < bias_bytes; ++i) b |= uint64_t(rec[i]) << (8 * i);
+  const int unused = 64 - 8 * bias_bytes;
+  *bias = static_cast<int64_t>(b << unused) >> unused;
+  uint64_t sc = 0;
+  for (int i = bias_bytes; i < 8; ++i) sc |= uint64_t(rec[i]) << (8 * (i - bias_bytes));
+  *scale = static_cast<int64_t>(sc & (acc48 ? 0x7FFF : 0x7FFFFFFF));
+  *shift = rec[8] & 0x3F;
+}
+
 }  // namespace u85
 }  // namespace npu
 }  // namespace runtime_cpp

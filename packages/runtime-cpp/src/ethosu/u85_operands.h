@@ -1,10 +1,11 @@
-// The Ethos-U85 simulator's shared pieces (u85_simulator.cpp, u85_elementwise.cpp): log lines that
-// name the command and its offset, the IFM/IFM2/OFM scale registers, chain buffers, the OFM
-// writer (reversed, transposed or chained OFMs), the activation (clamp and LUT) and the
-// elementwise operands (feature map, chain buffer or scalar, broadcast and scaled).
+// The Ethos-U85 simulator's shared pieces (u85_simulator.cpp's dispatch, u85_elementwise.cpp,
+// u85_pooling.cpp): log lines that name the command and its offset, the IFM/IFM2/OFM scale registers,
+// chain buffers, the OFM writer (tiles, reversed, transposed or chained OFMs), the activation (clamp
+// and LUT) and the operands (feature map, chain buffer or scalar, broadcast and scaled).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -39,6 +40,9 @@ struct Scale {
   int round;
 };
 Scale scale_of(const Registers& regs, Reg1 reg, int round_bits);
+
+// The rounding modes simulated: OFM 0 double symmetric (TFL), 1 natural, 4 truncate to zero;
+// IFM/IFM2 0 double symmetric, 1 natural (their double-round term must be 0).
 Error check_scale(const Command& at, const Scale& s, bool is_ofm);
 int64_t apply(const Scale& s, int64_t v, bool is_ofm);
 
@@ -49,6 +53,9 @@ struct Chain {
   std::vector<int64_t> values;
 };
 using Chains = std::array<Chain, kRegions>;
+
+// The OFM clamp: its type's range, narrowed by ACTIVATION_MIN/MAX for 8- and 16-bit OFMs.
+void clamp_range(const Registers& regs, const ElemType& type, int64_t* lo, int64_t* hi);
 
 constexpr size_t kLutRam = 2048;  // the U85's LUT memory: eight 256-byte slots, filled by DMA
 
@@ -112,6 +119,11 @@ Error operand(const Registers& regs, Which which, const Command& at, const Memor
 // NPU_OP_ELEMENTWISE (u85_elementwise.cpp).
 Error run_elementwise(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
                       const std::vector<uint8_t>& lut, OpRecord* record);
+
+// One OFM channel's record of the scale stream: with a 32-bit accumulator a 32-bit bias and a
+// 31-bit scale, with a 48-bit one (16-bit IFMs) a 48-bit bias and a 15-bit scale; the shift in
+// byte 8.
+void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale, int* shift);
 
 }  // namespace u85
 }  // namespace npu

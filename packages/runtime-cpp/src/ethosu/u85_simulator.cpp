@@ -10,162 +10,13 @@
 #include "ethosu/npu_state.h"
 #include "ethosu/u85_commands.h"
 #include "ethosu/u85_operands.h"
+#include "ethosu/u85_pooling.h"
 #include "ethosu/u85_weights.h"
 
 namespace runtime_cpp {
 namespace npu {
 namespace u85 {
 namespace {
-
-// One OFM channel's record of the scale stream: with a 32-bit accumulator a 32-bit bias and a
-// 31-bit scale, with a 48-bit one (16-bit IFMs) a 48-bit bias and a 15-bit scale; the shift in
-// byte 8.
-void scale_record(const uint8_t* rec, bool acc48, int64_t* bias, int64_t* scale, int* shift) {
-  uint64_t b = 0;
-  const int bias_bytes = acc48 ? 6 : 4;
-  for (int i = 0; i < bias_bytes; ++i) b |= uint64_t(rec[i]) << (8 * i);
-  const int unused = 64 - 8 * bias_bytes;
-  *bias = static_cast<int64_t>(b << unused) >> unused;
-  uint64_t sc = 0;
-  for (int i = bias_bytes; i < 8; ++i) sc |= uint64_t(rec[i]) << (8 * (i - bias_bytes));
-  *scale = static_cast<int64_t>(sc & (acc48 ? 0x7FFF : 0x7FFFFFFF));
-  *shift = rec[8] & 0x3F;
-}
-
-// NPU_OP_POOL in mode NONE with the accumulator loaded from IFM2 (ACC_FORMAT acc_input 2): regor's
-// rescale of a 32-bit tensor (the "null pool": a bilinear resize's sums, a MUL by reciprocals) to
-// 8 or 16 bits. Each OFM element is its IFM2 element, less IFM2's zero point, through the global
-// OFM scale, the zero point and the activation; the IFM registers (int8, the same tensor) are
-// not read. IFM2 may be a chain buffer. IFM2_BROADCAST is not applied: regor's generator does not
-// write it for this operation, so it holds whatever the previous elementwise operation set (a
-// channel broadcast after the MUL of a count_include_pad=False average pool).
-Error run_rescale_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
-                       const std::vector<uint8_t>& lut, OpRecord* record) {
-  const int acc_format = regs.p(kAccFormat);
-  if ((acc_format & 3) > 1 || ((acc_format >> 4) & 3) != 2 || ((acc_format >> 6) & 1) != 0) {
-    return unsupported(at, "a NONE pool without its accumulator from IFM2");
-  }
-  if (((regs.p(kOfmPrecision) >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on a NONE pool");
-  const int storage = storage_of(regs.p(kIfm2Precision));
-  if (storage == 1 || storage == 3) return unsupported(at, "a scalar or 3x1-tiled accumulator input");
-  Operand acc_in;
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm2, storage == 2 ? nullptr : memory, at, &acc_in.fm));
-  if (storage == 2 && chains != nullptr) acc_in.chain = &(*chains)[static_cast<size_t>(acc_in.fm.region)];
-  OfmWriter out;
-  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
-  Activation act;
-  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
-  const Scale out_scale = scale_of(regs, kOfmScale, 3);
-  ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
-  const int oh = out.h, ow = out.w, oc = out.c;
-  if (record != nullptr) *record = {at.offset, "rescale", {oh, ow, oc}, {0, 0, 0}, {oh, ow, oc}, {1, 1}, 0, 0};
-  if (memory == nullptr) return Error::Ok;
-  for (int y = 0; y < oh; ++y) {
-    for (int x = 0; x < ow; ++x) {
-      for (int c = 0; c < oc; ++c) {
-        int64_t v = 0;
-        ET_CHECK_OK_OR_RETURN_ERROR(read_operand(acc_in, regs, at, y, x, c, &v));
-        const int64_t r = apply_activation(act, apply(out_scale, v, true) + out.fm.zero_point);
-        if (!out.write(y, x, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
-      }
-    }
-  }
-  out.finish(chains);
-  return Error::Ok;
-}
-
-// NPU_OP_POOL in MAX, SUM or REDUCE_SUM mode over an NHWC or NHCWB16 IFM with padding (padded
-// positions are skipped, as TOSA's MAX_POOL2D does), with a global OFM scale or a per-channel bias
-// and scale from the scale stream (regor's rescales and its NCHW-to-NHWC copies: a 1x1 SUM into a
-// transposed OFM), into memory or a chain buffer. REDUCE_SUM adds all IFM channels of a position
-// into OFM channel 0 (regor's mean: a REDUCE_SUM into a 32-bit chain buffer, then an elementwise
-// SUB of the zero points' sum with the OFM scale as the division). AVERAGE only over a 1x1 kernel
-// without padding (MobileNetV2's mean over a 1x1 map), where the average is the one value whatever
-// the divisor: regor writes a DEPTHWISE for a larger AVG_POOL2D (and a DEPTHWISE, a MUL by the
-// reciprocals and a NONE pool for one that excludes the padding), so no stream of ours has shown
-// how the NPU divides. NONE goes to run_rescale_pool; MIN and ARGMAX are refused.
-Error run_pool(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
-               const std::vector<uint8_t>& lut, OpRecord* record) {
-  static const char* const kNames[] = {"pool_max", "pool_avg", "reduce_sum", "pool_sum"};
-  const int mode = at.param & 7;
-  if (mode == 4) return run_rescale_pool(regs, at, memory, chains, lut, record);
-  if (mode > 3) return unsupported(at, "this pooling mode (MAX, SUM, REDUCE_SUM, NONE and a 1x1 AVERAGE are)");
-  // Pooling reads the IFM as stored: no broadcast and no IFM scale (regor leaves IFM_SCALE as the
-  // previous elementwise operation set it).
-  Operand in;
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &in.fm));
-  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0) {
-    return unsupported(at, "a broadcast, scalar or chained pooling input");
-  }
-  OfmWriter out;
-  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
-  if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
-  Activation act;
-  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
-  const int acc_format = regs.p(kAccFormat);
-  if ((acc_format & 3) > 1 || ((acc_format >> 4) & 7) != 0) {
-    return unsupported(at, "an accumulator kept from or handed to another operation");
-  }
-  const bool per_channel = ((regs.p(kOfmPrecision) >> 8) & 1) == 0;
-  if (per_channel && mode == 0) return unsupported(at, "per-channel OFM scaling on a MAX pool");
-  Scale out_scale = scale_of(regs, kOfmScale, 3);
-  ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
-  const Kernel k = kernel_of(regs, kU85StrideHighBits);
-  if (mode == 1 && (k.eff_h != 1 || k.eff_w != 1 || k.pad_top + k.pad_left + k.pad_bottom + k.pad_right != 0)) {
-    return unsupported(at, "an AVERAGE pool over more than one element (a 1x1 kernel without padding is)");
-  }
-  const int oh = out.h, ow = out.w, oc = out.c;
-  // REDUCE_SUM reads IFM_DEPTH channels per OFM channel 0; the other modes one per OFM channel.
-  const int sum_depth = mode == 2 ? regs.p(kIfmDepthM1) + 1 : 1;
-  if (mode == 2 && oc != 1) return unsupported(at, "REDUCE_SUM into more than one OFM channel");
-  // The IFM extent the NPU derives from the OFM size, the kernel and the padding.
-  const int ih = (oh - 1) * k.stride_y + k.eff_h - k.pad_top - k.pad_bottom;
-  const int iw = (ow - 1) * k.stride_x + k.eff_w - k.pad_left - k.pad_right;
-  const uint64_t reads = uint64_t(oh) * ow * oc * k.h * k.w * sum_depth;
-  if (reads > (uint64_t{1} << 32)) return fail(at, "the operation is implausibly large (over 2^32 reads)");
-  if (record != nullptr) {
-    *record = {at.offset, kNames[mode], {oh, ow, oc}, {ih, iw, mode == 2 ? sum_depth : oc}, {0, 0, 0},
-               {k.h, k.w}, reads, 0};
-  }
-  if (memory == nullptr) return Error::Ok;
-  const uint8_t* scales = nullptr;
-  if (per_channel) {
-    Error err = Error::Ok;
-    scales = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
-    if (scales == nullptr) return err;
-  }
-  const bool acc48 = (acc_format & 3) == 1;
-  for (int oy = 0; oy < oh; ++oy) {
-    for (int ox = 0; ox < ow; ++ox) {
-      for (int c = 0; c < oc; ++c) {
-        int64_t acc = 0;
-        int count = 0;
-        for (int ky = 0; ky < k.h; ++ky) {
-          for (int kx = 0; kx < k.w; ++kx) {
-            const int iy = oy * k.stride_y - k.pad_top + ky * k.dil_y;
-            const int ix = ox * k.stride_x - k.pad_left + kx * k.dil_x;
-            if (iy < 0 || ix < 0 || iy >= ih || ix >= iw) continue;
-            for (int ic = mode == 2 ? 0 : c; ic < (mode == 2 ? sum_depth : c + 1); ++ic) {
-              int64_t v = 0;
-              ET_CHECK_OK_OR_RETURN_ERROR(read_operand(in, regs, at, iy, ix, ic, &v));
-              acc = mode == 0 ? (count > 0 ? std::max(acc, v) : v) : acc + v;
-              ++count;
-            }
-          }
-        }
-        if (scales != nullptr) {
-          int64_t bias = 0;
-          scale_record(scales + size_t(c) * kScaleRecord, acc48, &bias, &out_scale.scale, &out_scale.shift);
-          acc += bias;
-        }
-        const int64_t r = apply_activation(act, apply(out_scale, acc, true) + out.fm.zero_point);
-        if (!out.write(oy, ox, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
-      }
-    }
-  }
-  out.finish(chains);
-  return Error::Ok;
-}
 
 // The OFM micro-block (ACC_FORMAT bits 8-10) as height x width; its depth follows from the MACs.
 bool ublock_of(int microblock, int* h, int* w) {
@@ -176,83 +27,14 @@ bool ublock_of(int microblock, int* h, int* w) {
   return true;
 }
 
-// NPU_OP_CONV with its weights from IFM2 (param bit 0): regor's MATMUL, A [M, K] @ B [K, N] per batch.
-// The IFM holds A's M rows along W with K channels; IFM2 holds B transposed, its N columns along W
-// with K channels (regor first transposes B with a 1x1 SUM pool into an HCW OFM); the OFM is the
-// M x N product along W and C. Both operands less their zero points, no bias, the global OFM scale,
-// the clamp. regor writes one kick-off per batch, each one OFM row high; more rows (whether the NPU
-// pairs OFM row y with IFM2 row y or row 0 is not shown by any stream), a kernel other than 1x1,
-// padding, broadcasts, chained or upscaled operands are refused.
-Error run_matmul(const Registers& regs, const Command& at, const Memory* memory, Chains* chains,
-                 const std::vector<uint8_t>& lut, OpRecord* record) {
-  if (((regs.p(kOfmPrecision) >> 8) & 1) == 0) return unsupported(at, "per-channel OFM scaling on a matmul");
-  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0 ||
-      (regs.p(kIfm2Broadcast) & 0xF) != 0 || storage_of(regs.p(kIfm2Precision)) != 0) {
-    return unsupported(at, "a broadcast, scalar or chained matmul operand");
-  }
-  if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
-  const int acc = regs.p(kAccFormat);
-  if ((acc & 3) > 1) return fail(at, "accumulator format is not 32 or 48 bits");
-  if (((acc >> 4) & 3) != 0 || ((acc >> 6) & 1) != 0) {
-    return unsupported(at, "an accumulator kept from or handed to another operation");
-  }
-  const Kernel k = kernel_of(regs, kU85StrideHighBits);
-  if (k.h != 1 || k.w != 1 || k.stride_x != 1 || k.stride_y != 1 ||
-      k.pad_top + k.pad_left + k.pad_bottom + k.pad_right != 0) {
-    return unsupported(at, "a matmul with a kernel other than 1x1, a stride or padding");
-  }
-  FeatureMap a, b;
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm, memory, at, &a));
-  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm2, memory, at, &b));
-  if (a.type.bits != b.type.bits || (a.type.bits != 8 && a.type.bits != 16)) {
-    return unsupported(at, "matmul operands other than two 8-bit or two 16-bit feature maps");
-  }
-  OfmWriter out;
-  ET_CHECK_OK_OR_RETURN_ERROR(ofm_writer(regs, at, memory, chains, &out));
-  if (out.h != 1) return unsupported(at, "a matmul more than one OFM row high");
-  Activation act;
-  ET_CHECK_OK_OR_RETURN_ERROR(activation_of(regs, at, out.fm.type, lut, &act));
-  const Scale out_scale = scale_of(regs, kOfmScale, 3);
-  ET_CHECK_OK_OR_RETURN_ERROR(check_scale(at, out_scale, true));
-  const int m = out.w, n = out.c, depth = regs.p(kIfmDepthM1) + 1;
-  const uint64_t macs = uint64_t(m) * n * depth;
-  if (record != nullptr) *record = {at.offset, "matmul", {1, m, n}, {1, m, depth}, {1, n, depth}, {1, 1}, macs, 0};
-  if (memory == nullptr) return Error::Ok;
-  std::vector<int64_t> rhs(size_t(n) * depth);
-  for (int j = 0; j < n; ++j) {
-    for (int c = 0; c < depth; ++c) {
-      int64_t v = 0;
-      if (!b.read(0, j, c, &v)) return fail(at, "an IFM2 address lies outside its region");
-      rhs[size_t(j) * depth + c] = v - b.zero_point;
-    }
-  }
-  std::vector<int64_t> row(depth);
-  for (int x = 0; x < m; ++x) {
-    for (int c = 0; c < depth; ++c) {
-      int64_t v = 0;
-      if (!a.read(0, x, c, &v)) return fail(at, "an IFM address lies outside its region");
-      row[c] = v - a.zero_point;
-    }
-    for (int j = 0; j < n; ++j) {
-      int64_t sum = 0;
-      for (int c = 0; c < depth; ++c) sum += row[c] * rhs[size_t(j) * depth + c];
-      const int64_t r = apply_activation(act, apply(out_scale, sum, true) + out.fm.zero_point);
-      if (!out.write(0, x, j, r)) return fail(at, "an OFM address lies outside its (writable) region");
-    }
-  }
-  out.finish(chains);
-  return Error::Ok;
-}
-
 // NPU_OP_CONV and NPU_OP_DEPTHWISE with weights from the weight stream (standard format, one
 // weight decoder), bias and per-channel scale from the scale stream, over an IFM in memory.
 // The OFM goes to memory or to a chain buffer (regor chains a convolution into the residual ADD
-// that follows it). Weights in the mlw codec or the fast format (FWD); weights from IFM2 go to
-// run_matmul. Refused: more than one weight stream, IFM upscaling, a chained or broadcast input, global OFM
-// scaling and accumulators kept across kick-offs.
+// that follows it). Weights in the mlw codec or the fast format (FWD); weights from IFM2 are
+// run_matmul's (u85_pooling.cpp). Refused: more than one weight stream, IFM upscaling, a chained or
+// broadcast input, global OFM scaling and accumulators kept across kick-offs.
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
                const NpuConfig& config, Chains* chains, const std::vector<uint8_t>& lut, OpRecord* record) {
-  if (!depthwise && (at.param & 1)) return run_matmul(regs, at, memory, chains, lut, record);
   // WEIGHT_FORMAT bit 0: the fast format (FWD), bit 4: 2:4 sparsity. With one weight decoder FWD
   // keeps the standard traversal; only the coding of the stream differs.
   const int wf = regs.p(kWeightFormat);
@@ -539,8 +321,10 @@ Error walk(const CommandStream& stream, const Memory* memory, std::vector<OpReco
       case kOpPool:
         return run_pool(regs, c, memory, &chains, lut, r);
       case kOpConv:
+        if (c.param & 1) return run_matmul(regs, c, memory, &chains, lut, r);  // weights from IFM2
+        return run_conv(regs, c, false, memory, stream.config, &chains, lut, r);
       case kOpDepthwise:
-        return run_conv(regs, c, c.code == kOpDepthwise, memory, stream.config, &chains, lut, r);
+        return run_conv(regs, c, true, memory, stream.config, &chains, lut, r);
       case kOpResize:
         return run_resize(regs, c, memory, &chains, lut, r);
       default:  // IRQ, DMA_WAIT, KERNEL_WAIT, PMU_MASK: ordering and events only
