@@ -135,7 +135,7 @@ def _vela_csv(folder: Path) -> dict:
     if npz:
         import numpy as np
 
-        out["weight_bytes"] = sum(int(np.load(f)["weight_data"].size) for f in npz)
+        out["weight_bytes"] = sum(int(np.load(f)["weight_data"].nbytes) for f in npz)  # one bytes scalar
     return out
 
 
