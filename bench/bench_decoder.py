@@ -425,6 +425,7 @@ def notes(rows: list[dict], cost: list[dict], ratio: float | None) -> list[str]:
              "grow with dim, the 4-bit weights with dim^2, so the ratio falls "
              "with the model width (`--dim`, results in decoder/dim<N>)."]
     lines += flash_parts_note(rows)
+    lines += [f"{r['side']} {r['config']}: {r['partial']}." for r in rows if r.get("partial")]
     lines += [f"ours {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside the "
               "partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
               "leave them on the CPU)." for r in rows if r["side"] == "ours" and r.get("kept_int8")]
