@@ -6,7 +6,7 @@
 `bench_decoder.py`'s competitor side fails on the `StaticCacheDecoder` (the cache as mutable buffers written
 by `index_copy_`) with "Invalid partition, found dependency cycles". This script runs, in one process of the
 competitor's own (`executorch.backends.arm` is imported only here), the same model (same weights, a8w8
-per-channel, `ethos-u85-256`, vela's default memory config) in simpler export forms:
+per-channel, `ethos-u85-256`, the bench's memory config `bench_decoder.MEMORY`) in simpler export forms:
 
 - `buffer_index_copy`: the bench's form (the cache a buffer, `cache.index_copy_(2, pos, new)`);
 - `buffer_index_put`: the cache a buffer written by slice assignment (`cache[:, :, pos] = new`, exported as
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -112,7 +113,7 @@ def lower_form(form: str, method: str, config: str = "a8w8") -> dict:
     out: dict = {"side": "competitor", "form": form, "method": method, "config": config}
     t0 = time.perf_counter()
     try:
-        spec = EthosUCompileSpec(bd.TARGET)
+        spec = EthosUCompileSpec(bd.TARGET, **bd.MEMORY)
         ep = torch.export.export(module, inputs, strict=True)
         model.reset_cache()
         qconfig = {"a8w8": lambda: uq.get_symmetric_quantization_config(is_per_channel=True),
@@ -144,8 +145,8 @@ def lower_form(form: str, method: str, config: str = "a8w8") -> dict:
 
 def ours_functional(method: str, config: str = "a8w8") -> dict:
     """Our side on the `functional` form (the same module, inputs and one calibration step), for a like-for-like
-    row beside the competitor's; run in a process of its own (`--side ours`). vela's memory mode is the
-    competitor's default on U85, Sram_Only (ours is Dedicated_Sram_384KB; cycles depend on where tensors live)."""
+    row beside the competitor's; run in a process of its own (`--side ours`). Both sides in the bench's memory
+    config (`bench_decoder.MEMORY`; cycles depend on where tensors live)."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -166,7 +167,7 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
     out: dict = {"side": "ours", "form": "functional", "method": method, "config": config}
     t0 = time.perf_counter()
     try:
-        spec = EthosUCompileSpec(bd.TARGET, memory_mode="Sram_Only")
+        spec = EthosUCompileSpec(bd.TARGET, **bd.MEMORY)
         prepared = prepare_pt2e(torch.export.export(module, inputs, strict=True).module(check_guards=False),
                                 EthosUQuantizer(spec).set_global(qconfig))
         with torch.no_grad():
@@ -185,6 +186,101 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
     except Exception as exc:  # noqa: BLE001
         out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
     out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _functional_runner(modules: dict, cache_shapes: list) -> Callable[[str, tuple], torch.Tensor]:
+    """`run(method, inputs)` for `km.greedy_decode` over functional modules: the caches a call returns are the
+    next call's inputs; a prefill starts from zero caches."""
+    caches: list[torch.Tensor] = []
+
+    def run(method: str, inputs: tuple) -> torch.Tensor:
+        nonlocal caches
+        if method == "prefill":
+            caches = [torch.zeros(shape) for shape in cache_shapes]
+        with torch.no_grad():
+            logits, *caches = modules[method](*inputs, *caches)
+        return logits
+
+    return run
+
+
+def _side_api(side: str, config: str):
+    """(quantizer factory, partitioner class, compile spec class) of `side` at `config`; the competitor's
+    modules are imported only when it is asked for."""
+    if side == "competitor":
+        import executorch.backends.arm.quantizer as uq
+        from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+        from executorch.backends.arm.quantizer import (
+            arm_quantizer as uq_configs,  # a8w4: not re-exported (1.5)
+        )
+
+        qconfig = {"a8w8": lambda: uq.get_symmetric_quantization_config(is_per_channel=True),
+                   "a8w4": lambda: uq_configs.get_symmetric_a8w4_quantization_config(is_per_channel=True,
+                                                                                     is_qat=False),
+                   "a16w8": lambda: uq.get_symmetric_a16w8_quantization_config(is_per_channel=True)}[config]()
+        return lambda spec: uq.EthosUQuantizer(spec).set_global(qconfig), EthosUPartitioner, EthosUCompileSpec
+    from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer
+    from arm_quantizer import (
+        get_symmetric_a8w4_quantization_config,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+
+    qconfig = {"a8w8": get_symmetric_quantization_config, "a16w8": get_symmetric_a16w8_quantization_config,
+               "a8w4": lambda: get_symmetric_a8w4_quantization_config(is_per_channel=True)}[config]()
+    return lambda spec: EthosUQuantizer(spec).set_global(qconfig), EthosUPartitioner, EthosUCompileSpec
+
+
+def functional_row(side: str, config: str, keep: Path | None = None) -> dict:
+    """One bench row (`bench_decoder`'s cell) of `side` on the functional form: both methods quantized with
+    the side's own quantizer, calibrated on the bench's prompt and greedy steps (as `bench_decoder.ours`), the
+    SQNR of the last-step logits vs float, then each method lowered in the bench's memory config; vela's
+    numbers read from the dumped outputs the same way for both sides. `keep`: copy those outputs there."""
+    import shutil
+
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from executorch.exir.lowered_backend_module import get_lowered_submodules
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    km = bd._models()
+    model = km.StaticCacheDecoder(**bd.MODEL).eval()
+    float_tokens, float_last = bd._float_reference(km, model)
+    module = _Functional(model).eval()
+    shapes = [b.shape for name, b in model.named_buffers() if name.endswith("_cache")]
+    examples = {m: _example(km, m, "functional", model) for m in ("prefill", "decode")}
+    quantizer, partitioner, compile_spec = _side_api(side, config)
+    out: dict = {"config": config, "form": "functional"}
+    t0 = time.perf_counter()
+    prepared = {m: prepare_pt2e(torch.export.export(module, examples[m], strict=True).module(check_guards=False),
+                                quantizer(compile_spec(bd.TARGET, **bd.MEMORY))) for m in examples}
+    km.greedy_decode(_functional_runner(prepared, shapes), bd._prompt(), bd.STEPS, bd.MODEL["max_len"])
+    converted = {m: convert_pt2e(p) for m, p in prepared.items()}
+    tokens, logits = km.greedy_decode(_functional_runner(converted, shapes), bd._prompt(), bd.STEPS,
+                                      bd.MODEL["max_len"])
+    out |= {"sqnr_db": bd.sqnr_db(float_last, logits[-1]),
+            "token_agreement": sum(a == b for a, b in zip(tokens, float_tokens, strict=True)) / bd.STEPS}
+    for method, example in examples.items():
+        ep = torch.export.export(converted[method], example, strict=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = compile_spec(bd.TARGET, **bd.MEMORY)
+            spec.dump_intermediate_artifacts_to(tmp)
+            try:
+                edge = to_edge_transform_and_lower(ep, partitioner=[partitioner(spec)],
+                                                   compile_config=EdgeCompileConfig(_check_ir_validity=False))
+            except Exception as exc:  # noqa: BLE001  (a side's failure is its result)
+                out[method] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+                continue
+            gm = edge.exported_program().graph_module
+            cpu = sorted(_op_name(n) for n in gm.graph.nodes if n.op == "call_function"
+                         and "executorch_call_delegate" not in str(n.target) and "getitem" not in str(n.target))
+            out[method] = bd._vela_csv(Path(tmp)) | {"delegates": len(get_lowered_submodules(gm)),
+                                                     "cpu_nodes": len(cpu), "cpu_ops": sorted(set(cpu)),
+                                                     "memory_config": f"{bd.MEMORY['system_config']} / "
+                                                                      f"{bd.MEMORY['memory_mode']}"}
+            if keep is not None:
+                shutil.copytree(tmp, keep / f"{side}-{config}-{method}", dirs_exist_ok=True)
+    out["compile_s"] = time.perf_counter() - t0
     return out
 
 

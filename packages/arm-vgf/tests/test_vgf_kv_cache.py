@@ -62,7 +62,7 @@ def _logits_lsb(converted) -> float:
     return float((out[0] if isinstance(out, (tuple, list)) else out).args[1])
 
 
-@pytest.mark.slow  # ~3 min on 2 cores: quantization, lowering and 2 x 32 greedy steps
+@pytest.mark.slow  # ~3 min on idle 2 cores; 2,088 s at load ~20 under nice 15 (2026-11-27): 2 x 32 greedy steps
 def test_transformers_llama_int8_on_vgf_equals_fake_quant():
     """transformers' StaticCache Llama (1 layer, 40 positions) a8w8 with `VgfQuantizer`, lowered for
     TOSA-1.0+INT: each method one VGF partition, 32 greedy steps on lavapipe with tokens equal to the
@@ -83,7 +83,7 @@ def test_transformers_llama_int8_on_vgf_equals_fake_quant():
     assert_greedy_decodes_alike(run, hf_runner(module_runner(converted)), PROMPT, steps, max_len, atol=lsb * 1.0001)
 
 
-@pytest.mark.slow  # 4 steps: 280 s on 2 cores at load 14 (quantization, the VGF INT lowering, lavapipe)
+@pytest.mark.slow  # 4 steps: 280 s at load 14; 32 steps: 1,622 s at load ~20 under nice 15 (lavapipe)
 @pytest.mark.parametrize(("layers", "max_len", "steps"), [(1, 12, 4), (1, 40, 32)], ids=["4", "32"])
 def test_our_decoder_int8_on_vgf_equals_fake_quant(layers, max_len, steps):
     """`StaticCacheDecoder` a8w8 with `VgfQuantizer`, lowered for TOSA-1.0+INT: each method one VGF partition,
