@@ -380,10 +380,18 @@ def _float_constant_leaving_the_npu(node: Node, family: str) -> str | None:
     val = _val(node)
     if val is None or not val.dtype.is_floating_point or node.meta.get("arm_quantized") or not is_compile_time(node):
         return None
-    if all(user.meta.get("arm_quantized") for user in node.users):
+    if _read_only_by_quantized_nodes(node):
         return None
     return (f"a {val.dtype} value computed from constants for a float operation on the CPU: Ethos-U computes "
             "integers only (vela takes no float tensor), so the CPU computes it")
+
+
+def _read_only_by_quantized_nodes(node: Node, depth: int = 8) -> bool:
+    """Every reader of `node` is in the quantized region, or another compile-time node whose own readers are
+    (a cast, then a view of the constant)."""
+    return depth > 0 and all(user.meta.get("arm_quantized") or (
+        is_compile_time(user) and _read_only_by_quantized_nodes(user, depth - 1)) for user in node.users)
+
 
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
