@@ -131,8 +131,9 @@ def test_transformers_llama_on_ethos_u85_decodes_as_fake_quant():
     """transformers' StaticCache Llama (1 layer, 40 positions) a8w8 with `EthosUQuantizer`: each method one
     Ethos-U partition (it was two: the RoPE positions' cast stayed on the CPU, see `registry.int_range`),
     and 32 greedy steps through the `.pte` give the fake-quant tokens with logits within 1 LSB, as the
-    TOSA INT run does (`test_kv_cache_int.py`), through the host twin (the U85 simulator does not yet run
-    the GATHER/SCATTERs' indexed and 2D/3D strided DMAs). The runtime refused the payload before: its vela
+    TOSA INT run does (`test_kv_cache_int.py`), through the host twin: the U85 simulator runs the
+    GATHER/SCATTERs' indexed and 2-D/3-D DMAs now, but refuses both methods' streams at an NPU_OP_POOL with
+    a chained input (measured with the host graphs stripped, 2026-11-27; not simulated yet). The runtime refused the payload before: its vela
     stream had 4 inputs and its host graph 5 (`test_state_overwritten_before_it_is_read_runs_on_u85`)."""
     prompt, steps, max_len = torch.tensor([3, 1, 4, 1, 5, 9]), 32, 40
     spec = EthosUCompileSpec("ethos-u85-256").include_host_graph()

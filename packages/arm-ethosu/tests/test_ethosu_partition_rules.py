@@ -243,3 +243,31 @@ def test_min_dropping_a_spatial_axis_stays_on_cpu_for_u55(keepdim):
         expected = module(*inputs)
         out = run_on_reference_model(edge, *inputs)
     assert (out.double() - expected.double()).abs().max().item() <= 1e-6
+
+
+class _PlusArange(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        return self.conv(x) + torch.arange(x.shape[-1])  # an int64 arange, promoted to float by the add
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_float_cast_of_a_constant_stays_on_cpu(target):
+    """`y + torch.arange(n)`: the quantizer leaves the integer arange (folded into a buffer) unquantized, so
+    the add runs in float on the CPU, and exir's cast of the buffer to float was a partition of its own
+    whose float output made vela fail ("Invalid argument output", on every family). The cast stays on
+    the CPU with the reason; the convolution before it still runs on the NPU."""
+    inputs = (torch.randn(1, 3, 4, 5),)
+    module = flow.quantize(_PlusArange(), inputs)
+    edge = flow.lower(module, inputs, EthosUCompileSpec(target).include_host_graph())
+    cpu = flow.cpu_compute(edge)
+    casts = {n: r for n, r in cpu.items() if "to_dim_order_copy" in n or "to_copy" in n}
+    assert casts and all("Ethos-U computes integers only" in r for r in casts.values()), cpu
+    assert ethosu_payloads(edge)
+    with torch.no_grad():
+        expected = module(*inputs)
+        out = run_on_reference_model(edge, *inputs)
+    assert (out.double() - expected.double()).abs().max().item() <= 1e-6

@@ -25,6 +25,7 @@ import torch
 from torch.fx import Node
 
 from arm_tosa_core.helpers.convolution import conv_args, is_convolution
+from arm_tosa_core.helpers.shapes import is_compile_time
 from arm_tosa_core.helpers.windows import pool_window
 from arm_tosa_core.ops import resize
 from arm_tosa_core.ops.matmul import int16_output_target
@@ -375,13 +376,37 @@ def _grouped_transposed_convolution(node: Node, family: str) -> str | None:
             "transposed convolutions")
 
 
+
+def _float_constant_leaving_the_npu(node: Node, family: str) -> str | None:
+    """A float value made from constants alone outside the quantized region, read by a node outside it:
+    `x + torch.arange(4)` folds the integer arange into a buffer that the quantizer leaves unquantized, and
+    exir casts it to float for the add, which stays on the CPU in float. The cast alone would be the whole
+    partition, its output a float tensor; Ethos-U computes integers only and vela 5.2 fails on the graph
+    (CONST FP32 -> IDENTITY: "Invalid argument output"), on every family (measured on ethos-u55-128 and
+    ethos-u85-256). A float constant that only quantized nodes read is folded into them and stays."""
+    val = _val(node)
+    if val is None or not val.dtype.is_floating_point or node.meta.get("arm_quantized") or not is_compile_time(node):
+        return None
+    if _read_only_by_quantized_nodes(node):
+        return None
+    return (f"a {val.dtype} value computed from constants for a float operation on the CPU: Ethos-U computes "
+            "integers only (vela takes no float tensor), so the CPU computes it")
+
+
+def _read_only_by_quantized_nodes(node: Node, depth: int = 8) -> bool:
+    """Every reader of `node` is in the quantized region, or another compile-time node whose own readers are
+    (a cast, then a view of the constant)."""
+    return depth > 0 and all(user.meta.get("arm_quantized") or (
+        is_compile_time(user) and _read_only_by_quantized_nodes(user, depth - 1)) for user in node.users)
+
+
 Rule = Callable[[Node, str], "str | None"]
 RULES: dict[str, tuple[Rule, ...]] = {
     "U55": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes,
-            _grouped_transposed_convolution),
+            _grouped_transposed_convolution, _float_constant_leaving_the_npu),
     "U65": (_channels, _family_rules, _u55_no_bool, _u55_convolution, _u55_avg_pool, _u55_shapes,
-            _grouped_transposed_convolution),
-    "U85": (_channels, _family_rules, _grouped_transposed_convolution),
+            _grouped_transposed_convolution, _float_constant_leaving_the_npu),
+    "U85": (_channels, _family_rules, _grouped_transposed_convolution, _float_constant_leaving_the_npu),
 }
 
 
