@@ -30,14 +30,19 @@ def test_tune_keeps_the_fewest_cycles_and_stays_bit_exact():
     edge = flow.lower(quantized, inputs, spec)
     (part,) = ethosu_report(edge).partitions
     record = part.tune
-    assert [c["name"] for c in record["candidates"]] == [name for name, _ in schedules()]
+    names = [c["name"] for c in record["candidates"]]
+    # the plain form under every schedule, then the collapsed edge transposes (the NCHW input) while 12 last
+    assert names[:len(schedules())] == [name for name, _ in schedules()] and len(names) == 12
+    assert all(n.startswith("transpose=collapsed/") for n in names[len(schedules()):]), names
     by_name = {c["name"]: c for c in record["candidates"]}
     chosen, default = by_name[record["chosen"]], by_name["default"]
     assert (chosen["cycles_npu"], chosen["cycles_total"]) == (part.cycles_npu, part.cycles_total)
-    # the default candidate is the plain compile: the same graph and flags give the same cycles
+    # the payload holds the chosen form's graph: compiled with no extra flag it gives that form's "default"
+    # candidate (the plain form's is the plain compile)
     (payload,) = ethosu_payloads(edge)
     plain = compile_with_vela(tosa_graph_of(payload), "ethos-u55-128")
-    assert default["cycles_npu"] == plain.summary["cycles_npu"]
+    form, _, _ = record["chosen"].rpartition("/")
+    assert by_name[f"{form}/default" if form else "default"]["cycles_npu"] == plain.summary["cycles_npu"]
     assert part.cycles_npu <= default["cycles_npu"] and part.cycles_total <= default["cycles_total"]
     eligible = [c for c in record["candidates"] if c["fits"] and c["cycles_total"] <= default["cycles_total"]]
     assert part.cycles_npu == min(c["cycles_npu"] for c in eligible)

@@ -20,7 +20,7 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
-from arm_tosa_core import TosaCompileSpec, register_payload_decoder
+from arm_tosa_core import TosaCompileSpec, register_payload_decoder, transpose_forms
 from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
 from arm_tosa_core.lowering import TosaGraph, lower_partition
 from arm_tosa_core.ops import resize
@@ -82,15 +82,21 @@ def graph_forms(edge_program: ExportedProgram, spec: EthosUCompileSpec, default:
     form computes the same integers as the plain one (each is tested bit-exact on the reference model).
 
     On U55/U65, a partition with a bilinear upscale (NEAREST + depthwise, see `arm_tosa_core.ops.resize`)
-    is also lowered in each `resize.BILINEAR_FORMS` form that gives a different graph."""
+    is also lowered in each `resize.BILINEAR_FORMS` form that gives a different graph, and a partition with a
+    TRANSPOSE in its "collapsed" form (`arm_tosa_core.transpose_forms`: the fewest axes; vela 5.2 moves an
+    NCHW image input to NHWC in half the U55 cycles that way; regor on U85 sends it to the CPU)."""
     forms = {"default": default}
-    if not _has_bilinear(edge_program):
+    if spec.target.startswith("ethos-u85"):
         return forms
-    for form in resize.BILINEAR_FORMS:
-        with resize.bilinear_form(form):
+    variants = [(f"bilinear={form}", resize.bilinear_form(form))
+                for form in (resize.BILINEAR_FORMS if _has_bilinear(edge_program) else ())]
+    if default.op_counts.get("TRANSPOSE"):
+        variants.append(("transpose=collapsed", transpose_forms.transpose_form("collapsed")))
+    for name, form in variants:
+        with form:
             graph = lower_partition(edge_program, spec)
         if all(graph.flatbuffer != g.flatbuffer for g in forms.values()):
-            forms[f"bilinear={form}"] = graph
+            forms[name] = graph
     return forms
 
 

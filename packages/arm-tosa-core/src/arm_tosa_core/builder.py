@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import transpose_forms
 from .errors import LoweringError, MissingToolError
 
 try:
@@ -320,7 +321,7 @@ class TosaGraphBuilder:
             obj = ts.TosaSerializerTensor(t.name, list(t.shape), t.dtype)
             ser.addInputTensor(obj)
             names[t.name], objects[t.name] = t.name, obj
-        live = self._live_ops()
+        live = self._written_transposes(self._live_ops())
         used = {t.name for p in live for t in p.inputs}
         for name, (arr, dtype) in self._consts.items():
             if name in used:
@@ -351,6 +352,30 @@ class TosaGraphBuilder:
         for t in self.outputs:
             ser.addOutputTensor(objects[t.name])
         return blocks
+
+    def _written_transposes(self, live: list[_PendingOp]) -> list[_PendingOp]:
+        """`live` with each TRANSPOSE in the form `transpose_forms.transpose_form` set ("collapsed": RESHAPE,
+        TRANSPOSE of the fewest axes, RESHAPE; the same bytes in the same places)."""
+        if transpose_forms.current_form() != "collapsed":
+            return live
+        out: list[_PendingOp] = []
+        for pending in live:
+            fewer = None
+            if pending.op == Op.TRANSPOSE:
+                fewer = transpose_forms.collapse(pending.inputs[0].shape, pending.attr_args[0])
+            if fewer is None:
+                out.append(pending)
+                continue
+            (x,), (y,), (shape, perm) = pending.inputs, pending.outputs, fewer
+            if list(perm) == sorted(perm):  # only size-1 axes move: a reshape
+                out.append(_PendingOp(Op.RESHAPE, [x, self.shape_const(y.shape)], [y], (), pending.node))
+                continue
+            flat = T(self._fresh("t"), shape, x.dtype)
+            moved = T(self._fresh("t"), tuple(shape[p] for p in perm), x.dtype)
+            out += [_PendingOp(Op.RESHAPE, [x, self.shape_const(shape)], [flat], (), pending.node),
+                    _PendingOp(Op.TRANSPOSE, [flat], [moved], (list(perm),), pending.node),
+                    _PendingOp(Op.RESHAPE, [moved, self.shape_const(y.shape)], [y], (), pending.node)]
+        return out
 
     def op_counts(self) -> dict[str, int]:
         """Operator counts of the serialized graph (call after `serialize`)."""
