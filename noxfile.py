@@ -148,6 +148,8 @@ def runtime_asan(session: nox.Session) -> None:
                                       check=True).stdout.strip() for lib in ("libasan.so", "libstdc++.so"))
     session.env.update({"RUNTIME_CPP_MODULE_DIR": str(prefix), "LD_PRELOAD": preload,
                         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+                        # the instrumented fuzz runs several times slower than the default session's
+                        "RUNTIME_CPP_FUZZ_TIMEOUT_S": "3600",
                         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"})
     # the venv's python directly: LD_PRELOAD must not reach uv itself
     session.run(python, "-m", "pytest", "-p", "no:xdist", "-q",
