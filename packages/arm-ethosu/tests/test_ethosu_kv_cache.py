@@ -126,17 +126,19 @@ def test_cache_write_stays_on_the_cpu_on_u55_with_the_reason():
     assert reasons and all("SCATTER, which Ethos-U55/U65 do not run" in r for r in reasons), partition_report(edge)
 
 
-@pytest.mark.slow  # 546 s on 2 cores at load 15: quantization (32 calibration steps), the U85 lowering, 2 x 32 steps
+@pytest.mark.slow  # 159 s on 2 cores at load 5 (546 s at load 15): quantization (32 calibration steps), the U85 lowering, 2 x 32 steps
 def test_transformers_llama_on_ethos_u85_decodes_as_fake_quant():
     """transformers' StaticCache Llama (1 layer, 40 positions) a8w8 with `EthosUQuantizer`: each method one
     Ethos-U partition (it was two: the RoPE positions' cast stayed on the CPU, see `registry.int_range`),
-    and 32 greedy steps through the `.pte` give the fake-quant tokens with logits within 1 LSB, as the
-    TOSA INT run does (`test_kv_cache_int.py`), through the host twin: the U85 simulator runs the
-    GATHER/SCATTERs' indexed and 2-D/3-D DMAs now, but refuses both methods' streams at an NPU_OP_POOL with
-    a chained input (measured with the host graphs stripped, 2026-11-27; not simulated yet). The runtime refused the payload before: its vela
-    stream had 4 inputs and its host graph 5 (`test_state_overwritten_before_it_is_read_runs_on_u85`)."""
+    and 32 greedy steps through the deployable `.pte` (no host graph: runtime-cpp's U85 simulator runs
+    vela's command streams, the GATHER/SCATTERs' indexed and 2-D/3-D DMAs included) give the fake-quant
+    tokens with logits within 1 LSB, as the TOSA INT run does (`test_kv_cache_int.py`). Until 2026-11-27
+    the simulator refused both streams (an NPU_OP_POOL and, in `prefill`, an NPU_OP_CONV after an
+    elementwise MUL left IFM_BROADCAST set) and this ran through the host twin; on 4 steps the simulator's
+    logits equal the host twin's bit for bit. The runtime refused the payload before: its vela stream
+    had 4 inputs and its host graph 5 (`test_state_overwritten_before_it_is_read_runs_on_u85`)."""
     prompt, steps, max_len = torch.tensor([3, 1, 4, 1, 5, 9]), 32, 40
-    spec = EthosUCompileSpec("ethos-u85-256").include_host_graph()
+    spec = EthosUCompileSpec("ethos-u85-256")  # deployable: the simulator runs the streams, or the load fails
     converted, edge = quantize_and_lower_hf_methods(
         build_hf_static_cache_llama(layers=1, max_len=max_len), prompt, steps,
         lambda: EthosUQuantizer(spec).set_global(get_symmetric_quantization_config()), EthosUPartitioner(spec))
