@@ -82,9 +82,10 @@ def test_a16w8_decoder_on_ethos_u85_equals_fake_quant():
     steps (1.01: an int16 LSB of these logits is near float32's own rounding of the dequantized values)
     and the measured outliers below (`U85_A16W8_LOGITS_LSB`).
 
-    Through the host twin (the payload's TOSA graph, the one vela compiled, on the reference model): the
-    U85 simulator refuses the decode stream's NPU_OP_ELEMENTWISE in a mode other than MUL/ADD/SUB/MIN/MAX.
-    The fully connected layers' streams are bit-exact on it (runtime-cpp's `test_ethosu_simulator_u85.py`).
+    On runtime-cpp's U85 simulator (vela's command streams): it refused the decode stream's compare/bitwise
+    NPU_OP_ELEMENTWISE until those modes landed, so this ran through the host twin (the payload's TOSA
+    graph on the reference model); now both methods' streams run, and on 4 greedy steps their logits
+    equal the host twin's bit for bit (2026-11-27, streams with the host graphs stripped).
     Measured (vela 5.2, the a8w8 case's config): prefill 49,060 NPU cycles, decode 33,831 cycles/token
     (a8w8: 23,699), SRAM 13,776 / 11,536 B, weights 31,312 / 34,896 B."""
     from arm_quantizer import get_symmetric_a16w8_quantization_config
