@@ -82,9 +82,10 @@ def test_a16w8_decoder_on_ethos_u85_equals_fake_quant():
     steps (1.01: an int16 LSB of these logits is near float32's own rounding of the dequantized values)
     and the measured outliers below (`U85_A16W8_LOGITS_LSB`).
 
-    Through the host twin (the payload's TOSA graph, the one vela compiled, on the reference model): the
-    U85 simulator refuses the decode stream's NPU_OP_ELEMENTWISE in a mode other than MUL/ADD/SUB/MIN/MAX.
-    The fully connected layers' streams are bit-exact on it (runtime-cpp's `test_ethosu_simulator_u85.py`).
+    On runtime-cpp's U85 simulator (vela's command streams): it refused the decode stream's compare/bitwise
+    NPU_OP_ELEMENTWISE until those modes landed, so this ran through the host twin (the payload's TOSA
+    graph on the reference model); now both methods' streams run, and on 4 greedy steps their logits
+    equal the host twin's bit for bit (2026-11-27, streams with the host graphs stripped).
     Measured (vela 5.2, the a8w8 case's config): prefill 49,060 NPU cycles, decode 33,831 cycles/token
     (a8w8: 23,699), SRAM 13,776 / 11,536 B, weights 31,312 / 34,896 B."""
     from arm_quantizer import get_symmetric_a16w8_quantization_config
@@ -126,17 +127,19 @@ def test_cache_write_stays_on_the_cpu_on_u55_with_the_reason():
     assert reasons and all("SCATTER, which Ethos-U55/U65 do not run" in r for r in reasons), partition_report(edge)
 
 
-@pytest.mark.slow  # 546 s on 2 cores at load 15: quantization (32 calibration steps), the U85 lowering, 2 x 32 steps
+@pytest.mark.slow  # 159 s on 2 cores at load 5 (546 s at load 15): quantization (32 calibration steps), the U85 lowering, 2 x 32 steps
 def test_transformers_llama_on_ethos_u85_decodes_as_fake_quant():
     """transformers' StaticCache Llama (1 layer, 40 positions) a8w8 with `EthosUQuantizer`: each method one
     Ethos-U partition (it was two: the RoPE positions' cast stayed on the CPU, see `registry.int_range`),
-    and 32 greedy steps through the `.pte` give the fake-quant tokens with logits within 1 LSB, as the
-    TOSA INT run does (`test_kv_cache_int.py`), through the host twin: the U85 simulator runs the
-    GATHER/SCATTERs' indexed and 2-D/3-D DMAs now, but refuses both methods' streams at an NPU_OP_POOL with
-    a chained input (measured with the host graphs stripped, 2026-11-27; not simulated yet). The runtime refused the payload before: its vela
-    stream had 4 inputs and its host graph 5 (`test_state_overwritten_before_it_is_read_runs_on_u85`)."""
+    and 32 greedy steps through the deployable `.pte` (no host graph: runtime-cpp's U85 simulator runs
+    vela's command streams, the GATHER/SCATTERs' indexed and 2-D/3-D DMAs included) give the fake-quant
+    tokens with logits within 1 LSB, as the TOSA INT run does (`test_kv_cache_int.py`). Until 2026-11-27
+    the simulator refused both streams (an NPU_OP_POOL and, in `prefill`, an NPU_OP_CONV after an
+    elementwise MUL left IFM_BROADCAST set) and this ran through the host twin; on 4 steps the simulator's
+    logits equal the host twin's bit for bit. The runtime refused the payload before: its vela stream
+    had 4 inputs and its host graph 5 (`test_state_overwritten_before_it_is_read_runs_on_u85`)."""
     prompt, steps, max_len = torch.tensor([3, 1, 4, 1, 5, 9]), 32, 40
-    spec = EthosUCompileSpec("ethos-u85-256").include_host_graph()
+    spec = EthosUCompileSpec("ethos-u85-256")  # deployable: the simulator runs the streams, or the load fails
     converted, edge = quantize_and_lower_hf_methods(
         build_hf_static_cache_llama(layers=1, max_len=max_len), prompt, steps,
         lambda: EthosUQuantizer(spec).set_global(get_symmetric_quantization_config()), EthosUPartitioner(spec))

@@ -31,8 +31,8 @@ bool ublock_of(int microblock, int* h, int* w) {
 // weight decoder), bias and per-channel scale from the scale stream, over an IFM in memory.
 // The OFM goes to memory or to a chain buffer (regor chains a convolution into the residual ADD
 // that follows it). Weights in the mlw codec or the fast format (FWD); weights from IFM2 are
-// run_matmul's (u85_pooling.cpp). Refused: more than one weight stream, IFM upscaling, a chained or
-// broadcast input, global OFM scaling and accumulators kept across kick-offs.
+// run_matmul's (u85_pooling.cpp). Refused: more than one weight stream, IFM upscaling, a chained
+// input, global OFM scaling and accumulators kept across kick-offs.
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
                const NpuConfig& config, Chains* chains, const std::vector<uint8_t>& lut, OpRecord* record) {
   // WEIGHT_FORMAT bit 0: the fast format (FWD), bit 4: 2:4 sparsity. With one weight decoder FWD
@@ -46,8 +46,11 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
       regs.data(static_cast<Reg1>(0x095)) != 0) {
     return unsupported(at, "a second weight stream (WEIGHT1/2/3)");
   }
-  if ((regs.p(kIfmBroadcast) & 0xF) != 0 || storage_of(regs.p(kIfmPrecision)) != 0) {
-    return unsupported(at, "a broadcast, scalar or chained convolution input");
+  // IFM_BROADCAST is not applied: regor writes it for elementwise operations only, so before a
+  // convolution it holds what the last of those set (transformers' StaticCache Llama prefill: a W
+  // broadcast left by an elementwise MUL before a projection), as for pools and matmuls.
+  if (storage_of(regs.p(kIfmPrecision)) != 0) {
+    return unsupported(at, "a chained, 3x1-tiled or scalar convolution input");
   }
   if ((regs.p(kOfmPrecision) >> 8) & 1) return unsupported(at, "global OFM scaling on a convolution");
   if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
