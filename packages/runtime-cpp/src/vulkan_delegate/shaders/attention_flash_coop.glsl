@@ -8,7 +8,8 @@
 // slice of the output. Scoring twice costs less than rescaling accumulator matrices, whose rows a KHR cooperative
 // matrix does not expose. Scale, masks and causality are applied element by element as in the scalar body; a row
 // with no kept key is 0. Causal: key tiles past the last row are not visited. Operands are staged in shared memory
-// with zero fill past S, KV and D (head dims that are not multiples of 16 pad to the next one). D <= DMAXP.
+// with zero fill past S, KV and D (head dims that are not multiples of 16 pad to the next one), 128 bits per load
+// where D is a multiple of 8 (on the H100 the Llama block's attention took 40 us with fp16 loads). D <= DMAXP.
 #extension GL_KHR_shader_subgroup_basic : require
 #define CQ 16u      // query rows per workgroup
 #define CK 32u      // keys per tile: 16 per subgroup
@@ -29,8 +30,37 @@ shared float part[64];  // per-invocation partial max / sum, 4 per row
 #define CM_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #define NEG_INF (-1.0 / 0.0)
 
-// keys j0 .. j0 + CK - 1 (and their values) into shared memory, zero past KV and D
+// second, 128-bit views of Q, K and V (8 fp16 each): with D a multiple of 8 every row starts 16-byte aligned
+layout(std430, binding = 0) readonly buffer Q8 { uvec4 q8[]; };
+layout(std430, binding = 1) readonly buffer K8 { uvec4 k8[]; };
+layout(std430, binding = 2) readonly buffer V8 { uvec4 v8[]; };
+
+// 8 fp16 of a 128-bit load into a shared row at `at` (macro: GLSL passes no shared arrays)
+#define PUT8(DST, at, w)                                         \
+  for (uint h = 0u; h < 4u; ++h) {                               \
+    f16vec2 pair = unpackFloat2x16(w[h]);                        \
+    DST[(at) + 2u * h] = pair.x;                                 \
+    DST[(at) + 2u * h + 1u] = pair.y;                            \
+  }
+
+// keys j0 .. j0 + CK - 1 (and their values) into shared memory, zero past KV and D: 128-bit loads where D is a
+// multiple of 8 (the Llama block's 64), else one fp16 at a time
 void load_keys(uint base, uint j0, uint KV, uint D, uint DP, bool values, uint lane) {
+  if (D % 8u == 0u) {
+    uint cw = DP / 8u;
+    for (uint e = lane; e < CK * cw; e += 64u) {
+      uint r = e / cw, c = (e % cw) * 8u;
+      bool inside = j0 + r < KV && c < D;
+      uint src = (base + (j0 + r) * D + c) / 8u;
+      uvec4 kw = inside ? k8[src] : uvec4(0u);
+      PUT8(Ks, r * QSTR + c, kw)
+      if (values) {
+        uvec4 vw = inside ? v8[src] : uvec4(0u);
+        PUT8(Vs, r * QSTR + c, vw)
+      }
+    }
+    return;
+  }
   for (uint e = lane; e < CK * DP; e += 64u) {
     uint r = e / DP, c = e % DP;
     bool inside = j0 + r < KV && c < D;
@@ -82,9 +112,18 @@ void main() {
   uint bh = wg / QB, h = bh % H, b = bh / H;
   uint kvh = b * (H / G) + h / G;  // the kv head's index in [B, H_kv]
   uint i0 = qb * 4u, DP = (D + 15u) & ~15u, chunks = DP / 16u, base = kvh * KV * D;
-  for (uint e = lane; e < CQ * DP; e += 64u) {
-    uint r = e / DP, c = e % DP;
-    Qs[r * QSTR + c] = i0 + r < S && c < D ? q[(bh * S + i0 + r) * D + c] : float16_t(0.0);
+  if (D % 8u == 0u) {
+    uint cw = DP / 8u;
+    for (uint e = lane; e < CQ * cw; e += 64u) {
+      uint r = e / cw, c = (e % cw) * 8u;
+      uvec4 qw = i0 + r < S && c < D ? q8[((bh * S + i0 + r) * D + c) / 8u] : uvec4(0u);
+      PUT8(Qs, r * QSTR + c, qw)
+    }
+  } else {
+    for (uint e = lane; e < CQ * DP; e += 64u) {
+      uint r = e / DP, c = e % DP;
+      Qs[r * QSTR + c] = i0 + r < S && c < D ? q[(bh * S + i0 + r) * D + c] : float16_t(0.0);
+    }
   }
   // causal: no row of the tile keeps a key past its last row
   uint kv_end = PU(8) != 0u ? min(KV, min(i0 + CQ, S)) : KV;
