@@ -223,8 +223,8 @@ def _winograd_f16(sizes: list) -> bool:
     """An fp16 3x3 convolution runs by Winograd only where the tensor-core path would split K (its packed output
     gives too few 128x128 blocks: pack, GEMM parts and their sum, three launch-bound dispatches) and Winograd
     fills TARGET_TILES // 2 workgroups unsplit (one dispatch). On the H100, ResNet-18 b1's 56x56 convs took
-    34 us packed (5 + 23 + 5) against 25 us for the fp32 Winograd; its 28x28..7x7 ones split Winograd too
-    and stay packed (25 us against 28), as do batched ones (ResNet-50 b32's fill the tensor cores)."""
+    34 us packed (5 + 23 + 5), 27 us by fp16 Winograd; its 28x28..7x7 ones split Winograd too and stay packed
+    (24-30 us against fp32 Winograd's 28-31), as do batched ones (ResNet-50 b32's fill the tensor cores)."""
     n, c, _, _, oc, oh, ow = sizes
     if split_k(1, oc, n * oh * ow, c * 9, 128, BIG_MIN_K_SHARE) == 1:
         return False
