@@ -34,13 +34,18 @@ NORM_CASES = [("rmsnorm4096_r1_fp32", "rms_norm4096", 1, False),
               ("rmsnorm4096_r1_lanes64_fp32", "rms_norm4096_lanes64", 1, False),
               ("rmsnorm4096_r128_fp32", "rms_norm4096", 128, False),
               ("rmsnorm4096_r128_lanes64_fp32", "rms_norm4096_lanes64", 128, False)]
+# fused-attention numerics, only run when SPEED_CASES names them: AttentionCheck below (tails past the 16-row and
+# 32-key tiles, a head dim off the 16 grid, causal and additive-mask attention); fp16 runs attention_flash's
+# tensor-core variant where the device has cooperative matrices, and run_speed.sh reruns it with VKDG_COOPMAT=0
+ATTN_CASES = [("sdpa_check_fp16", "sdpa_check", 1, True), ("sdpa_check_fp32", "sdpa_check", 1, False)]
 # A/B cases: a model lowered with one lowering choice turned off (LOWERING_ENV below; the CUDA baselines skip
 # them); only run when SPEED_CASES names them
 AB_CASES = [("llama_block128_nofuse_fp32", "llama_block", 1, False),  # no elementwise fusion (fuse.py)
             ("llama_block128_nofuse_fp16", "llama_block", 1, True),
             ("mobilenet_v2_b1_no1x1small_fp32", "mobilenet_v2", 1, False),  # small pointwise convs on the GEMM tile
             ("mobilenet_v2_b1_slices8_fp32", "mobilenet_v2", 1, False),  # conv2d_1x1_small with 8 K slices
-            ("resnet18_b1_nowino_fp32", "resnet18", 1, False)]  # 3x3 stride-1 convs on the implicit GEMM
+            ("resnet18_b1_nowino_fp32", "resnet18", 1, False),  # 3x3 stride-1 convs on the implicit GEMM
+            ("resnet18_b1_nowino_fp16", "resnet18", 1, True)]  # fp16: every 3x3 conv packed on the tensor-core GEMM
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
 # (the tensor-core ones exist nowhere else): "mm" x[:M, :K] @ x[M:] of one [M + K, N] input (B row-major;
@@ -83,13 +88,13 @@ LOWERING_ENV = {"gemm4096_fp32tile64": {"VKDG_F32_BIG": "0"}, "resnet18_b1_fp32p
                 "llama_block128_nofuse_fp32": {"VKDG_FUSE": "0"}, "llama_block128_nofuse_fp16": {"VKDG_FUSE": "0"},
                 "mobilenet_v2_b1_no1x1small_fp32": {"VKDG_CONV1X1_SMALL": "0"},
                 "mobilenet_v2_b1_slices8_fp32": {"VKDG_CONV1X1_SLICES": "8"},
-                "resnet18_b1_nowino_fp32": {"VKDG_WINOGRAD": "0"}}
+                "resnet18_b1_nowino_fp32": {"VKDG_WINOGRAD": "0"}, "resnet18_b1_nowino_fp16": {"VKDG_WINOGRAD": "0"}}
 
 
 # SPEED_CASES="stem,stem,..." (staging and device alike): run only these cases and checks
 _ONLY = [s for s in os.environ.get("SPEED_CASES", "").split(",") if s]
 if _ONLY:
-    CASES = [c for c in CASES + NORM_CASES + AB_CASES if c[0] in _ONLY]
+    CASES = [c for c in CASES + NORM_CASES + AB_CASES + ATTN_CASES if c[0] in _ONLY]
     CHECKS = [c for c in CHECKS if c[0] in _ONLY]
 
 
@@ -98,6 +103,22 @@ class Square(nn.Module):
 
     def forward(self, x):
         return x @ x
+
+
+class AttentionCheck(nn.Module):
+    """Two fused attentions of x [2, 3, 100, 40]: causal self-attention over 100 keys, and attention over 80 keys
+    (x's first 80 rows) with an additive float mask; 100 rows and 80 keys end off the 16-row / 32-key tiles of
+    attention_flash's tensor-core variant, and its head dim 40 pads to 48."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", -3.0 * torch.rand(100, 80, generator=torch.Generator().manual_seed(7)))
+
+    def forward(self, x):
+        k = x[:, :, :80] * 0.5
+        a = nn.functional.scaled_dot_product_attention(x, x.flip(2), x.flip(3), is_causal=True)
+        b = nn.functional.scaled_dot_product_attention(x, k, k.flip(3) + 1.0, attn_mask=self.mask)
+        return a + 2.0 * b
 
 
 def _round4(t: torch.Tensor) -> torch.Tensor:
@@ -114,6 +135,8 @@ def build(name: str, batch: int) -> tuple[nn.Module, torch.Tensor]:
         with torch.no_grad():
             model.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(0))
         return model.eval(), torch.randn(1, batch, 4096, generator=torch.Generator().manual_seed(batch))
+    if name == "sdpa_check":
+        return AttentionCheck().eval(), torch.randn(2, 3, 100, 40, generator=torch.Generator().manual_seed(3))
     if name in ZOO_CASES:
         import zoo_models
         return zoo_models.build(name, batch)

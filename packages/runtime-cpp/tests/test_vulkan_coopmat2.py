@@ -65,3 +65,30 @@ def test_preprocess_expands_includes_and_places_defines(tmp_path):
     assert text.splitlines()[:2] == ["#version 450", "#define T float"]
     assert "#include" not in text and "GL_GOOGLE_include_directive" not in text
     assert "#define X 2.0" in text and "float f()" in text
+
+
+def test_coopmat_flash_attention_spirv_validates(tmp_path):
+    """attention_flash's tensor-core variant (`f16sgcoop`, VK_KHR_cooperative_matrix: attention_flash_coop.glsl) as
+    the build compiles it (the pinned glslangValidator, SPIR-V 1.3) passes the validator and multiplies on cooperative
+    matrices (Q K^T per head-dim slice, P V in two key halves). Its numerics are checked on the GPU (bench/vulkan_gpu
+    speed_models.ATTN_CASES); lavapipe runs the scalar `f16sg` body."""
+    found = subprocess.run([sys.executable, str(SOURCE / "shader_compiler.py")], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    sys.path.insert(0, str(SOURCE))
+    try:
+        from shader_compiler import tool_env
+    finally:
+        sys.path.remove(str(SOURCE))
+    spv = tmp_path / "attention_flash_f16sgcoop.spv"
+    flags = ["-DT=float16_t", "-DFP16=1", "-DSUBGROUP=1", "-DCOOPMAT=1"]
+    proc = subprocess.run([found.stdout.strip(), "-V", "--target-env", "vulkan1.1", "-S", "comp", *flags,
+                           f"-I{SOURCE / 'shaders'}", str(SOURCE / "shaders" / "attention_flash.comp"), "-o", str(spv)],
+                          capture_output=True, text=True, env=tool_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    spirv = spv.read_bytes()
+    words, ops, i = _words(spirv), [], 5  # the instructions after the header: word count << 16 | opcode
+    while i < len(words):
+        ops.append(words[i] & 0xFFFF)
+        i += max(words[i] >> 16, 1)
+    assert ops.count(4459) >= 3  # OpCooperativeMatrixMulAddKHR: 1 for the scores, 2 for P V
+    assert slang_glslang.validate(spirv)

@@ -1,7 +1,7 @@
-"""fp32 3x3 stride-1 convolutions by Winograd F(2x2, 3x3) (conv2d_wino.comp, issue 19: ResNet-18's 3x3 convs):
+"""3x3 stride-1 convolutions by Winograd F(2x2, 3x3) (conv2d_wino.comp, issue 19: ResNet-18's 3x3 convs):
 transformed 4x4 input patches times filters transformed at lowering, bias (a folded batch norm), the residual
 add and the clamp in its epilogue, split over input channels (conv2d_splitk sums the parts) where the output
-gives few workgroups. Eager fp32 is the reference, NaN-aware, at 1e-5 relative (ten times inside the delegate's
+gives few workgroups; fp16 ones only where it saves dispatches (ops/conv.py _winograd_f16). Eager fp32 is the reference, NaN-aware, at 1e-5 relative (ten times inside the delegate's
 fp32 bound: the transforms' additions must not cost accuracy), and the lowered graph must use the kernel."""
 
 from __future__ import annotations
@@ -68,9 +68,23 @@ def test_other_3x3_convs_keep_the_gemm(vk_lower, vk_shaders):
     assert "conv2d_wino" not in vk_shaders(edge, False)
 
 
+def test_fp16_winograd_where_the_gemm_would_split(vk_check, vk_lower, vk_shaders):
+    """fp16 takes Winograd (fp32 arithmetic, fp16 storage) where the packed tensor-core GEMM would split K and
+    Winograd fills its workgroups unsplit: ResNet-18 b1's 56x56 convs, one dispatch for pack + GEMM parts + sum.
+    Its 28x28 ones (Winograd would split too) keep the packed GEMM. Eager fp32 is the reference at the fp16
+    bound (vk_check's 1e-2)."""
+    torch.manual_seed(1)  # 16 -> 64 channels at 56x56: 196 Winograd workgroups; K = 144, 2 parts on the GEMM
+    model = nn.Sequential(nn.Conv2d(16, 64, 3, padding=1), nn.ReLU()).eval()
+    edge = vk_check(model, (torch.randn(1, 16, 56, 56),), fp16=True)
+    assert vk_shaders(edge, True) == ["copy", "conv2d_wino", "copy"]  # (fp32 input to fp16 and back)
+    conv28 = nn.Conv2d(128, 128, 3, padding=1).eval()
+    assert "conv2d_pack" in vk_shaders(vk_lower(conv28, (torch.randn(1, 128, 28, 28),), fp16=True), True)
+
+
 @pytest.mark.slow
 def test_winograd_off_and_fp16_keep_the_gemm(vk_lower, vk_shaders, monkeypatch):
-    """fp16 keeps the (tensor-core) GEMM tile; VKDG_WINOGRAD=0 gives fp32 the implicit GEMM, for the A/B."""
+    """fp16 keeps the (tensor-core) GEMM tile where it would not split K (a small conv: K = 72, one part);
+    VKDG_WINOGRAD=0 gives fp32 the implicit GEMM, for the A/B."""
     conv, x = nn.Conv2d(8, 8, 3, padding=1).eval(), torch.randn(1, 8, 12, 12)
     assert "conv2d_wino" not in vk_shaders(vk_lower(conv, (x,), fp16=True), True)
     monkeypatch.setenv("VKDG_WINOGRAD", "0")

@@ -206,7 +206,12 @@ def test_tensor_core_variant_is_chosen_by_the_device(vk_lower, monkeypatch):
     assert selected_shader("matmul_f16", True) == "matmul_f16coop"
     assert selected_shader("matmul_f16smallsplit", True) == "matmul_f16smallsplitcoop"
     assert selected_shader("matmul_f16smallsplit", False) == "matmul_f16smallsplit"
-    for name in ("matmul_f32", "conv2d_gemm_f16", "matmul_f16small", "conv2d_f16", "softmax_f16"):
+    # attention_flash's fp16 subgroup variant has a tensor-core twin (attention_flash_coop.glsl); its scalar and
+    # fp32 ones do not
+    assert selected_shader("attention_flash_f16sg", True) == "attention_flash_f16sgcoop"
+    assert selected_shader("attention_flash_f16sg", False) == "attention_flash_f16sg"
+    for name in ("matmul_f32", "conv2d_gemm_f16", "matmul_f16small", "conv2d_f16", "softmax_f16",
+                 "attention_flash_f32sg", "attention_flash_f16", "reduce_row_f16sg"):
         assert selected_shader(name, True) == name
     assert selected_shader("matmul_f16", False) == "matmul_f16"
     assert selected_shader("no_such_shader_f16", True) == ""

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// variants: f32 f16 f32sg f16sg
+// variants: f32 f16 f32sg f16sg f16sgcoop
 // Fused scaled dot-product attention (flash style): one 64-lane workgroup per block of 4 query rows of
 // one (batch, head) streams the keys and values in tiles of 64 keys, keeping a running max and sum per
 // row (online softmax) and the output rows in registers; no score matrix beyond the 4 x 64 tile in
@@ -8,7 +8,8 @@
 // head h / g (no copy). Masks: additive float (mask_kind 1) or bool as int32 0/1 (2), broadcast through
 // strides; causal keeps key j <= query i (torch's is_causal). A row with no kept key is 0, as torch's
 // SDPA. push = B*H*QB (workgroups), H, S, KV, D, g, QB (= ceil(S / 4)), scale, causal, mask_kind,
-// mask strides (b, h, s, kv; elements). Threads: B*H*QB * 64. D <= 256.
+// mask strides (b, h, s, kv; elements). Threads: B*H*QB * 64. D <= 256. The `f16sgcoop` variant (COOPMAT) runs
+// attention_flash_coop.glsl's tensor-core body instead, with the same bindings, push words and dispatch.
 #include "common.glsl"
 #include "row_reduce.glsl"
 layout(local_size_x = 64) in;  // ROW_LANES (embed_shaders.py reads the number)
@@ -18,6 +19,10 @@ layout(std430, binding = 2) readonly buffer V { T v[]; };
 layout(std430, binding = 3) readonly buffer MF { T mask_f[]; };
 layout(std430, binding = 4) readonly buffer MB { int mask_b[]; };
 layout(std430, binding = 5) writeonly buffer Y { T y[]; };
+
+#ifdef COOPMAT
+#include "attention_flash_coop.glsl"
+#else
 
 #define QROWS 4
 #define DCHUNKS 4  // D <= 64 * DCHUNKS
@@ -95,3 +100,4 @@ void main() {
     }
   }
 }
+#endif

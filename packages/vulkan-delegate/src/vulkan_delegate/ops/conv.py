@@ -119,10 +119,10 @@ def lower_conv(ctx, node: Node) -> None:
     push = [n, c, h, wd, oc, oh, ow, kh, kw, stride[0], stride[1], padding[0], padding[1],
             dilation[0], dilation[1], groups, has_bias, float(lo), float(hi)]
     pointwise = kh == kw == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
-    packed = (groups == 1 and not transposed and weight_const
-              and packs_conv(ctx.sfx, [n, c, h, wd, oc, oh, ow], kh * kw, pointwise))
-    if (weight_const and not transposed and groups == 1 and not packed  # (fp32 packs only under VKDG_F32_PACK=1)
-            and _winograd(ctx.sfx, [n, c, h, wd, oc, oh, ow], [kh, kw, *stride, *dilation])):
+    sizes = [n, c, h, wd, oc, oh, ow]
+    packed = (groups == 1 and not transposed and weight_const and packs_conv(ctx.sfx, sizes, kh * kw, pointwise))
+    if (weight_const and not transposed and groups == 1 and not (packed and ctx.sfx == "f32")
+            and _winograd(ctx.sfx, sizes, [kh, kw, *stride, *dilation])):  # (fp32 packs only under VKDG_F32_PACK=1)
         winograd_conv(ctx, x, w, b, res, y, push)
         return
     if packed:  # channel-last padded input, weights in (kh, kw, c) order (conv2d_pack.comp)
@@ -213,10 +213,38 @@ WINOGRAD_ENV = "VKDG_WINOGRAD"
 
 def _winograd(sfx: str, sizes: list, kernel: list) -> bool:
     """Whether an ungrouped convolution (sizes N, C, H, W, OC, OH, OW; kernel KH, KW, SH, SW, DH, DW) runs by
-    Winograd F(2x2, 3x3) (conv2d_wino.comp): fp32, 3x3, stride 1, no dilation, static sizes. fp16 convolutions
-    keep the tensor-core tile."""
-    return (sfx == "f32" and kernel == [3, 3, 1, 1, 1, 1] and all(isinstance(v, int) for v in sizes)
-            and os.environ.get(WINOGRAD_ENV) != "0")
+    Winograd F(2x2, 3x3) (conv2d_wino.comp, fp32 arithmetic): 3x3, stride 1, no dilation, static sizes; fp32,
+    or fp16 where it is one dispatch for three (_winograd_f16)."""
+    return (sfx in ("f32", "f16") and kernel == [3, 3, 1, 1, 1, 1] and all(isinstance(v, int) for v in sizes)
+            and os.environ.get(WINOGRAD_ENV) != "0" and (sfx == "f32" or _winograd_f16(sizes)))
+
+
+def _winograd_f16(sizes: list) -> bool:
+    """An fp16 3x3 convolution runs by Winograd only where the tensor-core path would split K (its packed output
+    gives too few 128x128 blocks: pack, GEMM parts and their sum, three launch-bound dispatches) and Winograd
+    fills TARGET_TILES // 2 workgroups unsplit (one dispatch). On the H100, ResNet-18 b1's 56x56 convs took
+    34 us packed (5 + 23 + 5), 27 us by fp16 Winograd; its 28x28..7x7 ones split Winograd too and stay packed
+    (24-30 us against fp32 Winograd's 28-31), as do batched ones (ResNet-50 b32's fill the tensor cores)."""
+    n, c, _, _, oc, oh, ow = sizes
+    if split_k(1, oc, n * oh * ow, c * 9, 128, BIG_MIN_K_SHARE) == 1:
+        return False
+    return _winograd_groups(n, oc, oh, ow) >= TARGET_TILES // 2
+
+
+def _winograd_groups(n: int, oc: int, oh: int, ow: int) -> int:
+    """conv2d_wino's workgroups before any split: 16 output channels x 16 2x2 tiles each."""
+    return -(-(-(-oh // 2) * -(-ow // 2)) // WINO_BLOCK) * -(-oc // WINO_BLOCK) * n
+
+
+def winograd_splits(n: int, c: int, oc: int, oh: int, ow: int) -> tuple[int, int]:
+    """(parts, input channels per part) of conv2d_wino's split over input channels: 1 part where the output gives
+    TARGET_TILES // 2 workgroups, else up to TARGET_TILES // workgroups parts of whole 16-channel steps."""
+    cp = -(-c // WINO_BLOCK) * WINO_BLOCK
+    groups = _winograd_groups(n, oc, oh, ow)
+    splits = 1 if groups >= TARGET_TILES // 2 else max(1, min(-(-TARGET_TILES // groups), cp // (2 * WINO_BLOCK)))
+    share = -(-cp // splits)
+    share = -(-share // WINO_BLOCK) * WINO_BLOCK  # whole steps of 16 input channels per part
+    return -(-cp // share), share
 
 
 #: conv2d_wino.comp's block: 16 output channels x 16 tiles per workgroup, 16 input channels per step
@@ -231,11 +259,7 @@ def winograd_conv(ctx, x: Tensor, w: torch.Tensor, b: torch.Tensor | None, res: 
     cp, ocp = (-(-v // WINO_BLOCK) * WINO_BLOCK for v in (c, oc))
     tw = -(-ow // 2)
     tiles = -(-oh // 2) * tw
-    groups = -(-tiles // WINO_BLOCK) * (ocp // WINO_BLOCK) * n
-    splits = 1 if groups >= TARGET_TILES // 2 else max(1, min(-(-TARGET_TILES // groups), cp // (2 * WINO_BLOCK)))
-    share = -(-cp // splits)
-    share = -(-share // WINO_BLOCK) * WINO_BLOCK  # whole steps of 16 input channels per part
-    splits = -(-cp // share)
+    splits, share = winograd_splits(n, c, oc, oh, ow)
     wt = ctx.g.constant(w.float())  # the plain [OC][C][3][3] weights: the shader transforms them (G g G^T)
     bt = ctx.g.constant(b.float()) if b is not None else wt
     has_bias, lo, hi, has_res = int(b is not None), push[17], push[18], int(res is not None)
