@@ -107,3 +107,23 @@ def test_int16_table_off_by_more_than_1_lsb_stays_on_the_cpu_with_a_reason(fn):
     assert not report.delegates
     reasons = " ".join(c.reason for c in report.cpu_nodes)
     assert "int16 TABLE (513 entries, linear between them) would be" in reasons, reasons
+
+
+@pytest.mark.parametrize("act", [nn.ReLU(), nn.Hardtanh(-0.5, 1.0)], ids=["relu", "hardtanh"])
+def test_a16w8_linear_then_activation_keeps_its_own_quantize_and_is_one_partition(act):
+    """An int16 linear followed by a clamp-like activation: the linear's output is quantized by a node of
+    its own (the registry's `int16_fuses_activation=False` for linear; at int8 the clamp's output carries the
+    linear's qparams instead) and the activation shares those qparams, a CLAMP on the int16 codes. Before,
+    the linear's one user was the activation: Ethos-U85, whose int16 fully connected layers need their
+    accumulator RESCALEd straight to the quantized output (`int16_output_target`), left it on the CPU as a
+    float addmm. On TOSA INT+int16: one partition within 1 LSB of fake-quant and of `run_exactly`."""
+    torch.manual_seed(0)
+    model, inputs = nn.Sequential(nn.Linear(16, 8), act), (torch.randn(4, 16) * 2,)
+    edge, report, _, converted = check_int(model, inputs, spec=SPEC, config=A16W8, max_lsb=SLACK, case=str(act))
+    assert len(report.delegates) == 1 and len(report.cpu_nodes) == 2, report  # the float boundary only
+    (linear,) = [n for n in converted.graph.nodes if n.target is torch.ops.aten.linear.default]
+    (user,) = linear.users
+    assert "quantize_per_tensor" in str(user.target) and user.args[5] == torch.int16, user
+    out, exact = run_on_reference_model(edge, *inputs), run_exactly(converted, *inputs)
+    scale = float([n for n in converted.graph.nodes if n.op == "output"][0].args[0][0].args[1])
+    assert (out - exact).abs().max().item() <= scale * SLACK

@@ -112,12 +112,15 @@ def test_decoder_with_a_stored_int_cache_equals_fake_quant_for_32_steps(spec, dt
         report = partition_report(ep)
         assert len(report.delegates) == 1 and len(report.cpu_nodes) == 1, f"{method}:\n{report}"
         assert LOGITS_BOUNDARY in report.cpu_nodes[0].reason, report
-    # a16w8: measured 2.00 LSB of the int16 logits (5.7e-5) over the 32 steps, tokens equal; the extra LSB
-    # is not yet traced (the int16 <-> int8 RESCALEs around the kept TABLEs are the suspects). Per step
-    # (measured once, 2026-11-27, this flow step by step): prefill 0 LSB; 29 of the 32 decode steps within 1.002
-    # LSB (steps 6, 22 and 28 at 0); 2.00 LSB only at step 11 (1 of 64 logits) and step 29 (2 logits). So it
-    # is one rounding more at a few logits, not an error that grows with the cache: a per-node trace of
-    # decode steps 11 and 29 (their caches differ from fake-quant's by LSBs first) is what is left.
+    # a16w8: measured 2.00 LSB of the int16 logits (5.7e-5) over the 32 steps, tokens equal: prefill 0 LSB,
+    # 29 of the 32 decode steps within 1.002 LSB, 2.00 at step 11 (1 of 64 logits) and step 29 (2 logits).
+    # Traced node by node (2026-11-28, `StatefulIntermediateRunner`: every quantize exposed, vs the fake-quant
+    # module's codes; the same per-step numbers): no int8 code differs at those steps (the int16 <-> int8
+    # RESCALEs around the kept TABLEs are not it). The cache holds 1-LSB differences written at earlier
+    # steps, the int16 exp TABLE adds its own <= 1 LSB, and a linear sums such 1-LSB input differences into
+    # 2 output LSB (step 11: the attention output 1 LSB, its o-projection 2; step 29: exp 2, the MLP's down
+    # projection 4, the residual add 1, the final RMSNorm's product and the LM head 2). Each op within 1 LSB
+    # of its own fake-quant result, compounded over the layer; against `run_exactly` the same 2.00.
     assert_pte_equals_fake_quant(edge, converted, fq_tokens, fq_logits, model.max_len,
                                  lsbs=2 if dtype == torch.int16 else 1)
 

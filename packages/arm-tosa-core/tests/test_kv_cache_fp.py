@@ -73,3 +73,29 @@ def test_a_cache_write_that_cannot_lower_stays_on_the_cpu_with_a_reason():
     reasons = {c.target: c.reason for c in partition_report(edge).cpu_nodes}
     assert any("accumulate=True" in r or "several index tensors" in r for t, r in reasons.items()
                if "index_put" in t), reasons
+
+
+def test_stateful_intermediates_carry_the_cache_between_methods():
+    """`StatefulIntermediateRunner` runs `write` then `read` (two methods, one cache buffer) with every
+    delegate node exposed: each call equals the eager module's same call (the second reads what the first
+    wrote), before and after `to_executorch` (which turns the returned buffer into an in-place copy_),
+    and the exposed index_copy is the cache the eager module holds after that call."""
+    from arm_tosa_core.intermediates import StatefulIntermediateRunner
+    from arm_tosa_core.kv_cache_models import CacheWrite
+
+    gen = torch.Generator().manual_seed(0)
+    calls = [("write", (torch.tensor([1, 4]), torch.randn(1, 2, 2, 4, generator=gen))),
+             ("read", (torch.tensor([0, 4]), torch.randn(1, 2, 2, 4, generator=gen)))]
+    programs = {m: torch.export.export(CacheWrite(), c) for m, c in calls}
+    edge = to_edge_transform_and_lower(programs, partitioner=[TOSAPartitioner(TosaCompileSpec("TOSA-1.0+FP"))],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    for form in ("edge", "to_executorch"):
+        if form == "to_executorch":
+            methods_to_pte(edge)
+        eager, runner = CacheWrite(), StatefulIntermediateRunner(edge, ["write", "read"], lambda n: True)
+        for method, inputs in calls:
+            want = eager(*inputs)
+            got, seen = runner.run(method, inputs)
+            writes = [v for n, v in seen.items() if "index_copy" in n.name or "index_put" in n.name]
+            assert torch.allclose(got, want, atol=1e-6), (form, method)
+            assert writes and all(torch.allclose(w.float(), eager.cache, atol=1e-6) for w in writes), (form, method)

@@ -253,9 +253,10 @@ def _u85_int16_fully_connected(node: Node, family: str) -> str | None:
     0x225F for nn.Linear(8, 12): every output near 0 on the NPU simulator, 1.71 off in float). For U85 the
     core RESCALEs the accumulator straight to the output with a 16-bit multiplier instead
     (`EthosUCompileSpec.int16_fc_rescale16`), which regor stores exactly; that needs the product's one user
-    to be its quantize node (`int16_output_target`). A product whose output goes elsewhere first (an
-    activation fused after it), or an addmm (the quantizer makes a linear of it), keeps the 32-bit form
-    and stays on the CPU. A product of two activations takes its OFM scale from a 32-bit register instead
+    to be its quantize node (`int16_output_target`; the shared quantizer keeps an int16 linear's own
+    quantize before a relu/hardtanh, the registry's `int16_fuses_activation`). A product whose output goes
+    elsewhere first, or an addmm (the quantizer makes a linear of it), keeps the 32-bit form and stays on
+    the CPU. A product of two activations takes its OFM scale from a 32-bit register instead
     and is not affected."""
     if not node.meta.get("arm_quantized"):
         return None

@@ -79,6 +79,10 @@ def _fusable_activation(node: Node, config_for: ConfigFor) -> Node | None:
     return None
 
 
+def _int16(spec) -> bool:
+    return getattr(spec, "dtype", None) == torch.int16
+
+
 def _weight_axis(entry: OpEntry, node: Node) -> int:
     axis = entry.weight_axis
     return axis(node) if callable(axis) else axis
@@ -119,9 +123,14 @@ def _is_float_tensor_output(node: Node) -> bool:
     return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
 
 
-def _output_spec(node: Node, config: QuantizationConfig, config_for: ConfigFor):
-    """Quantize the output here, or let a following clamp's output carry the qparams (fusion)."""
+def _output_spec(node: Node, config: QuantizationConfig, config_for: ConfigFor, entry: OpEntry | None = None):
+    """Quantize the output here, or let a following clamp's output carry the qparams (fusion). An int16
+    product of a family with `int16_fuses_activation` False (linear) is quantized here; the clamp after it
+    shares those qparams (`_annotate_shared`), so its one user is its quantize node."""
     act = _fusable_activation(node, config_for)
+    if act is not None and entry is not None and not entry.int16_fuses_activation \
+            and _int16(config.output_activation):
+        act = None
     if act is None:
         return config.output_activation
     act_config = config_for(act)
@@ -142,7 +151,7 @@ def _annotate_weighted(node: Node, entry: OpEntry, config: QuantizationConfig, c
     if isinstance(bias, Node) and w_spec is not None and config.input_activation is not None:
         repeats = entry.bias_repeats(node) if entry.bias_repeats is not None else 1
         inputs[bias] = _bias_spec((x, node), (weight, node), axis, repeats)
-    _set(node, inputs, _output_spec(node, config, config_for))
+    _set(node, inputs, _output_spec(node, config, config_for, entry))
 
 
 def QuantizationSpec_with_axis(spec, axis: int):  # noqa: N802 (mirrors the dataclass it builds)

@@ -8,6 +8,9 @@ A delegate's TOSA graph returns only what the rest of the program reads. To look
   and returns the chosen values dequantized with their qparams, keyed by the partition's node.
   The program's own outputs are what `run_on_reference_model` returns (the extra outputs only keep
   tensors alive; they change no arithmetic).
+- `StatefulIntermediateRunner` does the same for the methods of a multi-method program that share
+  buffers (a decoder's `prefill` and `decode` with a KV cache), one call at a time, keeping the buffers
+  between calls: the per-node trace of one decode step (`arm-ethosu`'s a16w8 decoder test says what one found).
 - `lower_region` lowers just the part of a partition between chosen inputs and outputs, so one
   layer can run alone on inputs the caller gives (fed in the nodes' storage dtype: int8 codes for a
   quantize node).
@@ -28,6 +31,7 @@ from typing import Any
 import torch
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx import Node
 
 from .builder import TosaGraphBuilder
@@ -35,7 +39,7 @@ from .compile_spec import TosaCompileSpec
 from .context import LoweringContext
 from .lowering import TosaGraph, constant_of, emit_outputs, lower_node, lower_program
 from .quantized import is_quantize, mark_quantized_region
-from .reference import _run_exported, run_tosa
+from .reference import _DelegatingInterpreter, _run_exported, run_tosa
 from .specification import TosaSpecification
 from .trial_lowering import _external_value
 
@@ -100,16 +104,66 @@ class IntermediateRunner:
 
     def run(self, inputs: Sequence[Any]) -> tuple[Any, dict[Node, torch.Tensor]]:
         seen: dict[Node, torch.Tensor] = {}
+        return _run_exported(self.ep, inputs, _exposing_runner(self.graphs, seen)), seen
 
-        def runner(backend_id: str, processed: bytes, compile_specs: list, args: list) -> list[torch.Tensor]:
-            graph, chosen = self.graphs[bytes(processed)]
-            outs = run_tosa(graph.flatbuffer, args)
-            n_own = len(outs) - len(chosen)
-            for node, out, entry in zip(chosen, outs[n_own:], graph.outputs[n_own:], strict=True):
-                seen[node] = dequantized(out, entry)
-            return outs[:n_own]
 
-        return _run_exported(self.ep, inputs, runner), seen
+def _exposing_runner(graphs: dict[bytes, tuple[TosaGraph, list[Node]]], seen: dict[Node, torch.Tensor]):
+    """A delegate runner over the exposing graphs (by the delegate's processed bytes): runs one on the
+    reference model, records its extra outputs dequantized in `seen`, returns the delegate's own."""
+
+    def runner(backend_id: str, processed: bytes, compile_specs: list, args: list) -> list[torch.Tensor]:
+        graph, chosen = graphs[bytes(processed)]
+        outs = run_tosa(graph.flatbuffer, args)
+        n_own = len(outs) - len(chosen)
+        for node, out, entry in zip(chosen, outs[n_own:], graph.outputs[n_own:], strict=True):
+            seen[node] = dequantized(out, entry)
+        return outs[:n_own]
+
+    return runner
+
+
+class StatefulIntermediateRunner:
+    """The methods of a multi-method lowered program (a decoder's `prefill` and `decode`: an
+    EdgeProgramManager, before or after `to_executorch`) run one call at a time on the reference model,
+    chosen delegate nodes exposed as in `IntermediateRunner`. The buffers live here (`state`, by name),
+    shared between methods, so what one call writes (a KV cache) is what the next reads; a node-by-node
+    trace of decode step k needs that (`ep.module()` cannot unlift a program whose delegate writes
+    buffers). Each method's delegates are lowered once."""
+
+    def __init__(self, program: Any, methods: Sequence[str], select: Callable[[Node], bool]) -> None:
+        self.eps = {m: program.exported_program(m) for m in methods}
+        self.graphs: dict[bytes, tuple[TosaGraph, list[Node]]] = {}
+        self.state: dict[str, torch.Tensor] = {}
+        for ep in self.eps.values():
+            for part in delegate_partitions(ep):
+                chosen = [n for n in part.program.graph.nodes if n.op == "call_function" and select(n)]
+                self.graphs[part.processed] = (part.lower(chosen), chosen)
+            for spec in ep.graph_signature.input_specs:
+                if spec.kind == InputKind.BUFFER and spec.target not in self.state:
+                    self.state[spec.target] = _lifted(ep, spec.target).clone()
+
+    def run(self, method: str, inputs: Sequence[Any]) -> tuple[Any, dict[Node, torch.Tensor]]:
+        """(the method's outputs, {partition node: value}) for one call on the current `state`."""
+        ep, seen = self.eps[method], {}
+        user = iter(inputs)
+        args = [next(user) if spec.kind == InputKind.USER_INPUT
+                else self.state[spec.target] if spec.kind == InputKind.BUFFER else _lifted(ep, spec.target)
+                for spec in ep.graph_signature.input_specs]
+        outs = _DelegatingInterpreter(ep.graph_module, _exposing_runner(self.graphs, seen)).run(*args)
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        specs = ep.graph_signature.output_specs
+        if len(outs) == len(specs):  # the lifted form returns each written buffer
+            for spec, value in zip(specs, outs, strict=True):
+                if spec.kind == OutputKind.BUFFER_MUTATION:
+                    self.state[spec.target] = value
+            outs = [v for spec, v in zip(specs, outs, strict=True) if spec.kind == OutputKind.USER_OUTPUT]
+        # else to_executorch's form: it returns the user outputs and copy_'s each buffer in place
+        return (outs[0] if len(outs) == 1 else tuple(outs)), seen
+
+
+def _lifted(ep: ExportedProgram, name: str) -> torch.Tensor:
+    """A lifted parameter, buffer or constant of `ep` by its signature name."""
+    return ep.state_dict[name] if name in ep.state_dict else ep.constants[name]
 
 
 def run_with_intermediates(program: Any, inputs: Sequence[Any], select: Callable[[Node], bool]

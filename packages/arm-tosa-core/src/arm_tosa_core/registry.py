@@ -40,7 +40,7 @@ class Quant:
     REDUCE: like TABLE, for averages/sums (INT accumulates in int32 and rescales).
     SHARED: output shares the input's qparams (data movement, max pooling): no requantization.
     ACTIVATION: a clamp; fused into the producer's output range when it follows a WEIGHTED or
-    BINARY op, otherwise SHARED.
+    BINARY op (not an int16 product whose family sets `int16_fuses_activation` False), otherwise SHARED.
     """
 
     WEIGHTED = "weighted"
@@ -113,6 +113,11 @@ class OpEntry:
     #: REDUCE: the nodes whose output the quantizer gives its input's qparams (SHARED) instead of their own
     #: (global average pooling: then one int8 AVG_POOL2D that rounds once, as for max pooling)
     shares_qparams: Callable[[Node], bool] | None = None
+    #: WEIGHTED: whether a clamp-like activation after an int16 (a16w8) product of this family carries the
+    #: product's output qparams (fusion, as at int8). False: the product keeps its own output quantize and
+    #: the activation shares it (a CLAMP on the codes), because the product's accumulator must be RESCALEd
+    #: straight to its quantized output (Ethos-U85's 16-bit output multiplier, `int16_output_target`)
+    int16_fuses_activation: bool = True
     #: per-target checks attached with `target_rule` (target name -> rules, in registration order)
     target_rules: dict[str, tuple[TargetRule, ...]] = field(default_factory=dict)
 
@@ -149,6 +154,7 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                 bias_repeats: Callable[[Node], int] | None = None, quant_boundary: bool = False,
                 index_operand: Callable[[Node], Any] | None = None, int64_arithmetic: bool = False,
                 shares_qparams: Callable[[Node], bool] | None = None,
+                int16_fuses_activation: bool = True,
                 **unknown: Any) -> Callable[[LowerRule], LowerRule]:
     """Decorator: register the decorated lowering rule for `targets` (aten OpOverloads).
 
@@ -174,7 +180,7 @@ def register_op(name: str, targets: Iterable[Any], *, support: SupportRule | Non
                         complex_values=complex_values, float_params=float_params, bool_result=bool_result,
                         shared_inputs=shared_inputs, bias_repeats=bias_repeats, quant_boundary=quant_boundary,
                         index_operand=index_operand, int64_arithmetic=int64_arithmetic,
-                        shares_qparams=shares_qparams)
+                        shares_qparams=shares_qparams, int16_fuses_activation=int16_fuses_activation)
         for target in entry.targets:
             if target in _ENTRIES:
                 raise RuntimeError(f"{target} registered twice ({_ENTRIES[target].name}, {name})")

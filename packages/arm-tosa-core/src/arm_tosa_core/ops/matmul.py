@@ -206,7 +206,7 @@ def _linear_support(node: Node, spec) -> str | None:
 
 
 @register_op("linear", [aten.linear.default], support=_linear_support, preserve=True, quant=Quant.WEIGHTED,
-             int16=True)
+             int16=True, int16_fuses_activation=False)
 def lower_linear(ctx: LoweringContext, node: Node) -> Value:
     return _linear(ctx, node)[0]
 
