@@ -44,6 +44,7 @@ AB_CASES = [("llama_block128_nofuse_fp32", "llama_block", 1, False),  # no eleme
             ("mobilenet_v2_b1_1x1pixels_fp32", "mobilenet_v2", 1, False),
             ("mobilenet_v2_b8_1x1pixels_fp32", "mobilenet_v2", 8, False),
             ("mobilenet_v2_b1_oct8_fp32", "mobilenet_v2", 1, False),  # conv2d_1x1_small, 8 channels per workgroup
+            ("mobilenet_v2_b1_oct4_fp32", "mobilenet_v2", 1, False),  # ... and 4 (the rule before POINTWISE_WIDE_FROM)
             ("resnet18_b1_nowino_fp32", "resnet18", 1, False)]  # 3x3 stride-1 convs on the implicit GEMM
 
 # (stem, kind, M, K, N, fp16): GEMMs off every tile grid, for the numerics of each GEMM kernel on the GPU
@@ -90,6 +91,7 @@ LOWERING_ENV = {"gemm4096_fp32tile64": {"VKDG_F32_BIG": "0"}, "resnet18_b1_fp32p
                 "mobilenet_v2_b1_1x1pixels_fp32": {"VKDG_CONV1X1_SMALL_TILES": "0"},
                 "mobilenet_v2_b8_1x1pixels_fp32": {"VKDG_CONV1X1_SMALL_TILES": "0"},
                 "mobilenet_v2_b1_oct8_fp32": {"VKDG_CONV1X1_OCT": "8"},
+                "mobilenet_v2_b1_oct4_fp32": {"VKDG_CONV1X1_OCT": "4"},
                 "resnet18_b1_nowino_fp32": {"VKDG_WINOGRAD": "0"}}
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from executorch.exir.lowered_backend_module import executorch_call_delegate
 from torch import nn
 
 from arm_tosa_core.environ import environ_set
+from vulkan_delegate.lower import lower_program
 
 
 class Block(nn.Module):
@@ -60,6 +62,15 @@ def test_pointwise_of_few_gemm_tiles_takes_the_kernel(batch, c, hidden, side, vk
     vk_randomize_bn(model)
     edge = vk_check(model, (torch.randn(batch, c, side, side),))
     assert vk_shaders(edge, False) == ["conv2d_1x1_small", "conv2d_1x1_small", "copy"]
+    # the expansion gives 98 x 36 workgroups at 4 channels: 8 per workgroup; the projection (98 x 6) keeps 4
+    assert [d.push[9] for d in lower_program(model_of(edge), False).dispatches[:2]] == [8, 4]
+
+
+def model_of(edge) -> torch.fx.GraphModule:
+    """The one Vulkan partition's exported program (as conftest's dispatch_shaders finds it)."""
+    ep = edge.exported_program()
+    call = next(n for n in ep.graph.nodes if n.target is executorch_call_delegate)
+    return getattr(ep.graph_module, call.args[0].target).original_module
 
 
 # (channels, hidden, side): 8 output channels per workgroup (VKDG_CONV1X1_OCT=8): hidden 98 and 61 off the

@@ -142,7 +142,8 @@ def lower_conv(ctx, node: Node) -> None:
         ctx.dispatch("conv_transpose2d", [x, wt, bt, y], push, (oh * ow, oc, n))
         return
     if groups == 1 and pointwise and not transposed and not packed and _pointwise_small(ctx.sfx, n, oc, oh * ow):
-        slices, channels = pointwise_slices(c), pointwise_channels()
+        slices = pointwise_slices(c)
+        channels = pointwise_channels(-(-(oh * ow) // (256 // slices)) * -(-oc // 4) * n)
         ctx.dispatch("conv2d_1x1_small", [x, wt, bt, res if res is not None else y, y],
                      [n, c, oh * ow, oc, has_bias, float(lo), float(hi), int(res is not None), slices, channels],
                      (-(-(oh * ow) // (256 // slices)) * 256, -(-oc // channels), n))
@@ -207,14 +208,23 @@ def pointwise_slices(k: int) -> int:
     return 8 if k < 256 else 16 if k < 512 else 32
 
 
-#: "8" at lowering: conv2d_1x1_small workgroups compute 8 output channels instead of 4 (each input value read
-#: for twice the channels, half the workgroups), for the A/B
+#: "4" or "8" at lowering: every conv2d_1x1_small workgroup computes that many output channels (the A/B)
 POINTWISE_CHANNELS_ENV = "VKDG_CONV1X1_OCT"
+#: conv2d_1x1_small computes 8 output channels per workgroup (each input value read for twice the channels, half
+#: the workgroups) where 4 give at least this many workgroups. On the H100 (bench/results/gpu/README.md, 23:55):
+#: MobileNetV2 b1's 24 -> 144 expansions at 56x56 (3528 workgroups at 4) 10.4 -> 8.3 us, 32 -> 192 at 28x28 (1200)
+#: 6.2 -> 5.8, 96 -> 576 at 14x14 (1008) 8.1 -> 7.5; but its projections (112-600 workgroups) 0.4-3.5 us slower,
+#: and the 160 -> 960 expansions at 7x7 (480) 7.1 -> 8.8 us
+POINTWISE_WIDE_FROM = 1000
 
 
-def pointwise_channels() -> int:
-    """conv2d_1x1_small's output channels per workgroup: 4, or 8 under VKDG_CONV1X1_OCT=8."""
-    return 8 if os.environ.get(POINTWISE_CHANNELS_ENV) == "8" else 4
+def pointwise_channels(groups: int) -> int:
+    """conv2d_1x1_small's output channels per workgroup for a conv that gives `groups` workgroups at 4: 8 from
+    POINTWISE_WIDE_FROM, else 4 (VKDG_CONV1X1_OCT=4 / 8 forces one)."""
+    forced = os.environ.get(POINTWISE_CHANNELS_ENV)
+    if forced in ("4", "8"):
+        return int(forced)
+    return 8 if groups >= POINTWISE_WIDE_FROM else 4
 
 
 def _pointwise_small(sfx: str, n, oc: int, pixels) -> bool:
