@@ -44,6 +44,11 @@ AB_CASES = [("llama_block128_nofuse_fp32", "llama_block", 1, False),  # no eleme
             ("llama_block128_nofuse_fp16", "llama_block", 1, True),
             ("mobilenet_v2_b1_no1x1small_fp32", "mobilenet_v2", 1, False),  # small pointwise convs on the GEMM tile
             ("mobilenet_v2_b1_slices8_fp32", "mobilenet_v2", 1, False),  # conv2d_1x1_small with 8 K slices
+            # conv2d_1x1_small only up to 196 pixels (not also where the GEMM tile gives few tiles: the rule before)
+            ("mobilenet_v2_b1_1x1pixels_fp32", "mobilenet_v2", 1, False),
+            ("mobilenet_v2_b8_1x1pixels_fp32", "mobilenet_v2", 8, False),
+            ("mobilenet_v2_b1_oct8_fp32", "mobilenet_v2", 1, False),  # conv2d_1x1_small, 8 channels per workgroup
+            ("mobilenet_v2_b1_oct4_fp32", "mobilenet_v2", 1, False),  # ... and 4 (the rule before POINTWISE_WIDE_FROM)
             ("resnet18_b1_nowino_fp32", "resnet18", 1, False),  # 3x3 stride-1 convs on the implicit GEMM
             ("resnet18_b1_nowino_fp16", "resnet18", 1, True)]  # fp16: every 3x3 conv packed on the tensor-core GEMM
 
@@ -88,6 +93,10 @@ LOWERING_ENV = {"gemm4096_fp32tile64": {"VKDG_F32_BIG": "0"}, "resnet18_b1_fp32p
                 "llama_block128_nofuse_fp32": {"VKDG_FUSE": "0"}, "llama_block128_nofuse_fp16": {"VKDG_FUSE": "0"},
                 "mobilenet_v2_b1_no1x1small_fp32": {"VKDG_CONV1X1_SMALL": "0"},
                 "mobilenet_v2_b1_slices8_fp32": {"VKDG_CONV1X1_SLICES": "8"},
+                "mobilenet_v2_b1_1x1pixels_fp32": {"VKDG_CONV1X1_SMALL_TILES": "0"},
+                "mobilenet_v2_b8_1x1pixels_fp32": {"VKDG_CONV1X1_SMALL_TILES": "0"},
+                "mobilenet_v2_b1_oct8_fp32": {"VKDG_CONV1X1_OCT": "8"},
+                "mobilenet_v2_b1_oct4_fp32": {"VKDG_CONV1X1_OCT": "4"},
                 "resnet18_b1_nowino_fp32": {"VKDG_WINOGRAD": "0"}, "resnet18_b1_nowino_fp16": {"VKDG_WINOGRAD": "0"}}
 
 

@@ -25,6 +25,12 @@ POINTWISE_SMALL_ENV = "VKDG_CONV1X1_SMALL"
 #: pointwise convs of at most this many output pixels per image (MobileNet's 14x14 and 7x7) split K inside
 #: the workgroup (conv2d_1x1_small.comp); fp32 only (fp16 keeps the tensor-core tile)
 POINTWISE_SMALL_MAX_PIXELS = 196
+#: larger ones too where the GEMM tile gives fewer 64x64 output tiles than this (two per SM of a 132-SM H100):
+#: MobileNetV2 b1's 56x56 and 28x28 layers, whose 16..32 output channels fill a quarter to a half of the tile's
+#: 64 rows (features.3.conv.2, 144 -> 24 at 56x56: 49 workgroups of the 64x64 tile, 22.6 us on the H100)
+POINTWISE_SMALL_BELOW_TILES = 264
+#: "0" at lowering: only the pixel limit above (the rule before the tile count), for the A/B
+POINTWISE_SMALL_TILES_ENV = "VKDG_CONV1X1_SMALL_TILES"
 
 
 def _target(node: Node):
@@ -135,11 +141,12 @@ def lower_conv(ctx, node: Node) -> None:
     if transposed:
         ctx.dispatch("conv_transpose2d", [x, wt, bt, y], push, (oh * ow, oc, n))
         return
-    if groups == 1 and pointwise and not transposed and not packed and _pointwise_small(ctx.sfx, n, oh * ow):
+    if groups == 1 and pointwise and not transposed and not packed and _pointwise_small(ctx.sfx, n, oc, oh * ow):
         slices = pointwise_slices(c)
+        channels = pointwise_channels(-(-(oh * ow) // (256 // slices)) * -(-oc // 4) * n)
         ctx.dispatch("conv2d_1x1_small", [x, wt, bt, res if res is not None else y, y],
-                     [n, c, oh * ow, oc, has_bias, float(lo), float(hi), int(res is not None), slices],
-                     (-(-(oh * ow) // (256 // slices)) * 256, -(-oc // 4), n))
+                     [n, c, oh * ow, oc, has_bias, float(lo), float(hi), int(res is not None), slices, channels],
+                     (-(-(oh * ow) // (256 // slices)) * 256, -(-oc // channels), n))
         return
     if groups == 1:
         # implicit GEMM (conv2d_gemm.comp; 1x1 convolutions read the input as the B matrix directly),
@@ -201,10 +208,35 @@ def pointwise_slices(k: int) -> int:
     return 8 if k < 256 else 16 if k < 512 else 32
 
 
-def _pointwise_small(sfx: str, n, pixels) -> bool:
-    """Whether a pointwise conv runs on conv2d_1x1_small (static sizes, fp32, few pixels)."""
-    return (sfx == "f32" and isinstance(n, int) and isinstance(pixels, int) and pixels <= POINTWISE_SMALL_MAX_PIXELS
-            and os.environ.get(POINTWISE_SMALL_ENV) != "0")
+#: "4" or "8" at lowering: every conv2d_1x1_small workgroup computes that many output channels (the A/B)
+POINTWISE_CHANNELS_ENV = "VKDG_CONV1X1_OCT"
+#: conv2d_1x1_small computes 8 output channels per workgroup (each input value read for twice the channels, half
+#: the workgroups) where 4 give at least this many workgroups. On the H100 (bench/results/gpu/README.md, 23:55):
+#: MobileNetV2 b1's 24 -> 144 expansions at 56x56 (3528 workgroups at 4) 10.4 -> 8.3 us, 32 -> 192 at 28x28 (1200)
+#: 6.2 -> 5.8, 96 -> 576 at 14x14 (1008) 8.1 -> 7.5; but its projections (112-600 workgroups) 0.4-3.5 us slower,
+#: and the 160 -> 960 expansions at 7x7 (480) 7.1 -> 8.8 us
+POINTWISE_WIDE_FROM = 1000
+
+
+def pointwise_channels(groups: int) -> int:
+    """conv2d_1x1_small's output channels per workgroup for a conv that gives `groups` workgroups at 4: 8 from
+    POINTWISE_WIDE_FROM, else 4 (VKDG_CONV1X1_OCT=4 / 8 forces one)."""
+    forced = os.environ.get(POINTWISE_CHANNELS_ENV)
+    if forced in ("4", "8"):
+        return int(forced)
+    return 8 if groups >= POINTWISE_WIDE_FROM else 4
+
+
+def _pointwise_small(sfx: str, n, oc: int, pixels) -> bool:
+    """Whether a pointwise conv runs on conv2d_1x1_small (static sizes, fp32): few pixels per image, or an
+    output the 64x64 GEMM tile covers with fewer than POINTWISE_SMALL_BELOW_TILES tiles."""
+    if (sfx != "f32" or not isinstance(n, int) or not isinstance(pixels, int)
+            or os.environ.get(POINTWISE_SMALL_ENV) == "0"):
+        return False
+    if pixels <= POINTWISE_SMALL_MAX_PIXELS:
+        return True
+    below = int(os.environ.get(POINTWISE_SMALL_TILES_ENV, POINTWISE_SMALL_BELOW_TILES))
+    return -(-oc // 64) * -(-pixels // 64) * n < below
 
 
 #: "0" at lowering: fp32 3x3 stride-1 convolutions keep the implicit GEMM (conv2d_gemm.comp), for the A/B
