@@ -154,7 +154,8 @@ def runtime_asan(session: nox.Session) -> None:
     # the venv's python directly: LD_PRELOAD must not reach uv itself
     session.run(python, "-m", "pytest", "-p", "no:xdist", "-q",
                 "packages/runtime-cpp/tests/test_runtime_bad_input.py", external=True)
-    # the U85 simulator's in-process fuzz (mutated add, conv, fast-weight conv and resize streams)
+    # the U85 simulator's in-process fuzz (mutated add, conv, fast-weight conv and resize, where and
+    # conv3d streams: the last has convolutions accumulating onto IFM2 and a NONE pool)
     session.run(python, "-m", "pytest", "-p", "no:xdist", "-q", "-k", "mutated_streams_never_crash",
                 "packages/runtime-cpp/tests/test_ethosu_simulator_u85.py", external=True)
 

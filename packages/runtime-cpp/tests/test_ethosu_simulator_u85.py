@@ -1,7 +1,7 @@
 """EthosUBackend on Ethos-U85 payloads (regor's command stream, vela 5.x): the stream decodes into
 named register state per kick-off, a mutated stream is an Error and never a crash, the kick-offs the
 U85 simulator covers (elementwise arithmetic, compare and bitwise modes, pooling, convolution and depthwise with regor's weight streams
-in the mlw or the fast format, resize, int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
+in the mlw or the fast format, convolutions accumulating onto IFM2 (regor's CONV3D), resize, int8 and int16 activations, transposed OFMs) run bit-exactly against the TOSA reference model on
 ethos-u85-256, and a stream with a kick-off it does not cover is refused at load naming the command
 (or runs its host graph when the payload has one).
 """
@@ -129,13 +129,19 @@ def where_edge():  # compares and bitwise modes: CMP_GT, AND, AND_NOT, OR
     return _lower(*COMPARE["u85_where_gt"])
 
 
-def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge, where_edge):
+@pytest.fixture(scope="module")
+def conv3d_edge():  # the sweep's coverage:conv3d_depth3: convolutions accumulating onto IFM2, then a NONE pool
+    torch.manual_seed(0)
+    return _lower(nn.Conv3d(3, 4, 3, padding=1), (torch.randn(1, 3, 4, 5, 5),))
+
+
+def test_u85_mutated_streams_never_crash(add_edge, conv_edge, fwd_resize_edge, where_edge, conv3d_edge):
     """Seeded mutations of real U85 payloads through the parser and the simulator. In process: a
     child would spend ~20 s importing the runtime for well under a second of fuzzing (a crash still
     fails the session; `nox -s runtime-fuzz` runs long fuzz runs in a child, `runtime-asan` runs
     this test on the ASan/UBSan build)."""
     seeds = [build_binstream(replace(parse_binstream(_payload(e)), extra={}))
-             for e in (add_edge, conv_edge, fwd_resize_edge, where_edge)]
+             for e in (add_edge, conv_edge, fwd_resize_edge, where_edge, conv3d_edge)]
     outcomes = {"ok": 0, "error": 0}
     fn = fuzz.entry_point("ethosu_command_stream")
     rng = random.Random(0)
@@ -403,6 +409,50 @@ def test_u85_convolution_ignores_a_stale_ifm_broadcast():
     assert any(k.registers.get("NPU_SET_IFM_BROADCAST", (0,))[0] & 0xF for k in convs)
     outcome = sim.run_case(case, TARGET)
     assert outcome.kind == "exact", f"{case.name}: {outcome.kind} {outcome.detail}"
+
+
+def _with_acc_format(cmd_data: bytes, value: int, new: int) -> tuple[bytes, int]:
+    """The stream with its first NPU_SET_ACC_FORMAT of `value` set to `new`, and the offset of the
+    kick-off that reads it."""
+    words = bytearray(cmd_data)
+    offset = words.index((0x0124 | value << 16).to_bytes(4, "little"))  # cmd0 opcode 0x124: NPU_SET_ACC_FORMAT
+    assert offset % 4 == 0
+    words[offset:offset + 4] = (0x0124 | new << 16).to_bytes(4, "little")
+    return bytes(words), offset
+
+
+def test_u85_conv3d_accumulates_convolutions_onto_ifm2_bit_exact(conv3d_edge, capfd):
+    """regor writes a CONV3D (3x3x3, padding 1) as one 2-D convolution per kernel plane for each OFM
+    plane: the first from a reset accumulator (ACC_FORMAT 0x300) into a 32-bit OFM, each next one
+    loading its accumulators from that 32-bit tensor as IFM2 (0x320: acc_input IFM2), the last adding
+    the bias; then a NONE pool (0x120) rescales the 32-bit planes to int8. The simulated deployable
+    .pte equals the reference model bit for bit (it was refused before). An ACC_FORMAT the simulator
+    cannot check against a real stream (acc_input KEEP, acc_output DISABLE) is refused naming the
+    command and its offset."""
+    commands = kick_offs(ethosu_commands(_payload(conv3d_edge))[1])
+    convs = [k for k in commands if k.op == "NPU_OP_CONV"]
+    formats = [k.registers["NPU_SET_ACC_FORMAT"][0] for k in convs]
+    assert formats.count(0x300) == 4 and formats.count(0x320) == 6, [hex(f) for f in formats]  # 4 planes: 2+3+3+2
+    # the accumulator input: a 32-bit signed IFM2 (precision 9), the OFM of the convolution before
+    assert all((k.registers["NPU_SET_IFM2_PRECISION"][0] & 0xF) == 9 for k in convs if k.registers["NPU_SET_ACC_FORMAT"][0] == 0x320)
+    (pool,) = [k for k in commands if k.op == "NPU_OP_POOL" and k.param & 7 == 4]
+    assert pool.registers["NPU_SET_ACC_FORMAT"][0] == 0x120
+    torch.manual_seed(1)
+    x = torch.randn(1, 3, 4, 5, 5)
+    program = Runtime.get().load_program(progs.deployable_pte(conv3d_edge))
+    (got,) = program.load_method("forward").execute([x])
+    expected = run_on_reference_model(conv3d_edge, x)
+    assert torch.equal(got, expected), f"max abs diff {(got - expected).abs().max().item()}"
+    stream = parse_binstream(_payload(conv3d_edge))
+    for new in (0x310, 0x360):  # acc_input KEEP; acc_input IFM2 with acc_output DISABLE
+        cmd_data, at = _with_acc_format(stream.cmd_data, 0x320, new)
+        conv = next(k for k in convs if k.offset > at)
+        program = Runtime.get().load_program(progs.pte_with_payload(conv3d_edge, build_binstream(
+            replace(stream, cmd_data=cmd_data, extra={}))))
+        with pytest.raises(RuntimeError, match="Failed to load method"):
+            program.load_method("forward")
+        assert re.search(rf"NPU_OP_CONV at cmd_data offset {conv.offset}: an accumulator kept inside the NPU",
+                         capfd.readouterr().err)
 
 
 def test_u85_fast_weight_format_and_resize_bit_exact(fwd_resize_edge):

@@ -9,6 +9,23 @@ namespace npu {
 namespace u85 {
 namespace {
 
+// The scale stream's records of `channels` OFM channels (per-channel OFM scaling: a bias, a scale
+// and a shift each), bounds-checked against their region.
+Error channel_records(const Registers& regs, const Command& at, const Memory& memory, int channels,
+                      const uint8_t** records) {
+  Error err = Error::Ok;
+  *records = scale_records(regs, at, memory, kScaleBase, kScaleLength, channels, &err);
+  return *records == nullptr ? err : Error::Ok;
+}
+
+// Channel c's record applied to an accumulator `v`: its bias added, its scale and shift put into
+// `scale`.
+void add_channel_record(const uint8_t* records, int c, bool acc48, int64_t* v, Scale* scale) {
+  int64_t bias = 0;
+  scale_record(records + size_t(c) * kScaleRecord, acc48, &bias, &scale->scale, &scale->shift);
+  *v += bias;
+}
+
 // NPU_OP_POOL in mode NONE with the accumulator loaded from IFM2 (ACC_FORMAT acc_input 2): regor's
 // rescale of a 32-bit tensor (the "null pool": a bilinear resize's sums, a MUL by reciprocals) to
 // 8 or 16 bits. Each OFM element is its IFM2 element, less IFM2's zero point, through the global
@@ -39,22 +56,13 @@ Error run_rescale_pool(const Registers& regs, const Command& at, const Memory* m
   if (record != nullptr) *record = {at.offset, "rescale", {oh, ow, oc}, {0, 0, 0}, {oh, ow, oc}, {1, 1}, 0, 0};
   if (memory == nullptr) return Error::Ok;
   const uint8_t* scales = nullptr;
-  if (per_channel) {
-    Error err = Error::Ok;
-    scales = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
-    if (scales == nullptr) return err;
-  }
+  if (per_channel) ET_CHECK_OK_OR_RETURN_ERROR(channel_records(regs, at, *memory, oc, &scales));
   for (int y = 0; y < oh; ++y) {
     for (int x = 0; x < ow; ++x) {
       for (int c = 0; c < oc; ++c) {
         int64_t v = 0;
         ET_CHECK_OK_OR_RETURN_ERROR(read_operand(acc_in, regs, at, y, x, c, &v));
-        if (scales != nullptr) {
-          int64_t bias = 0;
-          scale_record(scales + size_t(c) * kScaleRecord, (acc_format & 3) == 1, &bias, &out_scale.scale,
-                       &out_scale.shift);
-          v += bias;
-        }
+        if (scales != nullptr) add_channel_record(scales, c, (acc_format & 3) == 1, &v, &out_scale);
         const int64_t r = apply_activation(act, apply(out_scale, v, true) + out.fm.zero_point);
         if (!out.write(y, x, c, r)) return fail(at, "an OFM address lies outside its (writable) region");
       }
@@ -135,11 +143,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
   }
   if (memory == nullptr) return Error::Ok;
   const uint8_t* scales = nullptr;
-  if (per_channel) {
-    Error err = Error::Ok;
-    scales = scale_records(regs, at, *memory, kScaleBase, kScaleLength, oc, &err);
-    if (scales == nullptr) return err;
-  }
+  if (per_channel) ET_CHECK_OK_OR_RETURN_ERROR(channel_records(regs, at, *memory, oc, &scales));
   const bool acc48 = (acc_format & 3) == 1;
   for (int oy = 0; oy < oh; ++oy) {
     for (int ox = 0; ox < ow; ++ox) {
@@ -163,11 +167,7 @@ Error run_pool(const Registers& regs, const Command& at, const Memory* memory, C
             }
           }
         }
-        if (scales != nullptr) {
-          int64_t bias = 0;
-          scale_record(scales + size_t(c) * kScaleRecord, acc48, &bias, &out_scale.scale, &out_scale.shift);
-          acc += bias;
-        }
+        if (scales != nullptr) add_channel_record(scales, c, acc48, &acc, &out_scale);
         if (mode == 1 && count > 0) acc = average_of(acc, count);
         const int64_t r = apply_activation(act, apply(out_scale, acc, true) + out.fm.zero_point);
         if (!out.write(oy, ox, c, r)) return fail(at, "an OFM address lies outside its (writable) region");

@@ -27,12 +27,44 @@ bool ublock_of(int microblock, int* h, int* w) {
   return true;
 }
 
+// Where a convolution's accumulators start (ACC_FORMAT: bits 0-1 the accumulator, 0 32-bit, 1
+// 48-bit; bits 4-5 acc_input, 0 RESET, 1 KEEP, 2 IFM2; bit 6 acc_output, 0 ENABLE, 1 DISABLE; bits
+// 8-10 the OFM micro-block): from zero, or with acc_input IFM2 from the IFM2 element at the OFM
+// position. regor writes IFM2 for a CONV3D (scheduler_decompose: one 2-D convolution per kernel
+// plane that reads the IFM, the first from zero, each other one from the 32-bit OFM of the one
+// before it, ACC_FORMAT 0x300 then 0x320; all but the last with a zero bias and unit scales, the
+// last with the bias, and a NONE pool rescales the 32-bit result). So IFM2 is the acc tensor: 32
+// bits, zero point 0, in memory, and the bias is added on top as for a reset accumulator (the
+// reference model agrees bit for bit, test_ethosu_simulator_u85_acc.py). Refused, as no stream of
+// ours shows them: KEEP and DISABLE (an accumulator left inside the NPU), IFM2 with a 48-bit
+// accumulator (a 64-bit acc tensor), a depthwise convolution from IFM2, a chained acc tensor.
+Error accumulator_input(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
+                        FeatureMap* acc_in, bool* from_ifm2) {
+  const int acc = regs.p(kAccFormat);
+  const int input = (acc >> 4) & 3;
+  if (input == 3) return fail(at, "ACC_FORMAT acc_input 3 is not defined");
+  if (input == 1 || ((acc >> 6) & 1) != 0) {
+    return unsupported(at, "an accumulator kept inside the NPU between operations (acc_input KEEP or acc_output DISABLE)");
+  }
+  *from_ifm2 = input == 2;
+  if (!*from_ifm2) return Error::Ok;
+  if (depthwise) return unsupported(at, "a depthwise convolution accumulating onto IFM2");
+  if ((acc & 3) != 0) return unsupported(at, "a 48-bit accumulator loaded from IFM2");
+  if (storage_of(regs.p(kIfm2Precision)) != 0) return unsupported(at, "a chained, 3x1-tiled or scalar accumulator input");
+  ET_CHECK_OK_OR_RETURN_ERROR(feature_map(regs, Which::kIfm2, memory, at, acc_in));
+  if (acc_in->type.bits != 32 || !acc_in->type.is_signed || acc_in->zero_point != 0) {
+    return unsupported(at, "an accumulator input other than a 32-bit signed IFM2 with zero point 0");
+  }
+  return Error::Ok;
+}
+
 // NPU_OP_CONV and NPU_OP_DEPTHWISE with weights from the weight stream (standard format, one
 // weight decoder), bias and per-channel scale from the scale stream, over an IFM in memory.
 // The OFM goes to memory or to a chain buffer (regor chains a convolution into the residual ADD
 // that follows it). Weights in the mlw codec or the fast format (FWD); weights from IFM2 are
-// run_matmul's (u85_pooling.cpp). Refused: more than one weight stream, IFM upscaling, a chained
-// input, global OFM scaling and accumulators kept across kick-offs.
+// run_matmul's (u85_pooling.cpp). The accumulators start from zero or from IFM2 (accumulator_input).
+// Refused: more than one weight stream, IFM upscaling, a chained input, global OFM scaling and
+// accumulators kept inside the NPU across kick-offs.
 Error run_conv(const Registers& regs, const Command& at, bool depthwise, const Memory* memory,
                const NpuConfig& config, Chains* chains, const std::vector<uint8_t>& lut, OpRecord* record) {
   // WEIGHT_FORMAT bit 0: the fast format (FWD), bit 4: 2:4 sparsity. With one weight decoder FWD
@@ -56,9 +88,9 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
   if ((regs.p(kIfmUpscale) & 3) != 0) return unsupported(at, "IFM upscaling");
   const int acc = regs.p(kAccFormat);
   if ((acc & 3) > 1) return fail(at, "accumulator format is not 32 or 48 bits");
-  if (((acc >> 4) & 3) != 0 || ((acc >> 6) & 1) != 0) {
-    return unsupported(at, "an accumulator kept from or handed to another operation");
-  }
+  FeatureMap acc_in;
+  bool from_ifm2 = false;
+  ET_CHECK_OK_OR_RETURN_ERROR(accumulator_input(regs, at, depthwise, memory, &acc_in, &from_ifm2));
   const bool acc48 = (acc & 3) == 1;
   int ub_h = 0, ub_w = 0;
   if (!ublock_of((acc >> 8) & 7, &ub_h, &ub_w)) return fail(at, "OFM micro-block is not defined");
@@ -132,7 +164,9 @@ Error run_conv(const Registers& regs, const Command& at, bool depthwise, const M
       for (int o = 0; o < oc; ++o) {
         int64_t bias = 0;
         scale_record(s_bytes + size_t(o) * kScaleRecord, acc48, &bias, &out_scale.scale, &out_scale.shift);
-        const int64_t sum = accumulate(bias, patch, valid, weights, k.h * k.w, ifm_depth, o, depthwise);
+        int64_t start = 0;
+        if (from_ifm2 && !acc_in.read(oy, ox, o, &start)) return fail(at, "an IFM2 (accumulator) address lies outside its region");
+        const int64_t sum = accumulate(bias + start, patch, valid, weights, k.h * k.w, ifm_depth, o, depthwise);
         const int64_t r = apply_activation(act, apply(out_scale, sum, true) + out.fm.zero_point);
         if (!out.write(oy, ox, o, r)) return fail(at, "an OFM address lies outside its (writable) region");
       }
