@@ -271,6 +271,29 @@ def _child(side: str, config: str) -> dict:
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
+def _provenance() -> dict:
+    """When, at what load and on which commit a cell is measured (the table's notes print it)."""
+    try:
+        commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
+                                text=True, check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {"epoch": time.time(), "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+            "load_start": round(os.getloadavg()[0], 1), "commit": commit or "unknown"}
+
+
+def measured_note(rows: list[dict]) -> list[str]:
+    """One line: each cell's date, machine load (1-minute average at its start and end) and commit."""
+    cells = [f"{r['side']} {r['config']} {m['utc']} UTC, {m['minutes']:g} min at load {m['load_start']:g}-"
+             f"{m['load_end']:g}, commit {m['commit']}" for r in rows if (m := r.get("measured"))]
+    older = [f"{r['side']} {r['config']}" for r in rows if not r.get("measured")]
+    lines = [f"Measured: {'; '.join(cells)}."] if cells else []
+    if older:
+        lines.append(f"Recorded in earlier sessions (before cells carried their date, load and commit): "
+                     f"{', '.join(older)}.")
+    return lines
+
+
 def _fmt(v, spec: str = ",.0f") -> str:
     if v is None:
         return "-"
@@ -344,7 +367,10 @@ def main(argv: list[str] | None = None) -> int:
         sides = [s for s in args.sides if not (args.no_upstream and s == "upstream")]
         for config in args.configs:
             for side in sides:
+                started = _provenance()
                 cell = {"side": side} | _child(side, config)
+                cell["measured"] = started | {"minutes": round((time.time() - started["epoch"]) / 60, 1),
+                                              "load_end": round(os.getloadavg()[0], 1)}
                 (CELLS / f"{side}-{config}.json").write_text(json.dumps(cell, indent=2, default=str))
                 print(f"{side} {config}: done", file=sys.stderr)
         for goal in args.mixed:
@@ -425,10 +451,11 @@ def notes(rows: list[dict], cost: list[dict], ratio: float | None) -> list[str]:
              "grow with dim, the 4-bit weights with dim^2, so the ratio falls "
              "with the model width (`--dim`, results in decoder/dim<N>)."]
     lines += flash_parts_note(rows)
+    lines += measured_note(rows)
     lines += [f"{r['side']} {r['config']}: {r['partial']}." for r in rows if r.get("partial")]
-    lines += [f"ours {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside the "
-              "partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
-              "leave them on the CPU)." for r in rows if r["side"] == "ours" and r.get("kept_int8")]
+    lines += [f"{r['side']} {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside "
+              "the partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
+              "leave them on the CPU)." for r in rows if r["side"].startswith("ours") and r.get("kept_int8")]
     lines += [f"ours {r['config']}: target {r['target_db']:g} dB {'met' if r['met'] else 'NOT met'} "
               f"({r['search_sqnr_db']:.1f} dB over every step's logits, teacher-forced; the table's SQNR is the "
               f"last step's, greedy), rest {r['rest']}, projections " + ", ".join(
