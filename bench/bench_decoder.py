@@ -282,6 +282,24 @@ def _provenance() -> dict:
             "load_start": round(os.getloadavg()[0], 1), "commit": commit or "unknown"}
 
 
+def goals_note(rows: list[dict]) -> list[str]:
+    """The issue's goals per config: ours / the competitor's NPU cycles (decode, prefill) for each of our
+    forms, and whether each row is one partition per method."""
+    def cycles(r, m):
+        return r.get(m, {}).get("cycles_npu")
+
+    theirs = {r["config"]: r for r in rows if r["side"] == "upstream" and cycles(r, "decode")}
+    ratios = [f"{r['config']} {r.get('form', 'buffer')} {cycles(r, 'decode') / cycles(t, 'decode'):.3f} / "
+              f"{cycles(r, 'prefill') / cycles(t, 'prefill'):.3f}"
+              for r in rows if r["side"].startswith("ours") and (t := theirs.get(r["config"]))
+              and cycles(r, "decode") and cycles(r, "prefill")]
+    split = [f"{r['side']} {r['config']}" for r in rows
+             if any(r.get(m, {}).get("partitions", r.get(m, {}).get("delegates")) not in (1, None)
+                    for m in ("prefill", "decode"))]
+    return ([f"Ours / the competitor's NPU cycles (decode / prefill), same config: {'; '.join(ratios)}."]
+            if ratios else []) + [f"More than one partition per method: {', '.join(split) or 'none'}."]
+
+
 def measured_note(rows: list[dict]) -> list[str]:
     """One line: each cell's date, machine load (1-minute average at its start and end) and commit."""
     cells = [f"{r['side']} {r['config']} {m['utc']} UTC, {m['minutes']:g} min at load {m['load_start']:g}-"
@@ -310,8 +328,8 @@ def _flash(method: dict) -> float | None:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("side", "form", "config", "decode cycles/token", "prefill-32 cycles", "SRAM peak B", "weights (flash) B",
-            "partitions p/d", "CPU nodes p/d", "SQNR dB", "tokens =float")
+    head = ("side", "form", "config", "KV cache", "decode cycles/token", "prefill-32 cycles", "SRAM peak B",
+            "weights (flash) B", "partitions p/d", "CPU nodes p/d", "SQNR dB", "tokens =float")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         p, d = r.get("prefill", {}), r.get("decode", {})
@@ -319,7 +337,9 @@ def table(rows: list[dict]) -> str:
         parts = f"{p.get('partitions', p.get('delegates', '-'))}/{d.get('partitions', d.get('delegates', '-'))}"
         cpu = f"{p.get('cpu_nodes', '-')}/{d.get('cpu_nodes', '-')}"
         sram = max(p.get("sram_bytes", 0), d.get("sram_bytes", 0)) or None
-        lines.append(" | ".join([r["side"].removesuffix("-functional"), r.get("form", "buffer"), r["config"],
+        form = r.get("form", "buffer")
+        cache = f"{r['cache']} in the program" if r.get("cache") else "float in/out" if form == "functional" else "-"
+        lines.append(" | ".join([r["side"].removesuffix("-functional"), form, r["config"], cache,
                                  _fmt(d.get("cycles_npu")), _fmt(p.get("cycles_npu")), _fmt(sram), _fmt(_flash(d)),
                                  parts, cpu, _fmt(r.get("sqnr_db"), ".1f"), _fmt(r.get("token_agreement"), ".2f")])
                      + (f"  (failed: {err})" if err else ""))
@@ -451,7 +471,7 @@ def notes(rows: list[dict], cost: list[dict], ratio: float | None) -> list[str]:
              "grow with dim, the 4-bit weights with dim^2, so the ratio falls "
              "with the model width (`--dim`, results in decoder/dim<N>)."]
     lines += flash_parts_note(rows)
-    lines += measured_note(rows)
+    lines += goals_note(rows) + measured_note(rows)
     lines += [f"{r['side']} {r['config']}: {r['partial']}." for r in rows if r.get("partial")]
     lines += [f"{r['side']} {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside "
               "the partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
