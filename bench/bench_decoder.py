@@ -273,11 +273,15 @@ def _child(side: str, config: str) -> dict:
 
 def _provenance() -> dict:
     """When, at what load and on which commit a cell is measured (the table's notes print it)."""
-    try:
-        commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE, capture_output=True,
-                                text=True, check=False).stdout.strip()
-    except OSError:
-        commit = ""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True, check=False).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results"):
+        commit += "+local changes"  # code differs from the commit (the results files written meanwhile do not count)
     return {"epoch": time.time(), "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             "load_start": round(os.getloadavg()[0], 1), "commit": commit or "unknown"}
 
