@@ -117,7 +117,6 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
     row beside the competitor's; run in a process of its own (`--side ours`). Both sides in the bench's memory
     config (`bench_decoder.MEMORY`; cycles depend on where tensors live)."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer, ethosu_report
     from arm_quantizer import (
@@ -125,6 +124,7 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
         get_symmetric_a16w8_quantization_config,
         get_symmetric_quantization_config,
     )
+    from arm_quantizer.kv_cache import quantize_methods
     from arm_tosa_core import partition_report
 
     km = bd._models()
@@ -137,11 +137,11 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
     t0 = time.perf_counter()
     try:
         spec = EthosUCompileSpec(bd.TARGET, **bd.MEMORY)
-        prepared = prepare_pt2e(torch.export.export(module, inputs, strict=True).module(check_guards=False),
-                                EthosUQuantizer(spec).set_global(qconfig))
-        with torch.no_grad():
-            prepared(*inputs)
-        ep = torch.export.export(convert_pt2e(prepared), inputs, strict=True)
+        # int16 only where it lowers, as the bench's rows (`functional_row`)
+        converted = quantize_methods({method: torch.export.export(module, inputs, strict=True)},
+                                     lambda: EthosUQuantizer(spec).set_global(qconfig),
+                                     lambda run: run(method, inputs), partitioner=EthosUPartitioner(spec))[method]
+        ep = torch.export.export(converted, inputs, strict=True)
         edge = to_edge_transform_and_lower(ep, partitioner=[EthosUPartitioner(spec)],
                                            compile_config=EdgeCompileConfig(_check_ir_validity=False))
         lowered = edge.exported_program()
