@@ -271,6 +271,51 @@ def _child(side: str, config: str) -> dict:
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
+def _provenance() -> dict:
+    """When, at what load and on which commit a cell is measured (the table's notes print it)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True, check=False).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results"):
+        commit += "+local changes"  # code differs from the commit (the results files written meanwhile do not count)
+    return {"epoch": time.time(), "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+            "load_start": round(os.getloadavg()[0], 1), "commit": commit or "unknown"}
+
+
+def goals_note(rows: list[dict]) -> list[str]:
+    """The issue's goals per config: ours / the competitor's NPU cycles (decode, prefill) for each of our
+    forms, and whether each row is one partition per method."""
+    def cycles(r, m):
+        return r.get(m, {}).get("cycles_npu")
+
+    theirs = {r["config"]: r for r in rows if r["side"] == "upstream" and cycles(r, "decode")}
+    ratios = [f"{r['config']} {r.get('form', 'buffer')} {cycles(r, 'decode') / cycles(t, 'decode'):.3f} / "
+              f"{cycles(r, 'prefill') / cycles(t, 'prefill'):.3f}"
+              for r in rows if r["side"].startswith("ours") and (t := theirs.get(r["config"]))
+              and cycles(r, "decode") and cycles(r, "prefill")]
+    split = [f"{r['side']} {r['config']}" for r in rows
+             if any(r.get(m, {}).get("partitions", r.get(m, {}).get("delegates")) not in (1, None)
+                    for m in ("prefill", "decode"))]
+    return ([f"Ours / the competitor's NPU cycles (decode / prefill), same config: {'; '.join(ratios)}."]
+            if ratios else []) + [f"More than one partition per method: {', '.join(split) or 'none'}."]
+
+
+def measured_note(rows: list[dict]) -> list[str]:
+    """One line: each cell's date, machine load (1-minute average at its start and end) and commit."""
+    cells = [f"{r['side']} {r['config']} {m['utc']} UTC, {m['minutes']:g} min at load {m['load_start']:g}-"
+             f"{m['load_end']:g}, commit {m['commit']}" for r in rows if (m := r.get("measured"))]
+    older = [f"{r['side']} {r['config']}" for r in rows if not r.get("measured")]
+    lines = [f"Measured: {'; '.join(cells)}."] if cells else []
+    if older:
+        lines.append(f"Recorded in earlier sessions (before cells carried their date, load and commit): "
+                     f"{', '.join(older)}.")
+    return lines
+
+
 def _fmt(v, spec: str = ",.0f") -> str:
     if v is None:
         return "-"
@@ -287,8 +332,8 @@ def _flash(method: dict) -> float | None:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("side", "form", "config", "decode cycles/token", "prefill-32 cycles", "SRAM peak B", "weights (flash) B",
-            "partitions p/d", "CPU nodes p/d", "SQNR dB", "tokens =float")
+    head = ("side", "form", "config", "KV cache", "decode cycles/token", "prefill-32 cycles", "SRAM peak B",
+            "weights (flash) B", "partitions p/d", "CPU nodes p/d", "SQNR dB", "tokens =float")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         p, d = r.get("prefill", {}), r.get("decode", {})
@@ -296,7 +341,9 @@ def table(rows: list[dict]) -> str:
         parts = f"{p.get('partitions', p.get('delegates', '-'))}/{d.get('partitions', d.get('delegates', '-'))}"
         cpu = f"{p.get('cpu_nodes', '-')}/{d.get('cpu_nodes', '-')}"
         sram = max(p.get("sram_bytes", 0), d.get("sram_bytes", 0)) or None
-        lines.append(" | ".join([r["side"].removesuffix("-functional"), r.get("form", "buffer"), r["config"],
+        form = r.get("form", "buffer")
+        cache = f"{r['cache']} in the program" if r.get("cache") else "float in/out" if form == "functional" else "-"
+        lines.append(" | ".join([r["side"].removesuffix("-functional"), form, r["config"], cache,
                                  _fmt(d.get("cycles_npu")), _fmt(p.get("cycles_npu")), _fmt(sram), _fmt(_flash(d)),
                                  parts, cpu, _fmt(r.get("sqnr_db"), ".1f"), _fmt(r.get("token_agreement"), ".2f")])
                      + (f"  (failed: {err})" if err else ""))
@@ -344,7 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         sides = [s for s in args.sides if not (args.no_upstream and s == "upstream")]
         for config in args.configs:
             for side in sides:
+                started = _provenance()
                 cell = {"side": side} | _child(side, config)
+                cell["measured"] = started | {"minutes": round((time.time() - started["epoch"]) / 60, 1),
+                                              "load_end": round(os.getloadavg()[0], 1)}
                 (CELLS / f"{side}-{config}.json").write_text(json.dumps(cell, indent=2, default=str))
                 print(f"{side} {config}: done", file=sys.stderr)
         for goal in args.mixed:
@@ -425,10 +475,11 @@ def notes(rows: list[dict], cost: list[dict], ratio: float | None) -> list[str]:
              "grow with dim, the 4-bit weights with dim^2, so the ratio falls "
              "with the model width (`--dim`, results in decoder/dim<N>)."]
     lines += flash_parts_note(rows)
+    lines += goals_note(rows) + measured_note(rows)
     lines += [f"{r['side']} {r['config']}: {r['partial']}." for r in rows if r.get("partial")]
-    lines += [f"ours {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside the "
-              "partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
-              "leave them on the CPU)." for r in rows if r["side"] == "ours" and r.get("kept_int8")]
+    lines += [f"{r['side']} {r['config']}: int16 but for {', '.join(r['kept_int8'])}, set back to int8 inside "
+              "the partition (their int16 TABLE would be more than 1 LSB off for the calibrated ranges, which would "
+              "leave them on the CPU)." for r in rows if r["side"].startswith("ours") and r.get("kept_int8")]
     lines += [f"ours {r['config']}: target {r['target_db']:g} dB {'met' if r['met'] else 'NOT met'} "
               f"({r['search_sqnr_db']:.1f} dB over every step's logits, teacher-forced; the table's SQNR is the "
               f"last step's, greedy), rest {r['rest']}, projections " + ", ".join(

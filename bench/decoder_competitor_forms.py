@@ -32,43 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_decoder as bd  # noqa: E402  (its model file loader, sizes and vela summary reader)
 
 FORMS = ("buffer_index_copy", "buffer_index_put", "functional", "no_cache")
-
-
-class _Functional(torch.nn.Module):
-    """The decoder with its caches as inputs and outputs (no buffer mutation), the same weights."""
-
-    def __init__(self, model: torch.nn.Module, cache: bool = True) -> None:
-        super().__init__()
-        self.model, self.cache = model, cache
-
-    def _attn(self, attn, x, pos, mask, kc, vc):
-        b, n, _ = x.shape
-        q, k, v = (p(x).view(b, n, attn.heads, attn.head_dim).transpose(1, 2) for p in (attn.q, attn.k, attn.v))
-        if self.cache:
-            kc, vc = kc.index_copy(2, pos, k), vc.index_copy(2, pos, v)
-            y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=n > 1)
-        return attn.o(y.transpose(1, 2).reshape(b, n, -1)), kc, vc
-
-    def forward(self, tokens, input_pos, cache_mask, *caches):
-        m, out = self.model, []
-        x = m.tok(tokens) + m.pos(input_pos)
-        for i, block in enumerate(m.blocks):
-            kc, vc = (caches[2 * i], caches[2 * i + 1]) if self.cache else (None, None)
-            a, kc, vc = self._attn(block.attn, block.attn_norm(x), input_pos, cache_mask, kc, vc)
-            x = x + a
-            h = block.mlp_norm(x)
-            x = x + block.down(F.silu(block.gate(h)) * block.up(h))
-            out += [kc, vc] if self.cache else []
-        return (m.head(m.norm(x)), *out)
 
 
 def _example(km, method: str, form: str, model) -> tuple:
@@ -108,7 +77,7 @@ def lower_form(form: str, method: str, config: str = "a8w8") -> dict:
     km = bd._models()
     update = "index_put" if form == "buffer_index_put" else "index_copy"
     model = km.StaticCacheDecoder(**bd.MODEL, update=update).eval()
-    module = model if form.startswith("buffer") else _Functional(model, cache=form == "functional").eval()
+    module = model if form.startswith("buffer") else km.FunctionalCacheDecoder(model, cache=form == "functional").eval()
     inputs = _example(km, method, form, model)
     out: dict = {"side": "competitor", "form": form, "method": method, "config": config}
     t0 = time.perf_counter()
@@ -148,7 +117,6 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
     row beside the competitor's; run in a process of its own (`--side ours`). Both sides in the bench's memory
     config (`bench_decoder.MEMORY`; cycles depend on where tensors live)."""
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from arm_ethosu import EthosUCompileSpec, EthosUPartitioner, EthosUQuantizer, ethosu_report
     from arm_quantizer import (
@@ -156,11 +124,12 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
         get_symmetric_a16w8_quantization_config,
         get_symmetric_quantization_config,
     )
+    from arm_quantizer.kv_cache import quantize_methods
     from arm_tosa_core import partition_report
 
     km = bd._models()
     model = km.StaticCacheDecoder(**bd.MODEL).eval()
-    module = _Functional(model).eval()
+    module = km.FunctionalCacheDecoder(model).eval()
     inputs = _example(km, method, "functional", model)
     qconfig = {"a8w8": get_symmetric_quantization_config, "a16w8": get_symmetric_a16w8_quantization_config,
                "a8w4": lambda: get_symmetric_a8w4_quantization_config(is_per_channel=True)}[config]()
@@ -168,11 +137,11 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
     t0 = time.perf_counter()
     try:
         spec = EthosUCompileSpec(bd.TARGET, **bd.MEMORY)
-        prepared = prepare_pt2e(torch.export.export(module, inputs, strict=True).module(check_guards=False),
-                                EthosUQuantizer(spec).set_global(qconfig))
-        with torch.no_grad():
-            prepared(*inputs)
-        ep = torch.export.export(convert_pt2e(prepared), inputs, strict=True)
+        # int16 only where it lowers, as the bench's rows (`functional_row`)
+        converted = quantize_methods({method: torch.export.export(module, inputs, strict=True)},
+                                     lambda: EthosUQuantizer(spec).set_global(qconfig),
+                                     lambda run: run(method, inputs), partitioner=EthosUPartitioner(spec))[method]
+        ep = torch.export.export(converted, inputs, strict=True)
         edge = to_edge_transform_and_lower(ep, partitioner=[EthosUPartitioner(spec)],
                                            compile_config=EdgeCompileConfig(_check_ir_validity=False))
         lowered = edge.exported_program()
@@ -189,20 +158,12 @@ def ours_functional(method: str, config: str = "a8w8") -> dict:
     return out
 
 
-def _functional_runner(modules: dict, cache_shapes: list) -> Callable[[str, tuple], torch.Tensor]:
-    """`run(method, inputs)` for `km.greedy_decode` over functional modules: the caches a call returns are the
-    next call's inputs; a prefill starts from zero caches."""
-    caches: list[torch.Tensor] = []
-
-    def run(method: str, inputs: tuple) -> torch.Tensor:
-        nonlocal caches
-        if method == "prefill":
-            caches = [torch.zeros(shape) for shape in cache_shapes]
+def _call(modules: dict) -> Callable[[str, tuple], tuple]:
+    def call(method: str, inputs: tuple) -> tuple:
         with torch.no_grad():
-            logits, *caches = modules[method](*inputs, *caches)
-        return logits
+            return modules[method](*inputs)
 
-    return run
+    return call
 
 
 def _side_api(side: str, config: str):
@@ -246,17 +207,32 @@ def functional_row(side: str, config: str, keep: Path | None = None) -> dict:
     km = bd._models()
     model = km.StaticCacheDecoder(**bd.MODEL).eval()
     float_tokens, float_last = bd._float_reference(km, model)
-    module = _Functional(model).eval()
-    shapes = [b.shape for name, b in model.named_buffers() if name.endswith("_cache")]
+    module = km.FunctionalCacheDecoder(model).eval()
+    shapes = module.cache_shapes()
     examples = {m: _example(km, m, "functional", model) for m in ("prefill", "decode")}
     quantizer, partitioner, compile_spec = _side_api(side, config)
     out: dict = {"config": config, "form": "functional"}
     t0 = time.perf_counter()
-    prepared = {m: prepare_pt2e(torch.export.export(module, examples[m], strict=True).module(check_guards=False),
-                                quantizer(compile_spec(bd.TARGET, **bd.MEMORY))) for m in examples}
-    km.greedy_decode(_functional_runner(prepared, shapes), bd._prompt(), bd.STEPS, bd.MODEL["max_len"])
-    converted = {m: convert_pt2e(p) for m, p in prepared.items()}
-    tokens, logits = km.greedy_decode(_functional_runner(converted, shapes), bd._prompt(), bd.STEPS,
+    if side == "ours":
+        # as the buffer form (`bench_decoder.ours`): `quantize_methods` with the target's partitioner, so an
+        # a16w8 op whose int16 form the target leaves on the CPU (an int16 TABLE more than 1 LSB off) stays
+        # int8 inside the partition (`arm_quantizer.int16_fallback`); a8w8/a8w4 are unchanged by it
+        from arm_quantizer.int16_fallback import KEPT_INT8_META
+        from arm_quantizer.kv_cache import quantize_methods
+
+        converted = quantize_methods(
+            {m: torch.export.export(module, examples[m], strict=True) for m in examples},
+            lambda: quantizer(compile_spec(bd.TARGET, **bd.MEMORY)),
+            lambda run: km.greedy_decode(km.functional_runner(run, shapes), bd._prompt(),
+                                         bd.STEPS, bd.MODEL["max_len"]),
+            partitioner=partitioner(compile_spec(bd.TARGET, **bd.MEMORY)))
+        out["kept_int8"] = sorted({n for m in converted.values() for n in m.meta.get(KEPT_INT8_META, {})})
+    else:
+        prepared = {m: prepare_pt2e(torch.export.export(module, examples[m], strict=True).module(
+            check_guards=False), quantizer(compile_spec(bd.TARGET, **bd.MEMORY))) for m in examples}
+        km.greedy_decode(km.functional_runner(_call(prepared), shapes), bd._prompt(), bd.STEPS, bd.MODEL["max_len"])
+        converted = {m: convert_pt2e(p) for m, p in prepared.items()}
+    tokens, logits = km.greedy_decode(km.functional_runner(_call(converted), shapes), bd._prompt(), bd.STEPS,
                                       bd.MODEL["max_len"])
     out |= {"sqnr_db": bd.sqnr_db(float_last, logits[-1]),
             "token_agreement": sum(a == b for a, b in zip(tokens, float_tokens, strict=True)) / bd.STEPS}

@@ -247,3 +247,59 @@ def eager_runner(model: nn.Module) -> Callable[[str, tuple], torch.Tensor]:
             return model(*inputs)
 
     return run
+
+
+class FunctionalCacheDecoder(nn.Module):
+    """`model` (a `StaticCacheDecoder`, the same weights) with no mutable buffer: the caches are inputs and
+    the updated caches outputs (`cache.index_copy(2, pos, new)`, out of place), the form the competitor's
+    Arm backend lowers (it cannot lower a cache written in place). `cache=False`: attention over the call's
+    own tokens only (no cache).
+
+    forward(tokens, input_pos, cache_mask, k_0, v_0, k_1, v_1, ...) -> (logits, k_0', v_0', ...)."""
+
+    def __init__(self, model: StaticCacheDecoder, cache: bool = True) -> None:
+        super().__init__()
+        self.model, self.cache = model, cache
+
+    def _attn(self, attn, x, pos, mask, kc, vc):
+        b, n, _ = x.shape
+        q, k, v = (p(x).view(b, n, attn.heads, attn.head_dim).transpose(1, 2) for p in (attn.q, attn.k, attn.v))
+        if self.cache:
+            kc, vc = kc.index_copy(2, pos, k), vc.index_copy(2, pos, v)
+            y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=n > 1)
+        return attn.o(y.transpose(1, 2).reshape(b, n, -1)), kc, vc
+
+    def forward(self, tokens, input_pos, cache_mask, *caches):
+        m, out = self.model, []
+        x = m.tok(tokens) + m.pos(input_pos)
+        for i, block in enumerate(m.blocks):
+            kc, vc = (caches[2 * i], caches[2 * i + 1]) if self.cache else (None, None)
+            a, kc, vc = self._attn(block.attn, block.attn_norm(x), input_pos, cache_mask, kc, vc)
+            x = x + a
+            h = block.mlp_norm(x)
+            x = x + block.down(F.silu(block.gate(h)) * block.up(h))
+            out += [kc, vc] if self.cache else []
+        return (m.head(m.norm(x)), *out)
+
+    def cache_shapes(self) -> list[torch.Size]:
+        """The shape of each cache input, in order (k_0, v_0, k_1, ...)."""
+        return [b.shape for name, b in self.model.named_buffers() if name.endswith("_cache")]
+
+
+def functional_runner(call: Callable[[str, tuple], tuple], cache_shapes: Sequence[torch.Size]
+                      ) -> Callable[[str, tuple], torch.Tensor]:
+    """`run(method, inputs)` for `greedy_decode` over a `FunctionalCacheDecoder` form: `call(method, inputs)`
+    runs that method (eager, prepared or converted modules); the caches a call returns are the next call's
+    inputs, and a prefill starts from zero caches."""
+    caches: list[torch.Tensor] = []
+
+    def run(method: str, inputs: tuple) -> torch.Tensor:
+        nonlocal caches
+        if method == "prefill":
+            caches = [torch.zeros(shape) for shape in cache_shapes]
+        logits, *caches = call(method, (*inputs, *caches))
+        return logits
+
+    return run
