@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from arm_tosa_core import TosaCompileSpec
+from arm_tosa_core.transpose_forms import TRANSPOSE_FORMS
 
 from . import vela_config
 from .tune import TuneBounds
@@ -30,6 +31,17 @@ def implied_tosa_spec(target: str) -> str:
     every family), plus the U55/U65 subset where it applies."""
     family = vela_config.family(target)
     return "TOSA-1.0+INT+int16+int4+u55" if family in ("U55", "U65") else "TOSA-1.0+INT+int16+int4"
+
+
+def default_transpose_form(target: str) -> str:
+    """How the lowering writes a TRANSPOSE for `target` when the spec does not say (`arm_tosa_core.transpose_forms`).
+
+    U55/U65: "collapsed" (RESHAPE, a TRANSPOSE of the fewest axes, RESHAPE). vela 5.2 runs it in fewer NPU and
+    total cycles: the NCHW -> NHWC move of a 3x128x128 input takes 12,320 U55-128 NPU cycles instead of
+    24,640, and on every public model of `bench/bench_ethosu_public.py` the collapsed form cost no NPU or total
+    cycle more than the rank-4 one (bench/results/ethosu_public.md). U85: "as-is": regor sends the collapsed
+    form's TRANSPOSE to the CPU (131,381 NPU cycles became 9.8 M total cycles on a 3x128x128 input)."""
+    return "as-is" if vela_config.family(target) == "U85" else "collapsed"
 
 
 def resolve_config_ini(config_ini: str | Path | None) -> Path | None:
@@ -111,6 +123,7 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.weight_limit_bytes: int | None = None
         self.tosa_graph_in_payload = False  # the deployable payload; include_host_graph() opts in
         self.tune_bounds: TuneBounds | None = None  # enable_tune() sets it
+        self.transpose_form = default_transpose_form(target)  # set_transpose_form() overrides it
         super().__init__(implied_tosa_spec(target))
         # regor keeps 15 bits of an int16 fully connected layer's output multiplier (ops/matmul.py)
         self.int16_fc_rescale16 = self.family == "U85"
@@ -141,6 +154,17 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.tune_bounds = TuneBounds(max_candidates, time_limit_s, max_workers) if enabled else None
         return self
 
+    def set_transpose_form(self, form: str | None) -> EthosUCompileSpec:
+        """Write each TRANSPOSE "as-is" (one rank-N TRANSPOSE) or "collapsed" (RESHAPE, TRANSPOSE of the
+        fewest axes, RESHAPE; the same bytes in the same places); None: the target's default
+        (`default_transpose_form`: collapsed on U55/U65, as-is on U85). The same switch as `arm-compile
+        --transpose-form`; `--tune` on U55/U65 tries the other form too. Returns self."""
+        if form is not None and form not in TRANSPOSE_FORMS:
+            raise ValueError(f"transpose form {form!r}: use one of {TRANSPOSE_FORMS} (or None for the target's "
+                             "default)")
+        self.transpose_form = default_transpose_form(self.target) if form is None else form
+        return self
+
     def include_host_graph(self, include: bool = True) -> EthosUCompileSpec:
         """Store (or, with False, leave out: the default) the host graph, the TOSA INT graph vela
         compiled, after the bin stream's end marker; returns self. The same switch as `arm-compile
@@ -168,6 +192,7 @@ class EthosUCompileSpec(TosaCompileSpec):
             "weight_limit_bytes": self.weight_limit_bytes,
             "tosa_graph": self.tosa_graph_in_payload,
             "tune": None if self.tune_bounds is None else asdict(self.tune_bounds),
+            "transpose_form": self.transpose_form,
         }}
 
     def _host_specs(self) -> dict:
@@ -185,14 +210,17 @@ class EthosUCompileSpec(TosaCompileSpec):
         spec.set_memory_limit(ethosu["sram_limit_bytes"], ethosu["weight_limit_bytes"])
         if ethosu.get("tune") is not None:  # absent in specs written before --tune
             spec.enable_tune(**ethosu["tune"])
+        spec.set_transpose_form(ethosu.get("transpose_form"))  # absent in specs written before: the default
         return spec.include_tosa_graph(ethosu["tosa_graph"])
 
     def __repr__(self) -> str:
         ini = "" if self.config_ini is None else f", config_ini={str(self.config_ini)!r}"
         flags = f", extra_flags={self.extra_flags!r}" if self.extra_flags else ""
         tune = "" if self.tune_bounds is None else f", tune={self.tune_bounds}"
+        form = ("" if self.transpose_form == default_transpose_form(self.target)
+                else f", transpose_form={self.transpose_form!r}")
         return (f"EthosUCompileSpec({self.target!r}, system_config={self.system_config!r}, "
-                f"memory_mode={self.memory_mode!r}{flags}{ini}{tune})")
+                f"memory_mode={self.memory_mode!r}{flags}{ini}{tune}{form})")
 
 
 class ArmCompileSpecBuilder:
