@@ -272,3 +272,22 @@ def test_u55_default_transpose_form_is_collapsed_and_bit_exact(shape, perm):
         assert collapse_for_vela(t_shape, t_perm) is None, (t_shape, t_perm)  # nothing left to collapse
     with torch.no_grad():
         assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs))
+
+
+@pytest.mark.parametrize(("pool", "shape"), [(nn.MaxPool2d(3, 1, 1, ceil_mode=True), (1, 16, 8, 8)),  # GoogLeNet's
+                                             (nn.MaxPool2d(5, 1, 2), (1, 8, 9, 7)),
+                                             (nn.MaxPool2d((3, 2), 1, (1, 0)), (1, 8, 6, 5))])
+def test_u55_stride_one_max_pool_is_two_passes_and_bit_exact(pool, shape):
+    """On U55 a stride-1 k x k max pool is written as k x 1 then 1 x k (`helpers.windows._max_pool`: fewer vela
+    cycles); the same integers as the quantized model on the reference model. U85 keeps one pool."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(*shape),)
+    model = nn.Sequential(nn.Conv2d(shape[1], shape[1], 1), pool, nn.Conv2d(shape[1], 4, 1)).eval()
+    quantized = flow.quantize(model, inputs)
+    for target, pools in (("ethos-u55-128", 2), ("ethos-u85-256", 1)):
+        edge = flow.lower(quantized, inputs, EthosUCompileSpec(target).include_host_graph())
+        assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
+        (payload,) = ethosu_payloads(edge)
+        assert tosa_op_counts(tosa_graph_of(payload))["MAX_POOL2D"] == pools, target
+        with torch.no_grad():
+            assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs)), target

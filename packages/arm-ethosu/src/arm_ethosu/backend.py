@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, replace
 
 # A quantized model keeps its float-boundary quantize/dequantize on the CPU; to_executorch needs
@@ -22,6 +23,7 @@ from torch.export import ExportedProgram
 
 from arm_tosa_core import TosaCompileSpec, register_payload_decoder, transpose_forms
 from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
+from arm_tosa_core.helpers import windows
 from arm_tosa_core.lowering import TosaGraph, lower_partition
 from arm_tosa_core.ops import resize
 
@@ -48,7 +50,7 @@ class EthosUBackend(NumberedPartitionBackend, BackendDetails):
     def preprocess_partition(cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec],
                              artifacts: ArtifactWriter) -> PreprocessResult:
         spec = _spec(compile_specs)
-        with transpose_forms.transpose_form(spec.transpose_form):  # the target's default, or the user's
+        with spec_forms(spec):
             graph = lower_partition(edge_program, spec)
         artifacts.write_tosa(graph)  # the same stem as vela's files: partition_<i>.tosa, partition_<i>_*.csv
         started = time.perf_counter()
@@ -95,13 +97,21 @@ def graph_forms(edge_program: ExportedProgram, spec: EthosUCompileSpec, default:
     if default.op_counts.get("TRANSPOSE") or default.op_counts.get("RESHAPE"):  # a collapsed one may be a RESHAPE
         other = next(f for f in transpose_forms.TRANSPOSE_FORMS if f != spec.transpose_form)
         variants.append((f"transpose={other}", transpose_forms.transpose_form(other)))
-    with transpose_forms.transpose_form(spec.transpose_form):  # a bilinear variant keeps the spec's transposes
+    with spec_forms(spec):  # a variant changes one form and keeps the spec's others
         for name, form in variants:
             with form:
                 graph = lower_partition(edge_program, spec)
             if all(graph.flatbuffer != g.flatbuffer for g in forms.values()):
                 forms[name] = graph
     return forms
+
+
+def spec_forms(spec: EthosUCompileSpec) -> ExitStack:
+    """The graph forms the spec asks for (its target's defaults, or the user's), set for a `with` block."""
+    stack = ExitStack()
+    stack.enter_context(transpose_forms.transpose_form(spec.transpose_form))
+    stack.enter_context(windows.max_pool_form(spec.max_pool_form))
+    return stack
 
 
 def _has_bilinear(edge_program: ExportedProgram) -> bool:

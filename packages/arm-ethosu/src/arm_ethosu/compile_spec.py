@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from arm_tosa_core import TosaCompileSpec
+from arm_tosa_core.helpers.windows import MAX_POOL_FORMS
 from arm_tosa_core.transpose_forms import TRANSPOSE_FORMS
 
 from . import vela_config
@@ -42,6 +43,23 @@ def default_transpose_form(target: str) -> str:
     cycle more than the rank-4 one (bench/results/ethosu_public.md). U85: "as-is": regor sends the collapsed
     form's TRANSPOSE to the CPU (131,381 NPU cycles became 9.8 M total cycles on a 3x128x128 input)."""
     return "as-is" if vela_config.family(target) == "U85" else "collapsed"
+
+
+def default_max_pool_form(target: str) -> str:
+    """How the lowering writes a stride-1 k x k max pool for `target` (`arm_tosa_core.helpers.windows._max_pool`).
+
+    U55: "separable" (k x 1 then 1 x k, the same integers): vela 5.2 gives fewer NPU and total cycles on every
+    shape measured on U55-128 and U55-64 (3x3 on 4x4x832 to 64x64x16: 8-12 % fewer; 5x5 on 16x16x64: 2.5x
+    fewer). U65 and U85: "whole": on U65-256 the split form costs more NPU cycles at 3x3 (8x8x528: 70,632
+    against 43,516), on U85-256 more total cycles (16x16x480: 393,749 against 300,000)."""
+    return "separable" if vela_config.family(target) == "U55" else "whole"
+
+
+def _form(value: str | None, allowed: tuple[str, ...], default: str, what: str) -> str:
+    """`value`, or `default` for None; ValueError naming `what` for a value not in `allowed`."""
+    if value is not None and value not in allowed:
+        raise ValueError(f"{what} {value!r}: use one of {allowed} (or None for the target's default)")
+    return default if value is None else value
 
 
 def resolve_config_ini(config_ini: str | Path | None) -> Path | None:
@@ -124,6 +142,7 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.tosa_graph_in_payload = False  # the deployable payload; include_host_graph() opts in
         self.tune_bounds: TuneBounds | None = None  # enable_tune() sets it
         self.transpose_form = default_transpose_form(target)  # set_transpose_form() overrides it
+        self.max_pool_form = default_max_pool_form(target)  # set_max_pool_form() overrides it
         super().__init__(implied_tosa_spec(target))
         # regor keeps 15 bits of an int16 fully connected layer's output multiplier (ops/matmul.py)
         self.int16_fc_rescale16 = self.family == "U85"
@@ -159,10 +178,13 @@ class EthosUCompileSpec(TosaCompileSpec):
         fewest axes, RESHAPE; the same bytes in the same places); None: the target's default
         (`default_transpose_form`: collapsed on U55/U65, as-is on U85). The same switch as `arm-compile
         --transpose-form`; `--tune` on U55/U65 tries the other form too. Returns self."""
-        if form is not None and form not in TRANSPOSE_FORMS:
-            raise ValueError(f"transpose form {form!r}: use one of {TRANSPOSE_FORMS} (or None for the target's "
-                             "default)")
-        self.transpose_form = default_transpose_form(self.target) if form is None else form
+        self.transpose_form = _form(form, TRANSPOSE_FORMS, default_transpose_form(self.target), "transpose form")
+        return self
+
+    def set_max_pool_form(self, form: str | None) -> EthosUCompileSpec:
+        """Write a stride-1 k x k max pool "whole" (one MAX_POOL2D) or "separable" (k x 1 then 1 x k, the same
+        integers); None: the target's default (`default_max_pool_form`: separable on U55). Returns self."""
+        self.max_pool_form = _form(form, MAX_POOL_FORMS, default_max_pool_form(self.target), "max pool form")
         return self
 
     def include_host_graph(self, include: bool = True) -> EthosUCompileSpec:
@@ -193,6 +215,7 @@ class EthosUCompileSpec(TosaCompileSpec):
             "tosa_graph": self.tosa_graph_in_payload,
             "tune": None if self.tune_bounds is None else asdict(self.tune_bounds),
             "transpose_form": self.transpose_form,
+            "max_pool_form": self.max_pool_form,
         }}
 
     def _host_specs(self) -> dict:
@@ -211,14 +234,16 @@ class EthosUCompileSpec(TosaCompileSpec):
         if ethosu.get("tune") is not None:  # absent in specs written before --tune
             spec.enable_tune(**ethosu["tune"])
         spec.set_transpose_form(ethosu.get("transpose_form"))  # absent in specs written before: the default
+        spec.set_max_pool_form(ethosu.get("max_pool_form"))
         return spec.include_tosa_graph(ethosu["tosa_graph"])
 
     def __repr__(self) -> str:
         ini = "" if self.config_ini is None else f", config_ini={str(self.config_ini)!r}"
         flags = f", extra_flags={self.extra_flags!r}" if self.extra_flags else ""
         tune = "" if self.tune_bounds is None else f", tune={self.tune_bounds}"
-        form = ("" if self.transpose_form == default_transpose_form(self.target)
-                else f", transpose_form={self.transpose_form!r}")
+        form = "".join(f", {name}={value!r}" for name, value, default in (
+            ("transpose_form", self.transpose_form, default_transpose_form(self.target)),
+            ("max_pool_form", self.max_pool_form, default_max_pool_form(self.target))) if value != default)
         return (f"EthosUCompileSpec({self.target!r}, system_config={self.system_config!r}, "
                 f"memory_mode={self.memory_mode!r}{flags}{ini}{tune}{form})")
 
