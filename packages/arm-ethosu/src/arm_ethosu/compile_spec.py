@@ -37,11 +37,15 @@ def implied_tosa_spec(target: str) -> str:
 def default_transpose_form(target: str) -> str:
     """How the lowering writes a TRANSPOSE for `target` when the spec does not say (`arm_tosa_core.transpose_forms`).
 
-    U55/U65: "collapsed" (RESHAPE, a TRANSPOSE of the fewest axes, RESHAPE). vela 5.2 runs it in fewer NPU and
-    total cycles: the NCHW -> NHWC move of a 3x128x128 input takes 12,320 U55-128 NPU cycles instead of
-    24,640, and on every public model of `bench/bench_ethosu_public.py` the collapsed form cost no NPU or total
-    cycle more than the rank-4 one (bench/results/ethosu_public.md). U85: "as-is": regor sends the collapsed
-    form's TRANSPOSE to the CPU (131,381 NPU cycles became 9.8 M total cycles on a 3x128x128 input)."""
+    U55/U65: "collapsed" (RESHAPE, a TRANSPOSE of the fewest axes, RESHAPE). vela 5.2 runs it in fewer U55 NPU
+    and total cycles: the NCHW -> NHWC move of a 3x128x128 input takes 12,320 U55-128 NPU cycles instead of
+    24,640, a ShuffleNet channel shuffle (58x2x28x28) on U55-64 22,768 instead of 136,576, and on every public
+    model of `bench/bench_ethosu_public.py` the collapsed form cost no U55-128 NPU or total cycle more than the
+    rank-4 one (bench/results/ethosu_public.md). U65 (256 and 512): fewer NPU cycles on every transpose
+    measured (3x128x128 input on U65-256: 105,107 against 158,035); total cycles equal or fewer but for a
+    21-channel 128x128 NCHW output on U65-512 (978,670 against 857,086: U65's transposes are DRAM-bound).
+    U85: "as-is": regor sends the collapsed form's TRANSPOSE to the CPU (131,381 NPU cycles became 9.8 M total
+    cycles on a 3x128x128 input)."""
     return "as-is" if vela_config.family(target) == "U85" else "collapsed"
 
 
