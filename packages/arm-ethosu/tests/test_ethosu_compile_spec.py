@@ -157,6 +157,26 @@ def test_memory_limit_and_host_graph_options():
         EthosUCompileSpec().set_memory_limit(sram_bytes=-1)
 
 
+def test_graph_forms_default_per_family_and_travel_to_the_backend():
+    """Collapsed TRANSPOSEs on U55/U65 (fewer vela cycles), as recorded on U85 (regor runs the collapsed one on
+    the CPU); set_transpose_form overrides it and the choice survives to_list/from_list."""
+    assert [EthosUCompileSpec(t).transpose_form for t in ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")] == [
+        "collapsed", "collapsed", "as-is"]
+    spec = EthosUCompileSpec("ethos-u55-128").set_transpose_form("as-is")
+    assert TosaCompileSpec.from_list(spec.to_list()).transpose_form == "as-is"
+    assert "transpose_form='as-is'" in repr(spec)
+    assert spec.set_transpose_form(None).transpose_form == "collapsed"  # None: the target's default again
+    with pytest.raises(ValueError, match="transpose form"):
+        EthosUCompileSpec("ethos-u85-256").set_transpose_form("diagonal")
+    # the stride-1 max pool: split on U55 only (fewer cycles there; more on U65 and U85)
+    assert [EthosUCompileSpec(t).max_pool_form for t in ("ethos-u55-64", "ethos-u65-256", "ethos-u85-256")] == [
+        "separable", "whole", "whole"]
+    spec = EthosUCompileSpec("ethos-u55-128").set_max_pool_form("whole")
+    assert TosaCompileSpec.from_list(spec.to_list()).max_pool_form == "whole" and "max_pool_form='whole'" in repr(spec)
+    with pytest.raises(ValueError, match="max pool form"):
+        spec.set_max_pool_form("diagonal")
+
+
 def test_partitioner_and_quantizer_need_an_ethosu_spec():
     with pytest.raises(TypeError, match="EthosUCompileSpec"):
         EthosUPartitioner(TosaCompileSpec("TOSA-1.0+INT"))

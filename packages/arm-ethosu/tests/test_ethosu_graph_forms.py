@@ -199,11 +199,12 @@ STEM_FILE = ("import torch\nfrom torch import nn\n\ndef make_model():\n    torch
              "nn.Conv2d(8, 4, 1)).eval(), (torch.randn(1, 3, 32, 32),))\n")
 
 
-def test_tune_collapses_the_edge_transposes_on_u55(tmp_path, capsys):
-    """--tune on U55 also compiles the partition with its TRANSPOSEs collapsed (arm_tosa_core.transpose_forms:
-    [3, 1024] -> [1024, 3] for the image input), which vela 5.2 runs in fewer NPU and total cycles, and keeps
-    it; vela's command stream for it runs bit-exact on the NPU simulator against the TOSA reference model.
-    Measured: default 10,000 NPU / 11,280 total cycles, collapsed 9,040 / 9,872."""
+def test_u55_collapses_the_edge_transposes_by_default_and_tune_tries_them_as_recorded(tmp_path, capsys):
+    """On U55 the plain compile writes each TRANSPOSE collapsed (arm_tosa_core.transpose_forms: [3, 1024] ->
+    [1024, 3] for the image input; `compile_spec.default_transpose_form`), which vela 5.2 runs in fewer NPU and
+    total cycles than the rank-4 TRANSPOSE; --tune also compiles the transposes as recorded and keeps the
+    collapsed form; vela's command stream for it runs bit-exact on the NPU simulator against the TOSA
+    reference model. Measured: collapsed 9,040 NPU / 9,872 total cycles, as recorded 10,000 / 11,280."""
     from arm_tosa_core.compile_cli import main
 
     (tmp_path / "stem_model.py").write_text(STEM_FILE)
@@ -215,7 +216,78 @@ def test_tune_collapses_the_edge_transposes_on_u55(tmp_path, capsys):
     assert "simulator: bit-exact with the TOSA reference model" in out
     (part,) = ethosu_report(pte.read_bytes()).partitions
     by_name = {c["name"]: c for c in part.tune["candidates"]}
-    assert part.tune["chosen"].startswith("transpose=collapsed/"), part.tune["chosen"]
-    default, collapsed = by_name["default"], by_name["transpose=collapsed/default"]
-    assert collapsed["cycles_npu"] < default["cycles_npu"] and collapsed["cycles_total"] < default["cycles_total"]
+    assert not part.tune["chosen"].startswith("transpose=as-is/"), part.tune["chosen"]
+    collapsed, as_is = by_name["default"], by_name["transpose=as-is/default"]
+    assert collapsed["cycles_npu"] < as_is["cycles_npu"] and collapsed["cycles_total"] < as_is["cycles_total"]
     assert part.cycles_npu <= collapsed["cycles_npu"]
+
+
+class _AddThenPermute(nn.Module):
+    """An add (so the partition computes something) then a permute of its int8 result."""
+
+    def __init__(self, perm: tuple[int, ...]) -> None:
+        super().__init__()
+        self.perm = perm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + x).permute(*self.perm)
+
+
+def _transposes(tosa: bytes) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(input shape, perm) of every TRANSPOSE in the main block."""
+    from tosa.Op import Op
+    from tosa.TosaGraph import TosaGraph
+    from tosa.TransposeAttribute import TransposeAttribute
+
+    block = TosaGraph.GetRootAs(tosa, 0).Regions(0).Blocks(0)
+    shapes = {block.Tensors(i).Name(): tuple(block.Tensors(i).ShapeAsNumpy()) for i in range(block.TensorsLength())}
+    out = []
+    for op in (block.Operators(i) for i in range(block.OperatorsLength())):
+        if op.Op() == Op.TRANSPOSE:
+            table, attr = op.Attribute(), TransposeAttribute()
+            attr.Init(table.Bytes, table.Pos)
+            out.append((shapes[op.Inputs(0)], tuple(int(p) for p in attr.PermsAsNumpy())))
+    return out
+
+
+# the six cases of arm-tosa-core's test_transpose_forms, here through the Ethos-U U55 default
+@pytest.mark.parametrize(("shape", "perm"), [((1, 3, 16, 16), (0, 2, 3, 1)), ((1, 16, 16, 3), (0, 3, 1, 2)),
+                                             ((1, 6, 2, 5, 5), (0, 2, 1, 3, 4)), ((1, 1, 5, 1), (0, 2, 1, 3)),
+                                             ((2, 3, 4, 5), (0, 2, 1, 3)), ((4, 1, 3, 2), (3, 1, 0, 2))])
+def test_u55_default_transpose_form_is_collapsed_and_bit_exact(shape, perm):
+    """EthosUCompileSpec on U55 writes every TRANSPOSE collapsed (`default_transpose_form`) without being asked:
+    no TRANSPOSE of the graph vela compiles has more axes than its collapsed form, and the program equals the
+    quantized model on the TOSA reference model (the edge layout transposes fold into the permute)."""
+    from arm_tosa_core.transpose_forms import collapse_for_vela
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(*shape),)
+    quantized = flow.quantize(_AddThenPermute(perm).eval(), inputs)
+    spec = EthosUCompileSpec("ethos-u55-128").include_host_graph()
+    assert spec.transpose_form == "collapsed"
+    edge = flow.lower(quantized, inputs, spec)
+    assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
+    (payload,) = ethosu_payloads(edge)
+    for t_shape, t_perm in _transposes(tosa_graph_of(payload)):
+        assert collapse_for_vela(t_shape, t_perm) is None, (t_shape, t_perm)  # nothing left to collapse
+    with torch.no_grad():
+        assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs))
+
+
+@pytest.mark.parametrize(("pool", "shape"), [(nn.MaxPool2d(3, 1, 1, ceil_mode=True), (1, 16, 8, 8)),  # GoogLeNet's
+                                             (nn.MaxPool2d(5, 1, 2), (1, 8, 9, 7)),
+                                             (nn.MaxPool2d((3, 2), 1, (1, 0)), (1, 8, 6, 5))])
+def test_u55_stride_one_max_pool_is_two_passes_and_bit_exact(pool, shape):
+    """On U55 a stride-1 k x k max pool is written as k x 1 then 1 x k (`helpers.windows._max_pool`: fewer vela
+    cycles); the same integers as the quantized model on the reference model. U85 keeps one pool."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(*shape),)
+    model = nn.Sequential(nn.Conv2d(shape[1], shape[1], 1), pool, nn.Conv2d(shape[1], 4, 1)).eval()
+    quantized = flow.quantize(model, inputs)
+    for target, pools in (("ethos-u55-128", 2), ("ethos-u85-256", 1)):
+        edge = flow.lower(quantized, inputs, EthosUCompileSpec(target).include_host_graph())
+        assert flow.cpu_compute(edge) == {}, flow.cpu_compute(edge)
+        (payload,) = ethosu_payloads(edge)
+        assert tosa_op_counts(tosa_graph_of(payload))["MAX_POOL2D"] == pools, target
+        with torch.no_grad():
+            assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs)), target

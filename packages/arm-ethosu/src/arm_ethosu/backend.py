@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, replace
 
 # A quantized model keeps its float-boundary quantize/dequantize on the CPU; to_executorch needs
@@ -22,6 +23,7 @@ from torch.export import ExportedProgram
 
 from arm_tosa_core import TosaCompileSpec, register_payload_decoder, transpose_forms
 from arm_tosa_core.artifacts import ArtifactWriter, NumberedPartitionBackend
+from arm_tosa_core.helpers import windows
 from arm_tosa_core.lowering import TosaGraph, lower_partition
 from arm_tosa_core.ops import resize
 
@@ -48,7 +50,8 @@ class EthosUBackend(NumberedPartitionBackend, BackendDetails):
     def preprocess_partition(cls, edge_program: ExportedProgram, compile_specs: list[CompileSpec],
                              artifacts: ArtifactWriter) -> PreprocessResult:
         spec = _spec(compile_specs)
-        graph = lower_partition(edge_program, spec)
+        with spec_forms(spec):
+            graph = lower_partition(edge_program, spec)
         artifacts.write_tosa(graph)  # the same stem as vela's files: partition_<i>.tosa, partition_<i>_*.csv
         started = time.perf_counter()
         tune_record = None
@@ -83,21 +86,32 @@ def graph_forms(edge_program: ExportedProgram, spec: EthosUCompileSpec, default:
 
     On U55/U65, a partition with a bilinear upscale (NEAREST + depthwise, see `arm_tosa_core.ops.resize`)
     is also lowered in each `resize.BILINEAR_FORMS` form that gives a different graph, and a partition with a
-    TRANSPOSE in its "collapsed" form (`arm_tosa_core.transpose_forms`: the fewest axes; vela 5.2 moves an
-    NCHW image input to NHWC in half the U55 cycles that way; regor on U85 sends it to the CPU)."""
+    TRANSPOSE with its TRANSPOSEs in the form the spec does not use (`arm_tosa_core.transpose_forms`: the
+    default there is "collapsed", the fewest axes, and the variant "as-is"; regor on U85 sends the collapsed
+    form to the CPU, so U85 tries neither variant)."""
     forms = {"default": default}
     if spec.target.startswith("ethos-u85"):
         return forms
     variants = [(f"bilinear={form}", resize.bilinear_form(form))
                 for form in (resize.BILINEAR_FORMS if _has_bilinear(edge_program) else ())]
-    if default.op_counts.get("TRANSPOSE"):
-        variants.append(("transpose=collapsed", transpose_forms.transpose_form("collapsed")))
-    for name, form in variants:
-        with form:
-            graph = lower_partition(edge_program, spec)
-        if all(graph.flatbuffer != g.flatbuffer for g in forms.values()):
-            forms[name] = graph
+    if default.op_counts.get("TRANSPOSE") or default.op_counts.get("RESHAPE"):  # a collapsed one may be a RESHAPE
+        other = next(f for f in transpose_forms.TRANSPOSE_FORMS if f != spec.transpose_form)
+        variants.append((f"transpose={other}", transpose_forms.transpose_form(other)))
+    with spec_forms(spec):  # a variant changes one form and keeps the spec's others
+        for name, form in variants:
+            with form:
+                graph = lower_partition(edge_program, spec)
+            if all(graph.flatbuffer != g.flatbuffer for g in forms.values()):
+                forms[name] = graph
     return forms
+
+
+def spec_forms(spec: EthosUCompileSpec) -> ExitStack:
+    """The graph forms the spec asks for (its target's defaults, or the user's), set for a `with` block."""
+    stack = ExitStack()
+    stack.enter_context(transpose_forms.transpose_form(spec.transpose_form))
+    stack.enter_context(windows.max_pool_form(spec.max_pool_form))
+    return stack
 
 
 def _has_bilinear(edge_program: ExportedProgram) -> bool:

@@ -14,6 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from arm_tosa_core import TosaCompileSpec
+from arm_tosa_core.helpers.windows import MAX_POOL_FORMS
+from arm_tosa_core.transpose_forms import TRANSPOSE_FORMS
 
 from . import vela_config
 from .tune import TuneBounds
@@ -30,6 +32,38 @@ def implied_tosa_spec(target: str) -> str:
     every family), plus the U55/U65 subset where it applies."""
     family = vela_config.family(target)
     return "TOSA-1.0+INT+int16+int4+u55" if family in ("U55", "U65") else "TOSA-1.0+INT+int16+int4"
+
+
+def default_transpose_form(target: str) -> str:
+    """How the lowering writes a TRANSPOSE for `target` when the spec does not say (`arm_tosa_core.transpose_forms`).
+
+    U55/U65: "collapsed" (RESHAPE, a TRANSPOSE of the fewest axes, RESHAPE). vela 5.2 runs it in fewer U55 NPU
+    and total cycles: the NCHW -> NHWC move of a 3x128x128 input takes 12,320 U55-128 NPU cycles instead of
+    24,640, a ShuffleNet channel shuffle (58x2x28x28) on U55-64 22,768 instead of 136,576, and on every public
+    model of `bench/bench_ethosu_public.py` the collapsed form cost no U55-128 NPU or total cycle more than the
+    rank-4 one (bench/results/ethosu_public.md). U65 (256 and 512): fewer NPU cycles on every transpose
+    measured (3x128x128 input on U65-256: 105,107 against 158,035); total cycles equal or fewer but for a
+    21-channel 128x128 NCHW output on U65-512 (978,670 against 857,086: U65's transposes are DRAM-bound).
+    U85: "as-is": regor sends the collapsed form's TRANSPOSE to the CPU (131,381 NPU cycles became 9.8 M total
+    cycles on a 3x128x128 input)."""
+    return "as-is" if vela_config.family(target) == "U85" else "collapsed"
+
+
+def default_max_pool_form(target: str) -> str:
+    """How the lowering writes a stride-1 k x k max pool for `target` (`arm_tosa_core.helpers.windows._max_pool`).
+
+    U55: "separable" (k x 1 then 1 x k, the same integers): vela 5.2 gives fewer NPU and total cycles on every
+    shape measured on U55-128 and U55-64 (3x3 on 4x4x832 to 64x64x16: 8-12 % fewer; 5x5 on 16x16x64: 2.5x
+    fewer). U65 and U85: "whole": on U65-256 the split form costs more NPU cycles at 3x3 (8x8x528: 70,632
+    against 43,516), on U85-256 more total cycles (16x16x480: 393,749 against 300,000)."""
+    return "separable" if vela_config.family(target) == "U55" else "whole"
+
+
+def _form(value: str | None, allowed: tuple[str, ...], default: str, what: str) -> str:
+    """`value`, or `default` for None; ValueError naming `what` for a value not in `allowed`."""
+    if value is not None and value not in allowed:
+        raise ValueError(f"{what} {value!r}: use one of {allowed} (or None for the target's default)")
+    return default if value is None else value
 
 
 def resolve_config_ini(config_ini: str | Path | None) -> Path | None:
@@ -111,6 +145,8 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.weight_limit_bytes: int | None = None
         self.tosa_graph_in_payload = False  # the deployable payload; include_host_graph() opts in
         self.tune_bounds: TuneBounds | None = None  # enable_tune() sets it
+        self.transpose_form = default_transpose_form(target)  # set_transpose_form() overrides it
+        self.max_pool_form = default_max_pool_form(target)  # set_max_pool_form() overrides it
         super().__init__(implied_tosa_spec(target))
         # regor keeps 15 bits of an int16 fully connected layer's output multiplier (ops/matmul.py)
         self.int16_fc_rescale16 = self.family == "U85"
@@ -141,6 +177,20 @@ class EthosUCompileSpec(TosaCompileSpec):
         self.tune_bounds = TuneBounds(max_candidates, time_limit_s, max_workers) if enabled else None
         return self
 
+    def set_transpose_form(self, form: str | None) -> EthosUCompileSpec:
+        """Write each TRANSPOSE "as-is" (one rank-N TRANSPOSE) or "collapsed" (RESHAPE, TRANSPOSE of the
+        fewest axes, RESHAPE; the same bytes in the same places); None: the target's default
+        (`default_transpose_form`: collapsed on U55/U65, as-is on U85). The same switch as `arm-compile
+        --transpose-form`; `--tune` on U55/U65 tries the other form too. Returns self."""
+        self.transpose_form = _form(form, TRANSPOSE_FORMS, default_transpose_form(self.target), "transpose form")
+        return self
+
+    def set_max_pool_form(self, form: str | None) -> EthosUCompileSpec:
+        """Write a stride-1 k x k max pool "whole" (one MAX_POOL2D) or "separable" (k x 1 then 1 x k, the same
+        integers); None: the target's default (`default_max_pool_form`: separable on U55). Returns self."""
+        self.max_pool_form = _form(form, MAX_POOL_FORMS, default_max_pool_form(self.target), "max pool form")
+        return self
+
     def include_host_graph(self, include: bool = True) -> EthosUCompileSpec:
         """Store (or, with False, leave out: the default) the host graph, the TOSA INT graph vela
         compiled, after the bin stream's end marker; returns self. The same switch as `arm-compile
@@ -168,6 +218,8 @@ class EthosUCompileSpec(TosaCompileSpec):
             "weight_limit_bytes": self.weight_limit_bytes,
             "tosa_graph": self.tosa_graph_in_payload,
             "tune": None if self.tune_bounds is None else asdict(self.tune_bounds),
+            "transpose_form": self.transpose_form,
+            "max_pool_form": self.max_pool_form,
         }}
 
     def _host_specs(self) -> dict:
@@ -185,14 +237,19 @@ class EthosUCompileSpec(TosaCompileSpec):
         spec.set_memory_limit(ethosu["sram_limit_bytes"], ethosu["weight_limit_bytes"])
         if ethosu.get("tune") is not None:  # absent in specs written before --tune
             spec.enable_tune(**ethosu["tune"])
+        spec.set_transpose_form(ethosu.get("transpose_form"))  # absent in specs written before: the default
+        spec.set_max_pool_form(ethosu.get("max_pool_form"))
         return spec.include_tosa_graph(ethosu["tosa_graph"])
 
     def __repr__(self) -> str:
         ini = "" if self.config_ini is None else f", config_ini={str(self.config_ini)!r}"
         flags = f", extra_flags={self.extra_flags!r}" if self.extra_flags else ""
         tune = "" if self.tune_bounds is None else f", tune={self.tune_bounds}"
+        form = "".join(f", {name}={value!r}" for name, value, default in (
+            ("transpose_form", self.transpose_form, default_transpose_form(self.target)),
+            ("max_pool_form", self.max_pool_form, default_max_pool_form(self.target))) if value != default)
         return (f"EthosUCompileSpec({self.target!r}, system_config={self.system_config!r}, "
-                f"memory_mode={self.memory_mode!r}{flags}{ini}{tune})")
+                f"memory_mode={self.memory_mode!r}{flags}{ini}{tune}{form})")
 
 
 class ArmCompileSpecBuilder:

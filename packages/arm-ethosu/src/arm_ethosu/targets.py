@@ -22,6 +22,7 @@ def _ethosu_spec(name: str, options: dict[str, Any]):
         spec.set_memory_limit(sram_bytes=int(options["sram_limit"]))
     if options.get("tune"):
         spec.enable_tune()
+    spec.set_transpose_form(options.get("transpose_form"))
     # lowered with the host graph, which verify runs; arm-compile writes the deployable .pte without it
     return spec.include_host_graph()
 
@@ -162,6 +163,10 @@ def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
                             "(optimise Size/Performance, cascading, buffering, ...) and the alternative "
                             "graph forms over a process pool (at most 12 candidates, 120 s), keep the fewest "
                             "NPU cycles within the SRAM limit; the report lists every candidate")
+    ethos.add_argument("--transpose-form", choices=("as-is", "collapsed"),
+                       help="how each TRANSPOSE is written for vela: one rank-N TRANSPOSE (as-is) or RESHAPE, a "
+                            "TRANSPOSE of the fewest axes, RESHAPE (collapsed); default: collapsed on U55/U65 "
+                            "(fewer cycles under vela 5.2), as-is on U85 (regor runs the collapsed one on the CPU)")
     ethos.add_argument("--target-sqnr", type=float, metavar="DB",
                        help="choose the modules whose activations move to int16 (a16w8) so the output SQNR "
                             "vs float reaches DB, by SQNR gained per extra NPU cycle; prints the quantizer "
@@ -169,7 +174,7 @@ def _ethosu_arguments(ethos: argparse._ArgumentGroup) -> None:
 
 
 ETHOSU_OPTIONS = ("system_config", "memory_mode", "vela_config", "vela_flags", "sram_limit", "host_graph",
-                  "target_sqnr", "tune", "simulate")
+                  "target_sqnr", "tune", "simulate", "transpose_form")
 
 
 def ethosu_family() -> TargetFamily:

@@ -362,7 +362,7 @@ class TosaGraphBuilder:
         for pending in live:
             fewer = None
             if pending.op == Op.TRANSPOSE:
-                fewer = transpose_forms.collapse(pending.inputs[0].shape, pending.attr_args[0])
+                fewer = transpose_forms.collapse_for_vela(pending.inputs[0].shape, pending.attr_args[0])
             if fewer is None:
                 out.append(pending)
                 continue

@@ -42,8 +42,7 @@ the CPU on U55/U65.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from fractions import Fraction
 from functools import lru_cache
@@ -57,6 +56,7 @@ from ..builder import DType, Op
 from ..context import LoweringContext, Value
 from ..helpers.intmath import lower_shared, output_qparams, rescale
 from ..helpers.shapes import pad_axis
+from ..lowering_choice import choose
 from ..registry import Quant, aten_target, register_int_rule, register_op
 
 aten = torch.ops.aten
@@ -266,17 +266,10 @@ BILINEAR_FORMS = ("separable", "full")
 _bilinear_form: ContextVar[str | None] = ContextVar("arm_tosa_core_bilinear_form", default=None)
 
 
-@contextmanager
-def bilinear_form(form: str | None) -> Iterator[None]:
+def bilinear_form(form: str | None) -> AbstractContextManager[None]:
     """Lower the U55 k x bilinear upscales inside this block in `form` (one of `BILINEAR_FORMS`; None: the
     default rule of `depthwise_form`). Ethos-U's `--tune` compiles a partition in each form."""
-    if form is not None and form not in BILINEAR_FORMS:
-        raise ValueError(f"bilinear form {form!r}: use one of {BILINEAR_FORMS} (or None for the default rule)")
-    token = _bilinear_form.set(form)
-    try:
-        yield
-    finally:
-        _bilinear_form.reset(token)
+    return choose(_bilinear_form, form, (*BILINEAR_FORMS, None), "bilinear form")
 
 
 def depthwise_form(k: int) -> str:
