@@ -219,3 +219,30 @@ def test_tune_collapses_the_edge_transposes_on_u55(tmp_path, capsys):
     default, collapsed = by_name["default"], by_name["transpose=collapsed/default"]
     assert collapsed["cycles_npu"] < default["cycles_npu"] and collapsed["cycles_total"] < default["cycles_total"]
     assert part.cycles_npu <= collapsed["cycles_npu"]
+
+
+class TwoBranchesOfTheInput(nn.Module):
+    """FastViT's stem and large-kernel blocks: two convolutions read the same input (PT2E gives each its own
+    dequantize)."""
+
+    def __init__(self, channels: int = 16) -> None:
+        super().__init__()
+        self.large = nn.Conv2d(channels, channels, 7, stride=2, padding=3, groups=channels)
+        self.small = nn.Conv2d(channels, channels, 3, stride=2, padding=1, groups=channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.large(x) + self.small(x)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+def test_a_value_read_by_two_consumers_is_transposed_once(target):
+    """One TRANSPOSE of the input for both branches, not one per branch's dequantize (FastViT-T8 on U85
+    paid 131 k NPU cycles for the second input transpose); the same bytes, so bit-exact as before."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 16, 16, 16),)
+    quantized = flow.quantize(TwoBranchesOfTheInput().eval(), inputs, target=target)
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec(target).include_host_graph())
+    (payload,) = ethosu_payloads(edge)
+    assert tosa_op_counts(tosa_graph_of(payload))["TRANSPOSE"] == 2  # input edge, output edge (before: 3)
+    with torch.no_grad():
+        assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs))
