@@ -65,7 +65,10 @@ def _row(model: str, target: str, side: str, res: dict) -> dict:
     return {"model": model, "target": target, "side": side, "error": res.get("error") or res.get("unavailable"),
             "npu_cycles": npu, "total_cycles": res.get("vela_total_cycles"),
             "sram_peak_kib": res.get("vela_sram_peak_kib"), "flash_kib": res.get("vela_flash_kib"),
-            "cpu_ops": _cpu_ops(res), "compile_s": res.get("total_s"), "vela_s": res.get("vela_s"),
+            "cpu_ops": _cpu_ops(res), "partitions": res.get("partitions"),
+            # which ops stayed on the CPU and why (ours only: the competitor's flow reports no reasons)
+            "not_delegated": res.get("not_delegated"), "cpu_reasons": res.get("cpu_reasons"),
+            "compile_s": res.get("total_s"), "vela_s": res.get("vela_s"),
             # the child's whole wall time (imports, the competitor's second, timed vela run): what a cap is read against
             "process_s": res.get("process_wall_s") or res.get("failed_after_s"),
             "mac_util": util, "tune_chosen": res.get("tune_chosen"), "vela_flags": res.get("vela_flags"),

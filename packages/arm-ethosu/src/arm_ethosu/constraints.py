@@ -65,7 +65,7 @@ def _is_constant(node) -> bool:
     if node.op == "get_attr":
         return True
     if node.op == "call_function" and "quantize" in str(node.target) and node.args:
-        return _is_constant(node.args[0])
+        return isinstance(node, Node) and bool(node.args) and _is_constant(node.args[0])
     return False
 
 
@@ -141,12 +141,22 @@ def _channels(node: Node, family: str) -> str | None:
 
 
 # -- Ethos-U55 / U65: per-family rules ---------------------------------------------------------
-def _not_in_u55_set(family: str, operators: str) -> None:
-    """Family `family` lowers to TOSA `operators`, which are outside the U55/U65 operator set."""
+def _not_in_u55_set(family: str, operators: str, folded: Callable[[Node], bool] | None = None) -> None:
+    """Family `family` lowers to TOSA `operators`, which are outside the U55/U65 operator set (unless
+    `folded(node)`: the core computes the node at compile time and writes none of them)."""
 
     @target_rule(U55_U65, family)
-    def rule(node: Node, ethosu_family: str) -> str:
+    def rule(node: Node, ethosu_family: str) -> str | None:
+        if folded is not None and folded(node):
+            return None
         return f"{family} lowers to TOSA {operators}, which Ethos-U55/U65 do not run"
+
+
+def _constant_source(node: Node) -> bool:
+    """x[..., idx] of a constant x (LeViT's and EfficientFormerV2's attention-bias tables): the core's
+    `gather_dim` picks the entries at compile time (its support already requires a compile-time index),
+    so no GATHER reaches vela."""
+    return isinstance(node, Node) and bool(node.args) and _is_constant(node.args[0])
 
 
 _not_in_u55_set("compare", "EQUAL/GREATER/GREATER_EQUAL")
@@ -156,7 +166,7 @@ _not_in_u55_set("where", "SELECT")
 _not_in_u55_set("any_all", "REDUCE_ANY/REDUCE_ALL")
 _not_in_u55_set("embedding", "GATHER")
 _not_in_u55_set("index_select", "GATHER")
-_not_in_u55_set("index_tensor", "GATHER")
+_not_in_u55_set("index_tensor", "GATHER", folded=_constant_source)
 _not_in_u55_set("index_copy", "SCATTER")
 _not_in_u55_set("index_put", "SCATTER")
 

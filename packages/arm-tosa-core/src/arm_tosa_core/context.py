@@ -32,6 +32,10 @@ class Value:
     const: torch.Tensor | None = None
     qparams: Any = None  # set by the INT profile: (scale, zero_point, qmin, qmax, dtype)
     _cache: dict = field(default_factory=dict)
+    # the tensor in other layouts (perm -> TRANSPOSE/RESHAPE output): shared by every Value that aliases
+    # the same TOSA tensor in the same layout (each dequantize of one quantized value), so a value with
+    # several consumers is transposed once, not once per consumer
+    _layouts: dict = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -103,7 +107,7 @@ class LoweringContext:
         """`value` as a TOSA tensor in layout `perm` (default: where it already is; identity for constants).
 
         Constants are permuted at compile time. A layout change in which only size-1 dims move is a
-        RESHAPE; anything else costs one TRANSPOSE, cached per value and layout.
+        RESHAPE; anything else costs one TRANSPOSE, cached per TOSA tensor and layout (`Value._layouts`).
         """
         if value.is_const:
             perm = layout.identity(value.rank) if perm is None else tuple(perm)
@@ -118,13 +122,13 @@ class LoweringContext:
         perm = value.perm if perm is None else tuple(perm)
         if perm == value.perm:
             return value.tensor
-        if perm not in value._cache:
+        if perm not in value._layouts:
             target_shape = layout.apply(value.shape, perm)
             if layout.only_unit_dims_move(value.shape, value.perm, perm):
-                value._cache[perm] = self.b.reshape(value.tensor, target_shape)
+                value._layouts[perm] = self.b.reshape(value.tensor, target_shape)
             else:
-                value._cache[perm] = self.b.transpose(value.tensor, layout.relative(value.perm, perm))
-        return value._cache[perm]
+                value._layouts[perm] = self.b.transpose(value.tensor, layout.relative(value.perm, perm))
+        return value._layouts[perm]
 
     def with_rank(self, value: Value, rank: int) -> Value:
         """Broadcast view: prepend size-1 dims so `value` has `rank` dims (free for constants)."""

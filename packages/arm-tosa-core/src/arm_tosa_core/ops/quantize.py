@@ -96,4 +96,6 @@ def lower_dequantize(ctx: LoweringContext, node: Node) -> Value:
     dtype = value.dtype  # stays in its integer storage type; qparams say what it means
     if value.is_const:
         return Value(shape, dtype, const=value.const, qparams=q)
-    return Value(shape, dtype, tensor=value.tensor, perm=value.perm, qparams=q)
+    # the same tensor under its dequantize's qparams: it shares the layouts already made of it (PT2E gives
+    # each consumer its own dequantize; without sharing, each would TRANSPOSE the same bytes again)
+    return Value(shape, dtype, tensor=value.tensor, perm=value.perm, qparams=q, _layouts=value._layouts)
