@@ -18,7 +18,7 @@ ours/competitor NPU-cycle ratios. Writes bench/results/ethosu_public.json (every
 each row's commit) and ethosu_public.md (the table). With --reuse, rows already in the JSON for the same
 (model, target, side, input size) are kept as they are (with the commit that measured them) and only the
 missing ones run: a long list can be measured in pieces on a loaded machine. A model that fails on either
-side keeps its row, with the reason.
+side keeps its row, with the reason (and the innermost exception, `root_cause`).
 """
 
 from __future__ import annotations
