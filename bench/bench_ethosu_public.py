@@ -18,7 +18,7 @@ ours/competitor NPU-cycle ratios. Writes bench/results/ethosu_public.json (every
 each row's commit) and ethosu_public.md (the table). With --reuse, rows already in the JSON for the same
 (model, target, side, input size) are kept as they are (with the commit that measured them) and only the
 missing ones run: a long list can be measured in pieces on a loaded machine. A model that fails on either
-side keeps its row, with the reason.
+side keeps its row, with the reason (and the innermost exception, `root_cause`).
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def _row(model: str, target: str, side: str, res: dict) -> dict:
     util = res.get("vela_mac_util")
     if util is None and npu and macs:
         util = macs / (npu * per_cycle)
-    return {"model": model, "target": target, "side": side, "error": res.get("error") or res.get("unavailable"),
+    error = res.get("error") or res.get("unavailable")
+    return {"model": model, "target": target, "side": side, "error": error,
+            # the innermost exception: a pass-manager error names only the passes that ran before it
+            "root_cause": res.get("root_cause") if error else None,
             "npu_cycles": npu, "total_cycles": res.get("vela_total_cycles"),
             "sram_peak_kib": res.get("vela_sram_peak_kib"), "flash_kib": res.get("vela_flash_kib"),
             "cpu_ops": _cpu_ops(res), "partitions": res.get("partitions"),
@@ -88,6 +91,14 @@ def _npu(row: dict) -> str:
     if not row:
         return "not measured"
     return "failed" if row.get("error") else _fmt(row.get("npu_cycles"), ",.0f")
+
+
+def _why(row: dict) -> str:
+    """A failed row's error, and its root cause where that says more (a long error is cut to its start)."""
+    error, root = row["error"], row.get("root_cause")
+    if not root or root in error:
+        return error
+    return f"{error[:240]}{'...' if len(error) > 240 else ''} (root cause: {root[:400]})"
 
 
 def table(rows: list[dict]) -> str:
@@ -123,7 +134,7 @@ def table(rows: list[dict]) -> str:
         geo = math.exp(sum(math.log(v) for v in values) / len(values))
         lines.append(f"\ngeomean NPU-cycle ratio ours/competitor, {key}: {geo:.3f} over {len(values)} models "
                      "(rows with both sides measured here)")
-    errors = [f"- {r['model']} {r['target']} {r['side']}: {r['error']}" for r in rows if r["error"]]
+    errors = [f"- {r['model']} {r['target']} {r['side']}: {_why(r)}" for r in rows if r["error"]]
     return "\n".join(lines + (["\nerrors:"] + errors if errors else []))
 
 
