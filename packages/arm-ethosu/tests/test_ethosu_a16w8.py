@@ -82,7 +82,7 @@ def test_a16w8_fully_connected_on_u85_rescales_with_a_16_bit_multiplier(k):
     (nn.Linear(8, 12): 0x75D3A25F as 0x225F, every output near 0 on the NPU simulator, 1.71 off in float), so
     these layers stayed on the CPU. For U85 the core now RESCALEs the INT48 accumulator straight to int16
     with a 16-bit multiplier (`EthosUCompileSpec.int16_fc_rescale16`), which regor stores exactly (bit-exact
-    on the U85 simulator: runtime-cpp's `test_ethosu_simulator_u85.py`): one partition within 1 LSB of
+    on the U85 simulator: runtime-cpp's `test_ethosu_simulator_u85_numerics.py`): one partition within 1 LSB of
     run_exactly, past K = 512 too (no int32 intermediate to overflow). U55 keeps the 32-bit form: 0 LSB, or
     1 where the accumulator's bound passes int32 and it is divided by 2^k before the int32 RESCALE (K = 512:
     measured 1.00 LSB on both targets)."""

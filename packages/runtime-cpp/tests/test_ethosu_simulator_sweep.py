@@ -53,7 +53,7 @@ KNOWN_DIFFERENCES: dict[str, tuple[float, str]] = {}
 # - "a16w8:linear" on ethos-u85-256 (1.71): regor fuses the output RESCALE (32-bit multiplier) into the
 #   convolution's 48-bit scale stream and writes the multiplier's low 15 bits alone. It stayed on the CPU;
 #   now the core gives it a 16-bit multiplier for U85 and it is bit-exact on the NPU
-#   (test_ethosu_simulator_u85.py::test_u85_a16w8_fully_connected_bit_exact_and_within_1_lsb_of_fake_quant).
+#   (test_ethosu_simulator_u85_numerics.py::test_u85_a16w8_fully_connected_bit_exact_and_within_1_lsb_of_fake_quant).
 
 # The default session's cases: one per feature the sweep made the simulator gain.
 DEFAULT_CASES = {
