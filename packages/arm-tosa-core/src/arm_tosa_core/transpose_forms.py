@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
-from .lowering_choice import choose
+from .helpers.lowering_choice import choose
 
 TRANSPOSE_FORMS = ("as-is", "collapsed")
 #: vela's TRANSPOSE axis limit (16 bits; `arm_ethosu.constraints.AXIS_LIMIT`). A TRANSPOSE whose collapsed

@@ -13,8 +13,8 @@ from torch.fx import Node
 from .. import layout
 from ..builder import DType, Op, T
 from ..context import LoweringContext, Value
-from ..lowering_choice import choose
 from .common import arg, aten_target, nan_propagate
+from .lowering_choice import choose
 from .qparams import QParams
 from .reduce import reduce_dims
 

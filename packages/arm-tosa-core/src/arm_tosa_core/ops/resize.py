@@ -55,8 +55,8 @@ from .. import layout
 from ..builder import DType, Op
 from ..context import LoweringContext, Value
 from ..helpers.intmath import lower_shared, output_qparams, rescale
+from ..helpers.lowering_choice import choose
 from ..helpers.shapes import pad_axis
-from ..lowering_choice import choose
 from ..registry import Quant, aten_target, register_int_rule, register_op
 
 aten = torch.ops.aten
