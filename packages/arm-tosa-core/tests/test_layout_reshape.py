@@ -48,3 +48,28 @@ def test_channel_shuffle_lowers_with_one_transpose(channels, groups, tmp_path):
     (graph,) = tmp_path.glob("*.tosa")
     # NCHW -> NHWC at the input, the shuffle, NHWC -> NCHW at the output (before: 5, via NCHW and back)
     assert tosa_op_counts(graph)["TRANSPOSE"] == 3
+
+
+class HeadMerge(nn.Module):
+    """An attention's head merge before its output projection: [1, heads, tokens, dim] -> [1, tokens, heads * dim]."""
+
+    def __init__(self, heads: int = 2, dim: int = 16) -> None:
+        super().__init__()
+        self.proj = nn.Linear(heads * dim, heads * dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, h, s, d = x.shape
+        return self.proj(x.transpose(1, 2).reshape(b, s, h * d))
+
+
+def test_head_merge_is_one_transpose(tmp_path):
+    """The merge needs a TRANSPOSE in the value's own layout too, so it happens in PyTorch's order: one
+    TRANSPOSE, and the linear reads the identity layout (before: a TRANSPOSE to [1, h, d, s], a RESHAPE and
+    a second TRANSPOSE back; hf:vit on U85 paid 911 NPU cycles for them)."""
+    from arm_tosa_core import TosaCompileSpec, TOSAPartitioner
+
+    torch.manual_seed(0)
+    spec = TosaCompileSpec("TOSA-1.0+FP").dump_intermediate_artifacts_to(tmp_path)
+    check_lowering(HeadMerge(), (torch.randn(1, 2, 17, 16),), partitioner=TOSAPartitioner(spec), rtol=1e-5)
+    (graph,) = tmp_path.glob("*.tosa")
+    assert tosa_op_counts(graph)["TRANSPOSE"] == 1

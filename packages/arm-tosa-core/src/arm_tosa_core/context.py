@@ -46,6 +46,12 @@ class Value:
         return self.const is not None
 
 
+def _channels_last(perm) -> bool:
+    """(0, 2, ..., r-1, 1): an image's channels-last layout (rank 4+: a rank-3 (0, 2, 1) is also a transposed
+    [batch, tokens, features] matrix)."""
+    return len(perm) >= 4 and tuple(perm) == (0, *range(2, len(perm)), 1)
+
+
 class LoweringContext:
     """State shared by the lowering rules of one partition."""
 
@@ -190,6 +196,12 @@ class LoweringContext:
             t = self.b.reshape(value.tensor, layout.apply(shape, perm))
             return Value(shape, value.dtype, tensor=t, perm=tuple(perm), qparams=value.qparams)
         in_place = None if layout.is_identity(value.perm) else layout.reshape_in_place(value.shape, value.perm, shape)
+        if in_place is not None and tuple(in_place[0]) != tuple(value.perm) and not _channels_last(in_place[1]):
+            # the split/merge costs a TRANSPOSE in the value's layout too: the same one TRANSPOSE to PyTorch's
+            # order leaves the result in the identity layout that matmul/linear read (ViT's, BERT's and Llama's
+            # attention head merge paid a second TRANSPOSE back to it; U85 hf:vit -911 NPU cycles). A
+            # channels-last result (image models: channel shuffle) stays where its convolutions read it.
+            in_place = None
         if in_place is not None:  # split/merge in the value's own layout: at most one TRANSPOSE, no trip to NCHW
             first, perm = in_place
             t = self.b.reshape(self.tensor(value, first), layout.apply(shape, perm))

@@ -98,7 +98,9 @@ def _cast_support(node: Node, spec: TosaSpecification) -> str | None:
 
 @register_op("clone_cast", [aten.clone.default, aten._to_copy.default, edge_dim_order._clone_dim_order.default,
                             edge_dim_order._to_dim_order_copy.default], support=_cast_support, quant=Quant.SHARED,
-             folds_constants=True, fp_index_math=True, fp_integer_rule=_fp_cast_rule)
+             # export-time `x.to(dtype)` (Llama/T5 RMS norms: `hidden.to(torch.float32)`): annotated as a cast too, so
+             # its output shares its input's qparams; unannotated, the next op's input observer requantized it
+             quant_aliases=[aten.to.dtype], folds_constants=True, fp_index_math=True, fp_integer_rule=_fp_cast_rule)
 def lower_clone_cast(ctx: LoweringContext, node: Node) -> Value:
     x = ctx.val(node.args[0])
     shape, dtype = ctx.out_meta(node)
