@@ -25,7 +25,7 @@ from arm_ethosu import (
     parse_binstream,
 )
 from arm_ethosu.constraints import RULES, transposable
-from arm_tosa_core import run_on_reference_model
+from arm_tosa_core import partition_report, run_on_reference_model
 
 torch.manual_seed(0)
 
@@ -300,5 +300,31 @@ def test_indexing_a_constant_table_is_folded_for_u55():
     from arm_tosa_core.tosa_inspect import tosa_op_counts
 
     assert "GATHER" not in tosa_op_counts(tosa_graph_of(payload))
+    with torch.no_grad():
+        assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs))
+
+
+class _GatherOfTheInput(torch.nn.Module):
+    """torch.gather of a runtime input at a constant index (the op sweep's `gather const index`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("index", torch.tensor([[2, 0], [1, 1]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.gather(x, 1, self.index)
+
+
+def test_gather_of_an_input_stays_on_cpu_for_u55_and_runs_on_u85():
+    """torch.gather lowers to TOSA GATHER, which vela refuses on U55/U65 ("Non-passthrough operation (Gather) could
+    not run on NPU"): before, the partitioner claimed it there and `to_edge_transform_and_lower` raised
+    VelaCompileError. It stays on the CPU with the reason now; U85 runs it, bit-exact."""
+    inputs = (torch.randn(2, 4),)
+    quantized = flow.quantize(_GatherOfTheInput().eval(), inputs)
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u55-128"))
+    reasons = {c.name: c.reason for c in partition_report(edge).cpu_nodes}
+    assert any("gather lowers to TOSA GATHER" in r for r in reasons.values()), reasons
+    edge = flow.lower(quantized, inputs, EthosUCompileSpec("ethos-u85-256").include_host_graph())
+    assert flow.cpu_compute(edge) == {}
     with torch.no_grad():
         assert torch.equal(run_on_reference_model(edge, *inputs), quantized(*inputs))

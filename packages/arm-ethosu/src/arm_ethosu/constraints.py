@@ -167,6 +167,7 @@ _not_in_u55_set("any_all", "REDUCE_ANY/REDUCE_ALL")
 _not_in_u55_set("embedding", "GATHER")
 _not_in_u55_set("index_select", "GATHER")
 _not_in_u55_set("index_tensor", "GATHER", folded=_constant_source)
+_not_in_u55_set("gather", "GATHER", folded=_constant_source)
 _not_in_u55_set("index_copy", "SCATTER")
 _not_in_u55_set("index_put", "SCATTER")
 
