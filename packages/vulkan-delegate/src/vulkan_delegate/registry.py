@@ -39,8 +39,9 @@ _ROW = ("f32sg", "f16sg")
 RUNTIME_TWINS = {**{s: ("f16math32",) for s in ("unary", "binary", "pool2d", "upsample2d", "compare", "argreduce",
                                                  "where", "take", "gather", "index_write", "pad", "mask_bool",
                                                  "conv2d_dw", "ewise_expr")},
-                 **{s: _ROW for s in ("softmax_row", "norm_row", "norm_row_wide", "reduce_row",
-                                          "attention_flash")},
+                 **{s: _ROW for s in ("softmax_row", "norm_row", "norm_row_wide", "reduce_row")},
+                 # `f16sgcoop`: fp16 flash attention on tensor cores where the device has VK_KHR_cooperative_matrix
+                 "attention_flash": (*_ROW, "f16sgcoop"),
                  "copy": ("f16_f16math32", "f32_f16math32", "f16_f32math32", "f16_i32math32", "i32_f16math32")}
 
 Support = Callable[[Node], str | None]
